@@ -1,0 +1,83 @@
+"""Typed configuration: the one place that reads tritune's environment variables.
+
+Environment variables (all optional):
+
+``TRITUNE_PASSES``
+    Comma-separated pass names to install into Triton's compiler in every process that imports
+    tritune's cache manager (Inductor's compile workers included). ``exact`` names the default
+    exact set, ``fast`` the exact set plus the fast-math passes. Empty or unset: no passes.
+``TRITUNE_FAST_MATH``
+    ``1`` allows fast-math rewrites (division reassociation, reciprocal of non-power-of-two
+    constants). Off by default: exact rewrites only.
+``TRITUNE_STAGES``
+    Which IR stages the passes run on: ``ttir`` (default) or ``ttir,ttgir``.
+``TRITUNE_DEBUG``
+    ``1`` verifies the module after every pass and fails loudly if a pass leaves it invalid.
+
+Code reads ``config.current()``; tests and scoped switches use ``config.override(...)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Iterator
+
+ENV_PASSES = "TRITUNE_PASSES"
+ENV_FAST_MATH = "TRITUNE_FAST_MATH"
+ENV_STAGES = "TRITUNE_STAGES"
+ENV_DEBUG = "TRITUNE_DEBUG"
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    passes: tuple[str, ...] = ()
+    fast_math: bool = False
+    stages: tuple[str, ...] = ("ttir",)
+    debug: bool = False
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Config":
+        env = os.environ if environ is None else environ
+        return cls(
+            passes=_split(env.get(ENV_PASSES, "")),
+            fast_math=env.get(ENV_FAST_MATH, "").strip().lower() in _TRUE,
+            stages=_split(env.get(ENV_STAGES, "")) or ("ttir",),
+            debug=env.get(ENV_DEBUG, "").strip().lower() in _TRUE,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces this config in another process."""
+        return {
+            ENV_PASSES: ",".join(self.passes),
+            ENV_FAST_MATH: "1" if self.fast_math else "0",
+            ENV_STAGES: ",".join(self.stages),
+            ENV_DEBUG: "1" if self.debug else "0",
+        }
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+_override: Config | None = None
+
+
+def current() -> Config:
+    """The config in force: a scoped override if one is active, else the environment."""
+    return _override if _override is not None else Config.from_env()
+
+
+@contextlib.contextmanager
+def override(**changes) -> Iterator[Config]:
+    """Scoped config for tests and switches: ``with config.override(debug=True): ...``."""
+    global _override
+    previous = _override
+    _override = dataclasses.replace(current(), **changes)
+    try:
+        yield _override
+    finally:
+        _override = previous

@@ -1,0 +1,91 @@
+"""tritune's IR passes and the pipeline that runs them.
+
+The pipeline is a flat, named list that reads top to bottom, like Triton's ``make_ttir``:
+
+1. ``merge-redundant-loads``   (exact)     loads differing only in cache hints -> one load
+2. ``merge-redundant-reduces`` (exact)     identical reductions -> one (CSE, after step 1)
+3. ``reassociate-division``    (fast-math) (a / b) / c -> a / (b * c), c / (a / b) -> (b * c) / a
+4. ``constant-division``       (exact for powers of two; other constants only under fast-math)
+
+``resolve`` turns user names (``exact``, ``fast``, or pass names) into pipeline order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+from typing import Iterable
+
+from triton._C.libtriton import ir
+
+from tritune.ir import parse_module
+from tritune.passes import constant_division, merge_redundant_loads, merge_redundant_reduces, reassociate_division
+
+PIPELINE: tuple[ModuleType, ...] = (
+    merge_redundant_loads,
+    merge_redundant_reduces,
+    reassociate_division,
+    constant_division,
+)
+BY_NAME = {p.NAME: p for p in PIPELINE}
+EXACT_SET = tuple(p.NAME for p in PIPELINE if p.EXACT)
+FAST_SET = tuple(BY_NAME)
+ALIASES = {"exact": EXACT_SET, "fast": FAST_SET, "all": FAST_SET}
+
+
+class UnknownPassError(ValueError):
+    pass
+
+
+class InvalidModuleError(RuntimeError):
+    """A pass left the module invalid (caught by the debug-mode verifier)."""
+
+
+def resolve(names: Iterable[str]) -> tuple[str, ...]:
+    """Expand aliases and validate names; the result follows pipeline order."""
+    wanted: set[str] = set()
+    for name in names:
+        if name in ALIASES:
+            wanted.update(ALIASES[name])
+        elif name in BY_NAME:
+            wanted.add(name)
+        else:
+            known = ", ".join([*ALIASES, *BY_NAME])
+            raise UnknownPassError(f"unknown pass {name!r}; known: {known}")
+    return tuple(name for name in BY_NAME if name in wanted)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineResult:
+    counts: dict[str, int]  # pass name -> ops removed or rewritten
+
+    @property
+    def changed(self) -> bool:
+        return any(self.counts.values())
+
+
+def run_pipeline(module: ir.module, names: Iterable[str], *, fast_math: bool = False,
+                 verify: bool = False) -> PipelineResult:
+    """Run the named passes on ``module`` in pipeline order, in place."""
+    counts = {}
+    for name in resolve(names):
+        counts[name] = BY_NAME[name].run(module, fast_math=fast_math)
+        if verify and not module.verify():
+            raise InvalidModuleError(f"module invalid after pass {name}")
+    return PipelineResult(counts)
+
+
+def preview(ttir: str, *, fast_math: bool = False) -> dict[str, int]:
+    """What each pass would change in a TTIR module, each run alone on a fresh copy.
+
+    Alone, except that ``merge-redundant-reduces`` runs after ``merge-redundant-loads`` as in the
+    pipeline (Table I's reduces only become identical once their loads are one), and counts only
+    its own merges.
+    """
+    counts = {}
+    for name in FAST_SET:
+        before = ("merge-redundant-loads",) if name == "merge-redundant-reduces" else ()
+        module = parse_module(ttir)
+        result = run_pipeline(module, (*before, name), fast_math=fast_math)
+        counts[name] = result.counts[name]
+    return counts

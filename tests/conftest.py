@@ -1,0 +1,41 @@
+"""Shared helpers: TTIR fixtures written by hand, so each test states exactly the IR it means."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritune.ir import ModuleView, parse_module
+
+PTR = "tensor<128x!tt.ptr<f32>>"
+F32 = "tensor<128xf32>"
+
+
+def ttir(body: str, args: str = "%arg0: !tt.ptr<f32>, %arg1: !tt.ptr<f32>") -> str:
+    """A module with one kernel ``@k``. ``body`` may use ``%offs`` (0..127), ``%p`` (pointers
+    into %arg0) and ``%q`` (pointers into %arg1), defined here."""
+    prologue = f"""
+    %offs = tt.make_range {{end = 128 : i32, start = 0 : i32}} : tensor<128xi32>
+    %p0 = tt.splat %arg0 : !tt.ptr<f32> -> {PTR}
+    %p = tt.addptr %p0, %offs : {PTR}, tensor<128xi32>
+    %q0 = tt.splat %arg1 : !tt.ptr<f32> -> {PTR}
+    %q = tt.addptr %q0, %offs : {PTR}, tensor<128xi32>"""
+    return f"""module {{
+  tt.func public @k({args}) attributes {{noinline = false}} {{{prologue}
+{body}
+    tt.return
+  }}
+}}
+"""
+
+
+def op_names(module) -> list[str]:
+    return [op.name for op in ModuleView.build(module).ops]
+
+
+def count(module, name: str) -> int:
+    return op_names(module).count(name)
+
+
+@pytest.fixture
+def parse():
+    return parse_module
