@@ -169,3 +169,17 @@ def test_jit_cache_shim_parks_and_restores_in_memory_caches():
     jit_caches.switch("", "salt-a")
     assert fn.device_caches is optimized
     jit_caches.switch("salt-a", "")
+
+
+def test_pipeline_on_ttgir_only():
+    with tc.enabled(["exact"], stages=("ttgir",), debug=True) as active:
+        compiled = kernels.compile_sm90("table1")
+    assert active.history[-1].stage == "ttgir"
+    assert active.history[-1].counts["merge-redundant-loads"] == 1
+    assert loads(compiled) == 2  # TTIR untouched
+    assert compiled.asm["ttgir"].count("tt.load") == 1 and "cubin" in compiled.asm
+
+
+def test_unknown_stage_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown stage"):
+        tc.enable(["exact"], stages=("llir",))
