@@ -1,0 +1,85 @@
+"""Command line: ``tritune analyze PATH``. Thin: parsing and exit codes here, work in analyze/."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tritune import __version__
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tritune")
+def main() -> None:
+    """tritune: makes Triton GPU kernels faster automatically, and proves every change correct."""
+
+
+def _target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from tritune.analyze.targets import parse_target
+
+    try:
+        return parse_target(value).name
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _constexprs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
+    from tritune.analyze.launch import parse_assignment, parse_value
+
+    parsed = {}
+    for text in values:
+        try:
+            name, value = parse_assignment(text)
+            parsed[name] = parse_value(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return parsed
+
+
+def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
+    from tritune.analyze.launch import parse_assignment
+
+    try:
+        return dict(parse_assignment(text) for text in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--target", default="sm_90", show_default=True, callback=_target,
+              help="GPU to compile for: sm_80, sm_86, sm_89, sm_90, sm_100 (or 80, 90, ...).")
+@click.option("--constexpr", "constexprs", multiple=True, callback=_constexprs, metavar="NAME=VALUE",
+              help="Value of a constexpr (int, float, true/false); repeatable. Wins over inferred values.")
+@click.option("--signature", "signature", multiple=True, callback=_signature, metavar="NAME=TYPE",
+              help="Type of a runtime parameter, e.g. x_ptr=*fp16 or n=i64; repeatable.")
+@click.option("--num-warps", type=click.IntRange(1, 32), default=None,
+              help="Warps per program (default: the kernel's first config, else 4).")
+@click.option("--fast-math", is_flag=True, help="Count fast-math rewrites too (division reassociation).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of per-kernel objects.")
+@click.option("--kernel", "kernel_filter", default=None, metavar="NAME", help="Only the kernel named NAME.")
+def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warps: int | None,
+            fast_math: bool, as_json: bool, kernel_filter: str | None) -> None:
+    """Static analysis of every @triton.jit kernel in PATH (a .py file or a directory); no GPU needed.
+
+    Reports per kernel TTIR op counts, what each tritune pass would rewrite, PTX statistics,
+    registers, spills, shared memory and theoretical occupancy. Exits 1 if nothing was analysed.
+    """
+    from tritune.analyze import analyze_path
+    from tritune.analyze.render import console_for, render_table, to_json
+    from tritune.analyze.report import analysed
+
+    records = analyze_path(
+        path, target=target, constexprs=constexprs, signature=signature, num_warps=num_warps,
+        fast_math=fast_math, kernel_filter=kernel_filter, progress=path.is_dir(),
+    )
+    if as_json:
+        click.echo(to_json(records))
+    else:
+        render_table(records, console_for(sys.stdout))
+    if not any(r["kernel"] for r in records):
+        which = f"named {kernel_filter!r} " if kernel_filter else ""
+        click.echo(f"tritune analyze: no @triton.jit kernel {which}found in {path}", err=True)
+    sys.exit(0 if analysed(records) else 1)

@@ -1,0 +1,163 @@
+"""tritune.analyze end to end on CPU: every example kernel compiled once for sm_90 (module fixture)."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tritune.analyze import RECORD_KEYS, analyze_path
+from tritune.analyze.render import console_for, render_table, to_json
+from tritune.analyze.report import analysed
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="module")
+def records():
+    return analyze_path(EXAMPLES, target="sm_90")
+
+
+@pytest.fixture(scope="module")
+def by_name(records):
+    return {r["kernel"]: r for r in records}
+
+
+def test_every_example_kernel_is_analysed(records, by_name):
+    assert [r["error"] for r in records] == [None] * len(records)
+    assert len(records) == 13
+    assert {r["kind"] for r in records} == {"jit", "autotune", "inductor"}
+    for record in records:
+        assert set(record) == set(RECORD_KEYS)
+        assert record["target"] == "sm_90"
+        assert record["registers"] > 0 and record["spills"] == 0
+        assert 0 < record["occupancy"] <= 1
+
+
+def test_seed000_table1_kernel(by_name):
+    r = by_name["row_sum_twice_kernel"]
+    assert r["ttir_ops"]["tt.load"] == 2
+    assert r["ttir_ops"]["tt.reduce"] == 2
+    assert r["rewrites"]["merge-redundant-loads"] >= 1
+    assert r["rewrites"]["merge-redundant-reduces"] >= 1
+    assert r["constexprs"] == {"BLOCK_N": 1024} and r["inferred"] == ["BLOCK_N"]
+
+
+def test_seed000_division_kernels(by_name):
+    chain = by_name["division_chain_kernel"]
+    assert chain["ttir_ops"]["arith.divf"] == 2
+    # 1024 elements / 128 threads = 8 per thread, 2 divisions each: 16 div.full.f32 (approximate /)
+    assert chain["ptx"]["divisions"] == {"div.full.f32": 16}
+    assert chain["rewrites"]["reassociate-division"] == 0  # fast-math only
+    assert by_name["divide_by_power_of_two_kernel"]["rewrites"]["constant-division"] == 1
+    assert by_name["divide_by_constant_kernel"]["rewrites"]["constant-division"] == 0  # exact mode
+
+
+def test_fast_math_rewrites(tmp_path):
+    records = analyze_path(EXAMPLES / "seed000_patterns.py", fast_math=True, kernel_filter="division_chain_kernel")
+    assert [r["kernel"] for r in records] == ["division_chain_kernel"]
+    assert records[0]["rewrites"]["reassociate-division"] == 1
+
+
+def test_inductor_kernels(by_name):
+    red = by_name["triton_red_fused_native_layer_norm_0"]
+    assert red["constexprs"] == {"XBLOCK": 2, "R0_BLOCK": 2048}
+    assert red["num_warps"] == 16
+    assert red["signature"]["in_ptr0"] == "*fp16"
+    assert red["ttir_ops"]["tt.load"] == 4  # in_ptr0 twice (evict_last, evict_first), weight, bias
+    assert red["shared_bytes"] > 0
+    poi = by_name["triton_poi_fused_add_gelu_mul_0"]
+    # XBLOCK=1024 over 128 threads, 16-byte aligned: 2 inputs x 2 x 128-bit vector loads per thread
+    assert poi["ptx"]["global_loads"] == {128: 4}
+    assert poi["num_warps"] == 4
+
+
+def test_plain_kernel_vector_widths_follow_alignment(by_name):
+    # integers are not assumed divisible by 16, so masked loads stay scalar
+    assert by_name["add_kernel"]["ptx"]["global_loads"] == {32: 2}
+    assert by_name["add_kernel"]["constexprs"] == {"BLOCK_SIZE": 128}
+    assert by_name["softmax_kernel"]["constexprs"] == {"BLOCK_N": 1024}  # first autotune config
+
+
+def test_occupancy_is_consistent_with_registers(by_name):
+    r = by_name["layernorm_kernel"]
+    from tritune.analyze.occupancy import theoretical_occupancy
+    from tritune.analyze.targets import SPECS
+
+    expected = theoretical_occupancy(SPECS[90], registers=r["registers"], num_warps=r["num_warps"],
+                                     shared_bytes=r["shared_bytes"])
+    assert (r["occupancy"], r["occupancy_limiter"]) == (expected.occupancy, expected.limiter)
+
+
+BROKEN = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def good_kernel(x_ptr, BLOCK: tl.constexpr = 64):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+
+@triton.jit
+def bad_kernel(x_ptr, BLOCK: tl.constexpr = 64):
+    tl.store(x_ptr + tl.arange(0, BLOCK), undefined_name)
+
+@triton.jit
+def odd_block_kernel(x_ptr, BLOCK: tl.constexpr = 100):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+@triton.jit
+def mode_kernel(x_ptr, MODE: tl.constexpr):
+    tl.store(x_ptr, MODE)
+
+@triton.jit
+def cg_evict_first_kernel(x_ptr, BLOCK: tl.constexpr = 256):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, cache_modifier=".cg", eviction_policy="evict_first"))
+'''
+
+
+@pytest.fixture(scope="module")
+def broken_records(tmp_path_factory):
+    root = tmp_path_factory.mktemp("broken")
+    (root / "kernels.py").write_text(textwrap.dedent(BROKEN))
+    (root / "unimportable.py").write_text("import triton\nraise ImportError('needs a GPU library')\n")
+    return {(Path(r["file"]).name, r["kernel"]): r for r in analyze_path(root)}
+
+
+def test_errors_are_one_line_and_the_rest_is_analysed(broken_records):
+    assert broken_records[("unimportable.py", None)]["error"] == "ImportError: needs a GPU library"
+    bad = broken_records[("kernels.py", "bad_kernel")]["error"]
+    assert bad == "CompilationError: at 2:42: NameError('undefined_name is not defined')"
+    odd = broken_records[("kernels.py", "odd_block_kernel")]["error"]
+    assert odd.startswith("CompilationError") and "power of 2" in odd
+    mode = broken_records[("kernels.py", "mode_kernel")]["error"]
+    assert mode == "LaunchError: cannot infer constexpr 'MODE' of mode_kernel: pass --constexpr MODE=VALUE"
+    ptxas = broken_records[("kernels.py", "cg_evict_first_kernel")]["error"]
+    assert ptxas.startswith("PTXASError: ptxas: line ")
+    assert ptxas.endswith("Modifier '.evict_first' cannot be combined with modifier '.cg'")
+    for record in broken_records.values():
+        assert record["error"] is None or "\n" not in record["error"]
+    good = broken_records[("kernels.py", "good_kernel")]
+    assert good["error"] is None and good["ttir_ops"]["tt.load"] == 1
+    assert [r["kernel"] for r in analysed(broken_records.values())] == ["good_kernel"]
+
+
+def test_json_round_trip_and_table(records, capsys):
+    data = json.loads(to_json(records))
+    assert len(data) == 13
+    for key in ("kernel", "file", "target", "ttir_ops", "rewrites", "registers", "spills",
+                "shared_bytes", "occupancy"):
+        assert all(key in item for item in data)
+    import sys
+
+    render_table(records, console_for(sys.stdout))
+    out = capsys.readouterr().out
+    assert "row_sum_twice_kernel" in out and "merge-redundant-loads 1" in out
+    assert "13 kernel(s) analysed, 0 error(s)" in out
+
+
+def test_other_target(tmp_path):
+    [record] = analyze_path(EXAMPLES / "vector_add.py", target="80")
+    assert record["target"] == "sm_80" and record["error"] is None
+    assert ".target sm_80" not in json.dumps(record)  # the record holds stats, not the PTX
