@@ -25,7 +25,7 @@ def by_name(records):
 
 def test_every_example_kernel_is_analysed(records, by_name):
     assert [r["error"] for r in records] == [None] * len(records)
-    assert len(records) == 13
+    assert len(records) == 17
     assert {r["kind"] for r in records} == {"jit", "autotune", "inductor"}
     for record in records:
         assert set(record) == set(RECORD_KEYS)
@@ -145,7 +145,7 @@ def test_errors_are_one_line_and_the_rest_is_analysed(broken_records):
 
 def test_json_round_trip_and_table(records, capsys):
     data = json.loads(to_json(records))
-    assert len(data) == 13
+    assert len(data) == 17
     for key in ("kernel", "file", "target", "ttir_ops", "rewrites", "registers", "spills",
                 "shared_bytes", "occupancy"):
         assert all(key in item for item in data)
@@ -154,10 +154,19 @@ def test_json_round_trip_and_table(records, capsys):
     render_table(records, console_for(sys.stdout))
     out = capsys.readouterr().out
     assert "row_sum_twice_kernel" in out and "merge-redundant-loads 1" in out
-    assert "13 kernel(s) analysed, 0 error(s)" in out
+    assert "17 kernel(s) analysed, 0 error(s)" in out
 
 
 def test_other_target(tmp_path):
     [record] = analyze_path(EXAMPLES / "vector_add.py", target="80")
     assert record["target"] == "sm_80" and record["error"] is None
     assert ".target sm_80" not in json.dumps(record)  # the record holds stats, not the PTX
+
+
+def test_harvested_inductor_kernel_has_seed000_redundant_load():
+    # A real coat_lite_mini kernel from the H100 harvest (examples/inductor_harvested/README.md).
+    [record] = analyze_path(EXAMPLES / "inductor_harvested" /
+                            "coat_lite_mini_train_triton_red_fused_native_layer_norm_backward_select_backward_2.py")
+    assert record["error"] is None and record["kind"] == "inductor"
+    assert record["constexprs"]["R0_BLOCK"] == 512
+    assert record["rewrites"]["merge-redundant-loads"] == 1
