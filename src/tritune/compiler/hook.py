@@ -14,6 +14,7 @@ built with passes is never stored under, or served from, the key of a binary bui
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable
 
 from triton import knobs
@@ -50,7 +51,11 @@ class PassHook:
             module = make_stage(src, metadata)
             result = passes.run_pipeline(module, names, fast_math=cfg.fast_math, verify=cfg.debug)
             self.history.append(Compilation(stage, result.counts))
-            metadata.setdefault("tritune", {})[stage] = result.counts
+            # Stored with the binary: which passes changed what, and in which process (Inductor
+            # compiles in worker processes; benchmarks/inductor_workers.py checks it was there).
+            record = metadata.setdefault("tritune", {})
+            record[stage] = result.counts
+            record["pid"] = os.getpid()
             return module
 
         return run_stage
