@@ -14,16 +14,14 @@ Environment variables (all optional):
 ``TRITUNE_DEBUG``
     ``1`` verifies the module after every pass and fails loudly if a pass leaves it invalid.
 
-Code reads ``config.current()``; tests and scoped switches use ``config.override(...)``.
+Code reads ``config.current()``. The scoped switch is ``tritune.compiler.enabled()``: it works
+through these variables so that processes started inside it (Inductor's workers) inherit it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-from typing import Iterator
-
 ENV_PASSES = "TRITUNE_PASSES"
 ENV_FAST_MATH = "TRITUNE_FAST_MATH"
 ENV_STAGES = "TRITUNE_STAGES"
@@ -63,21 +61,6 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-_override: Config | None = None
-
-
 def current() -> Config:
-    """The config in force: a scoped override if one is active, else the environment."""
-    return _override if _override is not None else Config.from_env()
-
-
-@contextlib.contextmanager
-def override(**changes) -> Iterator[Config]:
-    """Scoped config for tests and switches: ``with config.override(debug=True): ...``."""
-    global _override
-    previous = _override
-    _override = dataclasses.replace(current(), **changes)
-    try:
-        yield _override
-    finally:
-        _override = previous
+    """The config in force, read from the environment at each call."""
+    return Config.from_env()
