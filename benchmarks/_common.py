@@ -119,11 +119,11 @@ COUNTED_OPS = ("tt.load", "tt.store", "tt.reduce", "arith.divf", "tt.precise_div
 
 
 def ttir_op_counts(ttir: str, names: Iterable[str] = COUNTED_OPS) -> dict[str, int]:
-    """How many of each op a TTIR module holds (parsed through tritune.ir, not grepped)."""
-    from tritune.ir import ModuleView, parse_module
+    """How many of each op a TTIR module holds (``tritune analyze``'s counts, not grepped)."""
+    from tritune.analyze.ttir import count_ops
 
-    ops = [op.name for op in ModuleView.build(parse_module(ttir)).ops]
-    return {name: ops.count(name) for name in names}
+    counts = count_ops(ttir)
+    return {name: counts.get(name, 0) for name in names}
 
 
 # --------------------------------------------------------------------------------------- checks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from triton._C.libtriton import ir
 
-from conftest import F32, PTR, count, ttir
+from conftest import F32, PTR, ttir
 from tritune.ir import ModuleView, parse_module
 from tritune.passes import merge_redundant_loads as mrl
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+
 ENV_PASSES = "TRITUNE_PASSES"
 ENV_FAST_MATH = "TRITUNE_FAST_MATH"
 ENV_STAGES = "TRITUNE_STAGES"

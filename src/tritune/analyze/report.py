@@ -15,6 +15,7 @@ from tritune.analyze import discover, launch, occupancy, ptx, resources, ttir
 from tritune.analyze.compile import compile_kernel
 from tritune.analyze.errors import one_line
 from tritune.analyze.targets import DEFAULT_TARGET, SMSpec, parse_target
+from tritune.passes import preview
 
 RECORD_KEYS = (
     "kernel", "file", "target", "kind",
@@ -100,10 +101,6 @@ def analyze_kernel(
 
 def preview_rewrites(ttir_text: str, *, fast_math: bool) -> tuple[dict[str, int] | None, str | None]:
     """``tritune.passes.preview``: pass name -> ops each pass alone would remove or rewrite."""
-    try:
-        from tritune.passes import preview
-    except ImportError as exc:
-        return None, f"tritune.passes.preview unavailable: {one_line(exc)}"
     try:
         return {name: int(count) for name, count in preview(ttir_text, fast_math=fast_math).items()}, None
     except Exception as exc:  # noqa: BLE001
