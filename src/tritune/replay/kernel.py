@@ -1,0 +1,90 @@
+"""Load a captured kernel from the capture directory (or a variant's source text).
+
+The copy of the kernel's file under ``DIR/sources/`` is imported as a fresh module (Inductor
+modules through the same shim ``tritune analyze`` uses, so they import on a CPU machine too), and
+the kernel is found by name, peeled down to the ``@triton.jit`` function (``JITFunction``, or
+``InterpretedFunction`` under ``TRITON_INTERPRET=1``) through any autotune/heuristics/Inductor
+wrapper: replay launches the exact configuration the program launched, so the wrappers' choice
+is already in the spec.
+
+Importing runs the file's top level. A script whose launches are not under
+``if __name__ == "__main__":`` would run them again here; capture records that file anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tritune.analyze.discover import import_file
+from tritune.analyze.errors import one_line
+from tritune.capture.spec import LaunchSpec, SpecError
+
+_WRAPPER_DEPTH = 8
+
+
+class KernelLoadError(RuntimeError):
+    """The kernel's file does not import, or does not define the kernel."""
+
+    failure_kind = "compile_error"  # for the worker: a candidate's source that does not build
+
+
+def is_jit(obj: Any) -> bool:
+    from triton.runtime.jit import JITFunction
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(obj, (JITFunction, InterpretedFunction))
+
+
+def innermost(obj: Any) -> Any | None:
+    """The ``@triton.jit`` function under any number of wrappers that keep it as ``.fn``."""
+    for _ in range(_WRAPPER_DEPTH):
+        if is_jit(obj):
+            return obj
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            return None
+    return None
+
+
+def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -> Any:
+    """The kernel of ``spec``: from ``root/spec.source``, or from ``source`` text when given."""
+    if source is None:
+        path = Path(root) / spec.source
+        if not path.exists():
+            raise SpecError(f"{spec.id}: kernel source {path} is missing from the capture directory")
+        return _kernel_in(path, spec.kernel)
+    # Each text gets its own file, kept until exit: the interpreter and error messages read the
+    # kernel's source lines from the file after the import.
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    path = _variant_dir() / digest / Path(spec.source).name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return _kernel_in(path, spec.kernel)
+
+
+@functools.cache
+def _variant_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="tritune-variants-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _kernel_in(path: Path, name: str) -> Any:
+    try:
+        module = import_file(path)
+    except Exception as exc:  # noqa: BLE001 - a candidate's source may raise anything
+        raise KernelLoadError(f"{path.name}: import failed: {one_line(exc)}") from exc
+    found = innermost(getattr(module, name, None))
+    if found is not None and found.fn.__name__ == name:
+        return found
+    for value in vars(module).values():  # the kernel bound to another name
+        found = innermost(value)
+        if found is not None and found.fn.__name__ == name:
+            return found
+    raise KernelLoadError(f"{path.name}: no @triton.jit kernel named {name!r}")

@@ -1,0 +1,117 @@
+"""Replay one captured launch, as captured or as a variant.
+
+``Replay(spec, variant, root)`` loads the kernel, resolves constexprs, options and the grid, and
+``replay(args)`` launches it on arguments from ``make_args``. On a GPU the kernel is compiled
+once (``JITFunction.run(..., warmup=True)`` returns the ``CompiledKernel``) and every launch goes
+straight to the compiled kernel, as Inductor's launchers do: no argument binding per call, so
+microsecond kernels are timed without the JIT's Python dispatch. A variant with compiler passes
+is compiled inside ``tritune.compiler.enabled(...)``; its binary lives under its own cache key,
+so baseline and variant can share a process. Under ``TRITON_INTERPRET=1`` every launch goes
+through the interpreter (nothing is compiled, so passes have no effect there: ``compiles`` is
+False).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any
+
+from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.replay.inputs import device_of, interpreting, make_args
+from tritune.replay.kernel import load_kernel
+from tritune.replay.variant import Variant
+
+
+class Replay:
+    def __init__(self, spec: LaunchSpec, variant: Variant = Variant(), *, root: str | Path,
+                 device: str | None = None) -> None:
+        self.spec, self.variant, self.root = spec, variant, Path(root)
+        self.device = device_of(spec, device)
+        unknown = sorted(set(variant.constexprs) - set(spec.constexprs))
+        if unknown:
+            raise SpecError(f"{spec.id}: variant sets {unknown}, which are not constexprs of {spec.kernel} "
+                            f"(its constexprs: {sorted(spec.constexprs)})")
+        self.constexprs = {**spec.constexprs, **variant.constexprs}
+        self.options = {**spec.options, **variant.options}
+        self.fn = load_kernel(spec, self.root, variant.source)
+        self.grid = self._grid()
+        self.compiles = not interpreting()
+        self._compiled = None
+
+    # ------------------------------------------------------------------------------------ grid
+
+    def _grid(self) -> tuple[int, int, int]:
+        rule = self.spec.grid_rule
+        changed = any(self.constexprs[k] != self.spec.constexprs[k] for k in self.variant.constexprs)
+        if rule is None or not changed:
+            return tuple(self.spec.grid)
+        scalars = {a.name: a.value for a in self.spec.args if a.kind == "scalar"}
+        if rule.get("kind") == "cdiv":
+            return _cdiv_grid(rule, {**scalars, **self.constexprs})
+        if rule.get("kind") == "inductor":
+            from tritune.capture.inductor import grid_for
+
+            grid = tuple(grid_for(rule, self.constexprs, scalars))
+            return grid + (1,) * (3 - len(grid))
+        raise SpecError(f"{self.spec.id}: unknown grid_rule kind {rule.get('kind')!r}")
+
+    # ---------------------------------------------------------------------------------- launch
+
+    def _params(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Every parameter by name, in the kernel's order: arguments and constexprs."""
+        values = {}
+        for arg in self.spec.args:
+            values[arg.name] = self.constexprs[arg.name] if arg.kind == "constexpr" else args[arg.name]
+        return values
+
+    def _passes(self):
+        if not self.variant.passes:
+            return contextlib.nullcontext()
+        import tritune.compiler
+
+        return tritune.compiler.enabled(self.variant.passes, fast_math=self.variant.fast_math)
+
+    def compile(self, args: dict[str, Any] | None = None) -> Any:
+        """Build the kernel for these arguments' specialization (default: fresh ones); the
+        compiler's error if it fails. Nothing to build under the interpreter."""
+        if not self.compiles:
+            return None
+        if self._compiled is None:
+            if args is None:
+                args = make_args(self.spec, self.root, device=self.device)
+            with self._passes():
+                self._compiled = self.fn.run(**self._params(args), grid=self.grid, warmup=True, **self.options)
+            if hasattr(self._compiled, "result"):  # an async compile future
+                self._compiled = self._compiled.result()
+        return self._compiled
+
+    def __call__(self, args: dict[str, Any]) -> None:
+        params = self._params(args)
+        if not self.compiles:
+            self.fn.run(**params, grid=self.grid, warmup=False, **self.options)
+            return
+        kernel = self._compiled or self.compile(args)
+        kernel[self.grid](*params.values())
+
+    def launcher(self, args: dict[str, Any]):
+        """A no-argument callable that launches on ``args`` (for timing loops)."""
+        self.compile(args)
+        params = self._params(args)
+        if not self.compiles:
+            return lambda: self.fn.run(**params, grid=self.grid, warmup=False, **self.options)
+        run = self._compiled[self.grid]
+        values = list(params.values())
+        return lambda: run(*values)
+
+
+def _cdiv_grid(rule: dict, values: dict[str, Any]) -> tuple[int, int, int]:
+    grid = []
+    for dim in rule["dims"]:
+        if "const" in dim:
+            grid.append(int(dim["const"]))
+        else:
+            numel, block = values[dim["numel"]], values[dim["block"]]
+            grid.append(math.ceil(int(numel) / int(block)))
+    return tuple(grid + [1] * (3 - len(grid)))

@@ -1,0 +1,151 @@
+"""Replay under the interpreter: fresh inputs in the captured layout, variants, clear errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
+from tritune.replay import KernelLoadError, Replay, Variant, make_args, outputs
+
+KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def capture_dir(tmp_path: Path, spec: LaunchSpec) -> Path:
+    (tmp_path / "sources").mkdir(exist_ok=True)
+    shutil.copy(KERNELS, tmp_path / spec.source)
+    write_launches(tmp_path, [spec])
+    return tmp_path
+
+
+def tensor(name, n, dtype="float32", **kw) -> ArgSpec:
+    return ArgSpec(name, "tensor", shape=[n], stride=[1], dtype=dtype, device="cuda:0", **kw)
+
+
+def add_spec(n=1000, block=128, **changes) -> LaunchSpec:
+    fields = dict(
+        kernel="add_kernel", kind="jit", module="replay_kernels", source_file=str(KERNELS),
+        source="sources/replay_kernels.py", source_hash="0" * 64,
+        args=[tensor("x_ptr", n), tensor("y_ptr", n), tensor("out_ptr", n, written=True),
+              ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")],
+        constexprs={"BLOCK": block}, options={"num_warps": 4}, grid=[-(-n // block)],
+        grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]},
+    )
+    fields.update(changes)
+    return LaunchSpec(**fields)
+
+
+def test_baseline_replay_computes_the_kernel(tmp_path):
+    root = capture_dir(tmp_path, add_spec(n=1023))
+    [spec] = read_launches(root)
+    args = make_args(spec, root, seed=3)
+    assert args["x_ptr"].device.type == "cpu" and args["n"] == 1023 and "BLOCK" not in args
+    Replay(spec, root=root)(args)
+    torch.testing.assert_close(args["out_ptr"], args["x_ptr"] + args["y_ptr"], rtol=0, atol=0)
+    assert list(outputs(spec, args)) == ["out_ptr"]
+
+
+def test_inputs_are_fresh_per_seed_and_repeatable(tmp_path):
+    root = capture_dir(tmp_path, add_spec())
+    spec = read_launches(root)[0]
+    one, again, other = (make_args(spec, root, seed=s) for s in (1, 1, 2))
+    assert torch.equal(one["x_ptr"], again["x_ptr"]) and not torch.equal(one["x_ptr"], other["x_ptr"])
+    assert not torch.equal(one["x_ptr"], one["y_ptr"])
+
+
+def test_layout_strides_and_offset_are_rebuilt(tmp_path):
+    arg = ArgSpec("x_ptr", "tensor", shape=[6, 42], stride=[1, 7], dtype="float16", storage_offset=5,
+                  storage_size=400)
+    root = capture_dir(tmp_path, add_spec(args=[arg]))
+    x = make_args(read_launches(root)[0], root)["x_ptr"]
+    assert x.shape == (6, 42) and x.stride() == (1, 7) and x.storage_offset() == 5
+    assert x.untyped_storage().nbytes() == 400 * 2 and x.dtype == torch.float16
+
+
+def test_variant_constexpr_recomputes_the_grid_and_stays_correct(tmp_path):
+    root = capture_dir(tmp_path, add_spec(n=1000, block=128))
+    spec = read_launches(root)[0]
+    replay = Replay(spec, Variant(constexprs={"BLOCK": 256}), root=root)
+    assert replay.grid == (4, 1, 1) and Replay(spec, root=root).grid == (8, 1, 1)
+    args = make_args(spec, root)
+    replay(args)
+    assert torch.equal(args["out_ptr"], args["x_ptr"] + args["y_ptr"])
+
+
+def test_fixed_grid_without_rule_is_kept(tmp_path):
+    root = capture_dir(tmp_path, add_spec(grid_rule=None))
+    assert Replay(read_launches(root)[0], Variant(constexprs={"BLOCK": 256}), root=root).grid == (8, 1, 1)
+
+
+def test_variant_source_replaces_the_kernel(tmp_path):
+    root = capture_dir(tmp_path, add_spec(n=1000))
+    spec = read_launches(root)[0]
+    wrong = KERNELS.read_text().replace("mask = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr",
+                                        "mask = offs < n - 1\n    tl.store(out_ptr + offs, tl.load(x_ptr")
+    assert wrong != KERNELS.read_text()
+    args = make_args(spec, root)
+    args["out_ptr"].fill_(0)
+    Replay(spec, Variant(name="tail-bug", source=wrong), root=root)(args)
+    expected = args["x_ptr"] + args["y_ptr"]
+    assert torch.equal(args["out_ptr"][:-1], expected[:-1]) and args["out_ptr"][-1] == 0
+
+
+def test_saved_and_ranged_index_tensors_stay_in_range(tmp_path):
+    n = 300
+    idx = torch.randint(0, 50, (n,), dtype=torch.int64)
+    (tmp_path / "tensors").mkdir()
+    torch.save(idx, tmp_path / "tensors" / "idx.pt")
+    args = [tensor("src_ptr", 50), tensor("idx_ptr", n, "int64", values="saved", data="tensors/idx.pt"),
+            tensor("out_ptr", n, written=True), ArgSpec("n", "scalar", value=n, type="int"),
+            ArgSpec("BLOCK", "constexpr")]
+    root = capture_dir(tmp_path, add_spec(kernel="gather_kernel", args=args, grid=[3]))
+    spec = read_launches(root)[0]
+    values = make_args(spec, root)
+    assert torch.equal(values["idx_ptr"], idx)
+    Replay(spec, root=root)(values)
+    assert torch.equal(values["out_ptr"], values["src_ptr"][idx])
+
+    args[1] = tensor("idx_ptr", n, "int32", values="range", low=10, high=12)
+    ranged = make_args(add_spec(kernel="gather_kernel", args=args), root)["idx_ptr"]
+    assert ranged.dtype == torch.int32 and set(ranged.tolist()) == {10, 11, 12}
+
+
+def test_saved_values_of_the_wrong_size_are_refused(tmp_path):
+    (tmp_path / "tensors").mkdir()
+    torch.save(torch.zeros(7, dtype=torch.int64), tmp_path / "tensors" / "idx.pt")
+    spec = add_spec(args=[tensor("idx_ptr", 300, "int64", values="saved", data="tensors/idx.pt")])
+    with pytest.raises(SpecError, match="hold 7 elements, the argument needs 300"):
+        make_args(spec, tmp_path)
+
+
+def test_wrapped_kernel_is_found_by_its_jit_name(tmp_path):
+    root = capture_dir(tmp_path, add_spec(kind="heuristics"))
+    assert Replay(read_launches(root)[0], root=root).fn.fn.__name__ == "add_kernel"
+
+
+def test_load_errors_are_clear(tmp_path):
+    root = capture_dir(tmp_path, add_spec())
+    spec = read_launches(root)[0]
+    with pytest.raises(KernelLoadError, match="no @triton.jit kernel named 'missing'"):
+        Replay(add_spec(kernel="missing"), root=root)
+    with pytest.raises(KernelLoadError, match="import failed: SyntaxError"):
+        Replay(spec, Variant(source="def broken(:\n"), root=root)
+    with pytest.raises(SpecError, match="not constexprs of add_kernel"):
+        Replay(spec, Variant(constexprs={"XBLOCK": 64}), root=root)
+    (root / spec.source).unlink()
+    with pytest.raises(SpecError, match="missing from the capture directory"):
+        Replay(spec, root=root)
+
+
+def test_variant_round_trips_and_describes_itself():
+    variant = Variant(name="v", options={"num_warps": 8}, constexprs={"BLOCK": 64}, passes=["exact"])
+    assert Variant.from_json(variant.to_json()) == variant
+    assert variant.describe() == "num_warps=8, BLOCK=64, passes=exact" and Variant().is_baseline
