@@ -1,0 +1,40 @@
+"""Isolation: every candidate builds and runs in a worker process with a time limit.
+
+``Worker(timeout_s, env)`` keeps one child process warm and runs jobs (importable functions of
+one picklable payload) in it; ``call`` returns an ``Outcome`` with the value or a classified
+``Failure``. A compile error or an exception leaves the child in use; a CUDA fault, a timeout or
+a crash ends it and the next call starts a fresh one. ``run_isolated`` is the one-shot form.
+
+- ``failures``  the failure kinds and how an exception maps to one
+- ``pool``      the parent side: ``Worker``, ``Outcome``, ``run_isolated``
+- ``child``     the child's loop (stdlib only, so the job's environment decides what loads)
+"""
+
+from tritune.worker.failures import (
+    COMPILE_ERROR,
+    CRASH,
+    ERROR,
+    KINDS,
+    RUNTIME_FAULT,
+    TIMEOUT,
+    WRONG_RESULT,
+    Failure,
+    classify,
+)
+from tritune.worker.pool import Outcome, Worker, describe_exit, run_isolated
+
+__all__ = [
+    "COMPILE_ERROR",
+    "CRASH",
+    "ERROR",
+    "KINDS",
+    "RUNTIME_FAULT",
+    "TIMEOUT",
+    "WRONG_RESULT",
+    "Failure",
+    "Outcome",
+    "Worker",
+    "classify",
+    "describe_exit",
+    "run_isolated",
+]

@@ -1,0 +1,130 @@
+"""The worker's child process: receive jobs, run them one at a time, send back what happened.
+
+Started by ``tritune.worker.pool`` as ``python -c "...main()" READ_FD WRITE_FD PARENT_PID`` with
+the job environment already in place, stdout/stderr going to the worker's log file and its own
+process group. Protocol (pickled tuples over ``multiprocessing.connection``)::
+
+    parent -> child   ("init", {"sys_path": [...], "preload": [...]})
+    child  -> parent  ("ready", pid)  |  ("failed", Failure)
+    parent -> child   ("call", "package.module:function", payload)  |  ("stop",)
+    child  -> parent  ("ok", value, seconds)  |  ("failed", Failure, seconds)
+
+This module imports only the standard library and ``failures``, so nothing heavy is loaded before
+the job asks for it.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+from tritune.worker.failures import ERROR, Failure, from_exception, shorten, traceback_tail
+
+# The parent sends this signal before killing a job that ran out of time: faulthandler then
+# prints where every thread was, which becomes the timeout's detail.
+DUMP_SIGNAL = signal.SIGUSR1
+_ORPHAN_POLL_S = 0.5
+
+
+def main() -> None:
+    read_fd, write_fd, parent_pid = (int(arg) for arg in sys.argv[1:4])
+    for fd in (read_fd, write_fd):
+        os.set_inheritable(fd, False)  # a job's own subprocesses must not hold our pipes open
+    faulthandler.enable(all_threads=True)  # a segfault's Python stack goes to the log
+    faulthandler.register(DUMP_SIGNAL, all_threads=True)
+    _exit_when_orphaned(parent_pid)
+    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    if not _init(inbox, outbox):
+        return
+    while True:
+        try:
+            message = inbox.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if message[0] == "stop":
+            return
+        _, target, payload = message
+        _reply(outbox, *_run(target, payload))
+
+
+def _init(inbox: Connection, outbox: Connection) -> bool:
+    _, settings = inbox.recv()
+    # The parent's path first, so jobs import from where the parent does (tests/, a checkout).
+    sys.path[:] = list(settings["sys_path"]) + [p for p in sys.path if p not in settings["sys_path"]]
+    try:
+        for name in settings["preload"]:
+            importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which gives up
+        failure = Failure(ERROR, shorten(f"preload failed: {from_exception(exc).message}"),
+                          traceback_tail(exc))
+        outbox.send(("failed", failure))
+        return False
+    outbox.send(("ready", os.getpid()))
+    return True
+
+
+def _run(target: str, payload: Any) -> tuple:
+    start = time.perf_counter()
+    try:
+        fn = resolve(target)
+    except Exception as exc:  # noqa: BLE001
+        failure = Failure(ERROR, shorten(f"cannot load job {target}: {from_exception(exc).message}"),
+                          traceback_tail(exc))
+        return ("failed", failure, time.perf_counter() - start)
+    try:
+        value = fn(payload)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and the like are job failures too
+        return ("failed", from_exception(exc), time.perf_counter() - start)
+    finally:
+        _flush()
+    return ("ok", value, time.perf_counter() - start)
+
+
+def resolve(target: str) -> Callable[[Any], Any]:
+    """The function named ``package.module:function`` (a dotted attribute path after the colon)."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"job {target!r} is not of the form 'package.module:function'")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"job {target!r} is not callable")
+    return obj
+
+
+def _reply(outbox: Connection, *message: Any) -> None:
+    try:
+        outbox.send(message)
+    except Exception as exc:  # noqa: BLE001 - pickling fails before anything is written
+        if message[0] != "ok":
+            raise
+        failure = Failure(ERROR, shorten(f"job result cannot be sent: {from_exception(exc).message}"),
+                          traceback_tail(exc))
+        outbox.send(("failed", failure, message[2]))
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a job may have closed or replaced the stream
+            pass
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """Exit when the parent dies mid-job (a hung job never reads the closed pipe)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_ORPHAN_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tritune-orphan-watch", daemon=True).start()

@@ -1,0 +1,176 @@
+"""Why a job in a worker did not produce a value, as data: a kind, one line, and the detail.
+
+Kinds, and what the worker does after each:
+
+==================  ======================================================  ===================
+kind                what happened                                           worker afterwards
+==================  ======================================================  ===================
+``compile_error``   Triton rejected the kernel: ``CompilationError`` (and   reused
+                    subclasses), ``PTXASError``, ``OutOfResources``; a
+                    ``SyntaxError``/``ImportError`` from a candidate's
+                    source; under ``TRITON_INTERPRET=1`` an
+                    ``InterpreterError`` that is not an index fault
+``runtime_fault``   the kernel faulted on the device: "CUDA error",         killed: a CUDA fault
+                    "illegal memory access", "misaligned address", ...;     corrupts the context
+                    ``torch.AcceleratorError``; under the interpreter an
+                    out-of-bounds ``IndexError``
+``timeout``         the job ran past its limit                              killed
+``crash``           the child process died (signal or exit code)            killed (it is dead)
+``error``           any other exception raised by the job                   reused
+``wrong_result``    reserved for verification, which sets it                (not a worker kind)
+==================  ======================================================  ===================
+
+An exception may name its own kind with a ``failure_kind`` attribute (a class attribute does
+it for a whole class). Wrapped exceptions are classified through their ``__cause__`` chain:
+the first link with a specific kind decides, so a loader's ``raise LoadError(...) from
+SyntaxError`` is still a ``compile_error``.
+
+This module imports neither torch nor Triton: classes are recognised by module and name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from typing import Any
+
+COMPILE_ERROR = "compile_error"
+RUNTIME_FAULT = "runtime_fault"
+TIMEOUT = "timeout"
+CRASH = "crash"
+ERROR = "error"
+WRONG_RESULT = "wrong_result"
+
+KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT)
+# After these the child process is not trusted again (a CUDA fault leaves the context unusable).
+RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
+
+DETAIL_LINES = 20
+_MESSAGE_CHARS = 240
+
+_COMPILE_CLASSES = {
+    "triton.compiler.errors.CompilationError",
+    "triton.runtime.errors.PTXASError",
+    "triton.runtime.errors.OutOfResources",
+}
+_INTERPRETER_ERROR = "triton.runtime.errors.InterpreterError"
+_FAULT_CLASSES = {"torch.AcceleratorError"}
+# Lower case; matched against the exception's text. Triton's launcher says "Triton Error [CUDA]:
+# an illegal memory access was encountered", torch says "CUDA error: ...".
+_FAULT_TEXT = (
+    "cuda error",
+    "triton error [cuda]",
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "an illegal instruction",
+    "device-side assert",
+)
+_INTERPRETER_FILE = "triton/runtime/interpreter.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    kind: str
+    message: str  # one short line
+    detail: str = ""  # traceback tail, then the child's output tail where there is one
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown failure kind {self.kind!r}; expected one of {KINDS}")
+
+    @property
+    def restarts_worker(self) -> bool:
+        return self.kind in RESTART_KINDS
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Failure":
+        return cls(kind=data["kind"], message=data["message"], detail=data.get("detail", ""))
+
+
+def from_exception(exc: BaseException) -> Failure:
+    """The failure a job's exception stands for, with its message and traceback tail."""
+    return Failure(classify(exc), one_line(exc), traceback_tail(exc))
+
+
+def classify(exc: BaseException) -> str:
+    """The failure kind of ``exc``, looking through its ``__cause__`` chain (see module doc)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        kind = _own_kind(link)
+        if kind != ERROR:
+            return kind
+        link = link.__cause__
+    return ERROR
+
+
+def _own_kind(exc: BaseException) -> str:
+    declared = getattr(exc, "failure_kind", None)
+    if declared in KINDS:
+        return declared
+    names = _class_names(exc)
+    if names & _FAULT_CLASSES or _has_fault_text(exc):
+        return RUNTIME_FAULT
+    if names & _COMPILE_CLASSES:
+        return COMPILE_ERROR
+    if _INTERPRETER_ERROR in names:
+        # The interpreter wraps whatever the kernel body raised: an index error is an access out
+        # of bounds (a fault on a GPU); anything else is a kernel a GPU compile would reject.
+        return RUNTIME_FAULT if isinstance(exc.__cause__, IndexError) else COMPILE_ERROR
+    if isinstance(exc, IndexError) and _raised_in_interpreter(exc):
+        return RUNTIME_FAULT
+    if isinstance(exc, SyntaxError):
+        return COMPILE_ERROR
+    # A missing package is the environment's problem, not the candidate's.
+    if isinstance(exc, ImportError) and not isinstance(exc, ModuleNotFoundError):
+        return COMPILE_ERROR
+    return ERROR
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {f"{cls.__module__}.{cls.__qualname__}" for cls in type(exc).__mro__}
+
+
+def _has_fault_text(exc: BaseException) -> bool:
+    try:
+        text = str(exc).lower()
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break classification
+        return False
+    return any(marker in text for marker in _FAULT_TEXT)
+
+
+def _raised_in_interpreter(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(frame.filename.replace("\\", "/").endswith(_INTERPRETER_FILE) for frame in frames)
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: the line that says what broke``, at most a few hundred characters."""
+    name = type(exc).__name__
+    if name in ("CompilationError", "PTXASError"):
+        # analyze owns the parsing of Triton's multi-line messages; Triton is loaded already.
+        from tritune.analyze.errors import one_line as triton_line
+
+        text = triton_line(exc)
+    else:
+        try:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        except Exception:  # noqa: BLE001
+            lines = []
+        text = f"{name}: {lines[0]}" if lines else name
+    return shorten(text)
+
+
+def shorten(text: str, limit: int = _MESSAGE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def traceback_tail(exc: BaseException, lines: int = DETAIL_LINES) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])

@@ -1,0 +1,360 @@
+"""Run jobs in a long-lived child process, so that a bad candidate ends only that process.
+
+A compile error, a CUDA fault (which corrupts the context for good), a hang or a segfault in a
+kernel must not take the search down with it. ``Worker.call`` runs one importable function on
+one picklable payload in the child and returns an ``Outcome``: the value, or a classified
+``Failure`` (see ``failures``). After a timeout, a crash or a runtime fault the child's process
+group is killed and a fresh child starts at the next call; after other failures it is reused.
+
+Why ``subprocess`` and ``multiprocessing.connection`` rather than ``multiprocessing``'s spawn
+context: the child must start with the job environment already set (``TRITON_INTERPRET`` is read
+when a kernel is decorated, ``CUDA_VISIBLE_DEVICES`` when CUDA starts), in its own process group
+(so a job's own children die with it), with its C-level stdout/stderr in a file we can read the
+tail of, and without re-importing the parent's ``__main__``; a spawn ``Process`` can do none of
+these. The messages still travel as pickles over ``multiprocessing`` connections.
+
+Costs: starting a child is ~0.1 s, plus ~1-2 s for each of torch/Triton it imports (``preload``
+pays that at start, outside the job's time limit). A warm call costs well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
+from typing import Any, Mapping
+
+from tritune.worker.child import DUMP_SIGNAL
+from tritune.worker.failures import CRASH, ERROR, TIMEOUT, Failure, shorten
+
+DEFAULT_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0
+LOG_KB = 16  # how much of the child's output tail a failure's detail keeps
+_STOP_WAIT_S = 2.0
+_DUMP_WAIT_S = 0.3
+_CHILD_CODE = "from tritune.worker.child import main; main()"
+_WORKER_DEFAULT = object()  # call(timeout_s=...) not given: the worker's own limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    value: Any = None
+    failure: Failure | None = None
+    # The job's own time when the child reported back; else the time waited for it.
+    seconds: float = 0.0
+
+
+class Worker:
+    """A child process that runs jobs one at a time; see the module doc.
+
+    ``env`` is merged over this process's environment before the child's interpreter starts
+    (a value of ``None`` removes the variable); workers with different envs are different
+    workers. ``preload`` names modules the child imports at start (e.g. ``("torch",)``), so
+    their import time does not count against a job's limit. ``timeout_s=None``: no limit.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str | None] | None = None,
+        *,
+        preload: tuple[str, ...] = (),
+        log_kb: int = LOG_KB,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.env = _check_env(env or {})
+        self.preload = tuple(preload)
+        self.log_kb = log_kb
+        self.start_timeout_s = start_timeout_s
+        self.starts = 0  # how many children this worker has started
+        self._child: _Child | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        """The live child's process id; None before the first call and after a restart."""
+        return self._child.proc.pid if self._child is not None else None
+
+    def start(self) -> Outcome:
+        """Start the child now (calls start it lazily); a failed start comes back as a Failure."""
+        with self._lock:
+            return self._ensure_child()
+
+    def call(self, target: str, payload: Any = None, timeout_s: Any = _WORKER_DEFAULT) -> Outcome:
+        """Run ``target`` (``"package.module:function"``) on ``payload`` in the child.
+
+        ``timeout_s`` defaults to the worker's (``None``: no limit). Failures of the job come back
+        in the Outcome; a payload that cannot be pickled raises here, as a caller's bug, and
+        leaves the child as it was.
+        """
+        limit = self.timeout_s if timeout_s is _WORKER_DEFAULT else timeout_s
+        message = bytes(ForkingPickler.dumps(("call", target, payload)))
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("worker is closed")
+            started = self._ensure_child()
+            if not started.ok:
+                return started
+            child = self._child
+            try:
+                return self._call(child, message, limit)
+            except BaseException:
+                # Ctrl-C (or any error of ours) while a job runs: the child's state is unknown.
+                self._discard()
+                raise
+
+    def close(self) -> None:
+        """Stop the child (asking first, killing after a moment); further calls raise."""
+        with self._lock:
+            self._closed = True
+            if self._child is not None:
+                self._child.stop()
+                self._child = None
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        child = getattr(self, "_child", None)
+        if child is not None:
+            child.kill()
+
+    def _ensure_child(self) -> Outcome:
+        if self._child is not None:
+            return Outcome(ok=True)
+        begin = time.perf_counter()
+        child = _Child(self.env, self.log_kb)
+        self.starts += 1
+        try:
+            failure = child.handshake(self.preload, self.start_timeout_s)
+        except BaseException:
+            child.kill()
+            raise
+        if failure is not None:
+            child.kill()
+            return Outcome(ok=False, failure=failure, seconds=time.perf_counter() - begin)
+        self._child = child
+        return Outcome(ok=True, seconds=time.perf_counter() - begin)
+
+    def _call(self, child: "_Child", message: bytes, limit: float | None) -> Outcome:
+        child.clear_log()
+        begin = time.perf_counter()
+        try:
+            child.inbox.send_bytes(message)
+        except (BrokenPipeError, ConnectionError, OSError):
+            return self._died(child, begin, "the worker died before the job was sent")
+        if not child.outbox.poll(limit):
+            return self._timed_out(child, begin, limit)
+        try:
+            reply = child.outbox.recv()
+        except (EOFError, ConnectionError, OSError):
+            return self._died(child, begin, "the worker died during the job")
+        if reply[0] == "ok":
+            return Outcome(ok=True, value=reply[1], seconds=reply[2])
+        failure, seconds = reply[1], reply[2]
+        failure = dataclasses.replace(failure, detail=_join(failure.detail, child.log_tail()))
+        if failure.restarts_worker:
+            self._discard()
+        return Outcome(ok=False, failure=failure, seconds=seconds)
+
+    def _timed_out(self, child: "_Child", begin: float, limit: float | None) -> Outcome:
+        child.dump_stacks()
+        seconds = time.perf_counter() - begin
+        log = child.log_tail()  # before the kill removes the log
+        self._discard()
+        message = f"job ran past its {limit:g} s limit; worker killed"
+        return Outcome(ok=False, failure=Failure(TIMEOUT, message, log), seconds=seconds)
+
+    def _died(self, child: "_Child", begin: float, what: str) -> Outcome:
+        code = child.wait_exit()
+        seconds = time.perf_counter() - begin
+        log = child.log_tail()
+        self._discard()
+        message = shorten(f"{what}: {describe_exit(code)}")
+        return Outcome(ok=False, failure=Failure(CRASH, message, log), seconds=seconds)
+
+    def _discard(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+
+
+def run_isolated(
+    target: str,
+    payload: Any = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    env: Mapping[str, str | None] | None = None,
+) -> Outcome:
+    """One job in a fresh child (pays the start cost each time; prefer a ``Worker`` for many)."""
+    with Worker(timeout_s=timeout_s, env=env) as worker:
+        return worker.call(target, payload)
+
+
+def describe_exit(code: int | None) -> str:
+    """``killed by SIGSEGV`` / ``exit code 3`` / ``still running`` for a Popen return code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Child:
+    """One child process: its pipes, its log file, and how to end it."""
+
+    def __init__(self, env: Mapping[str, str | None], log_kb: int) -> None:
+        self.log_bytes = log_kb * 1024
+        fd, name = tempfile.mkstemp(prefix="tritune-worker-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(name)
+        # O_APPEND: the child writes at the end even after we truncate the file between jobs.
+        self.log = open(self.log_path, "ab")
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid())],
+                env=_child_env(env),
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,  # own process group: killpg reaches the job's children
+            )
+        except BaseException:
+            for fd in (to_child_w, from_child_r):
+                os.close(fd)
+            self.log.close()
+            self.log_path.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.inbox = Connection(to_child_w, readable=False)
+        self.outbox = Connection(from_child_r, writable=False)
+        self._ended = False
+        _LIVE.add(self)
+
+    def handshake(self, preload: tuple[str, ...], timeout_s: float) -> Failure | None:
+        """Send the settings and wait for "ready"; a Failure if the child never got there."""
+        try:
+            self.inbox.send(("init", {"sys_path": list(sys.path), "preload": list(preload)}))
+            if not self.outbox.poll(timeout_s):
+                self.dump_stacks()
+                return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
+            reply = self.outbox.recv()
+        except (EOFError, ConnectionError, OSError):
+            code = self.wait_exit()
+            return Failure(CRASH, f"worker died while starting: {describe_exit(code)}", self.log_tail())
+        if reply[0] == "ready":
+            return None
+        failure: Failure = reply[1]
+        return dataclasses.replace(failure, detail=_join(failure.detail, self.log_tail()))
+
+    def clear_log(self) -> None:
+        os.ftruncate(self.log.fileno(), 0)
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - self.log_bytes))
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def dump_stacks(self) -> None:
+        """Ask faulthandler in the child for every thread's stack (lands in the log)."""
+        try:
+            os.kill(self.proc.pid, DUMP_SIGNAL)
+        except OSError:
+            return
+        time.sleep(_DUMP_WAIT_S)
+
+    def wait_exit(self, timeout_s: float = _STOP_WAIT_S) -> int | None:
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        """Ask the child to exit, then kill it if it has not within a moment."""
+        if self._ended:
+            return
+        try:
+            self.inbox.send(("stop",))
+        except (OSError, ConnectionError):
+            pass
+        self.wait_exit()
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the child's process group, reap the child, remove the log; safe to repeat."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        for conn in (self.inbox, self.outbox):
+            conn.close()
+        self.log.close()
+        self.log_path.unlink(missing_ok=True)
+        _LIVE.discard(self)
+
+
+def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"  # a print just before a segfault still reaches the log
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _check_env(env: Mapping[str, str | None]) -> dict[str, str | None]:
+    for key, value in env.items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+            raise TypeError(f"worker env entries must be str -> str or None, got {key!r}: {value!r}")
+    return dict(env)
+
+
+def _join(detail: str, log: str) -> str:
+    if not log.strip():
+        return detail
+    return f"{detail}\n--- worker output (tail) ---\n{log}" if detail else log
+
+
+_LIVE: set[_Child] = set()
+
+
+@atexit.register
+def _kill_all() -> None:
+    """No child outlives this process, whatever the caller forgot to close."""
+    for child in list(_LIVE):
+        child.kill()
