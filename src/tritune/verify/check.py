@@ -1,0 +1,236 @@
+"""Verify a variant against the baseline: every written argument, on fresh inputs, poisoned.
+
+For each of ``input_sets`` fresh input sets (``make_args`` with seeds ``seed, seed + 1, ...``)
+every run starts from a copy of the same arguments, so baseline and candidate see identical
+inputs:
+
+1. Which written tensors does the kernel also read (in-out)? Their contents are inputs and must
+   not be poisoned. Found once, on the first input set, by running the baseline from two
+   different starting contents of the written tensors (the random ones, and every element
+   changed; never a sentinel, which could send a kernel that reads it out of bounds): an output
+   that does not depend on them is pure. Tensors with saved or ranged values (indices) are
+   never changed nor poisoned.
+2. The baseline runs twice: pure outputs poisoned with sentinel 1, then with sentinel 2 (see
+   ``compare``); in-out tensors start from the random contents both times. If the two runs
+   differ the kernel is nondeterministic (atomics): the baseline runs up to
+   ``NONDETERMINISM_RUNS`` times, the absolute tolerance of that output is widened to a multiple
+   of the largest difference from the first run (pooled over the input sets), and the result
+   says so.
+3. The candidate runs poisoned like the first baseline run (and again like the second where a
+   non-float output needs two sentinels to tell unwritten elements apart).
+4. Every written tensor is compared in ``mode``; tensors the spec calls read-only must come out
+   of the candidate as the baseline left them (bit for bit), so a stray write fails too.
+
+Limit: in an in-out tensor an element the candidate forgets to update is caught only where the
+baseline changes it by more than the tolerance (its starting contents are random, so in practice
+everywhere but where the update is tiny or the identity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from tritune.capture.spec import LaunchSpec
+from tritune.replay import Replay, Variant, make_args
+from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
+                                    spread)
+from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
+
+WRONG_RESULT = "wrong_result"
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    ok: bool
+    mode: str
+    kernel: str  # the spec's id
+    variant: str  # what the variant changes
+    checks: list[CompareResult]  # one per (input set, tensor argument)
+    input_sets: list[int]  # the seeds given to make_args
+    in_out: list[str]  # written tensors compared without poison: the kernel reads them (or its
+    # output changed with their starting contents for another reason, e.g. nondeterminism)
+    nondeterministic: bool = False
+    spread: dict[str, float] = dataclasses.field(default_factory=dict)  # largest baseline run-to-run |diff|
+    failure: str | None = None  # WRONG_RESULT when it fails
+    message: str = ""
+
+    @property
+    def worst(self) -> CompareResult | None:
+        """The check holding the worst element: of the failing checks if any, else of all."""
+        pool = [c for c in self.checks if not c.ok] or self.checks
+        pool = [c for c in pool if c.worst is not None]
+        return max(pool, key=lambda c: c.worst.score, default=None)
+
+    def to_json(self) -> dict:
+        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        body["checks"] = [c.to_json() for c in self.checks]
+        worst = self.worst
+        body["worst"] = {"output": worst.name, "input_set": worst.input_set, **worst.worst.to_json()} \
+            if worst else None
+        return body
+
+
+def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = "tolerance",
+           input_sets: int = 3, device: str | None = None, seed: int = 0) -> VerifyResult:
+    """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets and compare
+    every written tensor. Compile and launch errors propagate (the isolation worker classifies
+    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``."""
+    if input_sets < 1:
+        raise ValueError(f"input_sets must be at least 1, got {input_sets}")
+    for arg in spec.written:
+        tolerance_for(arg.dtype, mode)  # unknown mode or unsupported dtype: fail before running
+    base = Replay(spec, Variant(), root=root, device=device)
+    cand = Replay(spec, variant, root=root, device=device)
+    base.compile()
+    cand.compile()
+    written = [a.name for a in spec.written]
+    seeds = [seed + k for k in range(input_sets)]
+    result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
+    pure: dict[str, bool] | None = None
+    for s in seeds:
+        initial = make_args(spec, root, seed=s, device=base.device)
+        if pure is None:
+            pure = _pure_outputs(spec, base, initial, written)
+            result.in_out = [w for w in written if not pure[w]]
+        result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result)
+    return _conclude(result, written)
+
+
+# ---------------------------------------------------------------------------------- one set
+
+def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: dict[str, bool],
+             mode: str, seed: int, result: VerifyResult) -> list[CompareResult]:
+    written = list(pure)
+    first = {w: 1 for w in written if pure[w]}
+    second = {w: 2 for w in written if pure[w]}
+    ref = _run(base, initial, first)
+    again = _only(_run(base, initial, second), written)
+    two_sentinels = [w for w in first if not one_run_sound(initial[w])]
+    seen = {w: spread(ref[w], again[w], poisoned=pure[w]) for w in written}
+    if not all(s.deterministic for s in seen.values()):  # sample the spread properly
+        for _ in range(NONDETERMINISM_RUNS - 2):
+            more = _only(_run(base, initial, second), written)
+            seen = {w: _wider(seen[w], spread(ref[w], more[w], poisoned=pure[w])) for w in written}
+    tolerances = {}
+    for w in written:
+        tol = tolerance_for(_dtype(initial[w]), mode)
+        if not seen[w].deterministic or w in result.spread:  # pooled over the input sets so far
+            result.nondeterministic = True
+            result.spread[w] = max(result.spread.get(w, 0.0), seen[w].max_abs)
+            tol = widen(tol, result.spread[w])
+        tolerances[w] = tol
+    out = _run(cand, initial, first)
+    out_again = _only(_run(cand, initial, second), written) if two_sentinels else {}
+    checks = []
+    for w in written:
+        alt = w in two_sentinels
+        checks.append(compare(w, ref[w], out[w], mode, tolerances[w], poisoned=pure[w],
+                              base_alt=again[w] if alt else None, cand_alt=out_again[w] if alt else None))
+    for arg in spec.tensors:  # read-only arguments: a candidate must not write them
+        if not arg.written:
+            checks.append(compare(arg.name, ref[arg.name], out[arg.name], "bitwise", poisoned=False))
+    for c in checks:
+        c.input_set = seed
+    return checks
+
+
+def _wider(a: Spread, b: Spread) -> Spread:
+    return Spread(max(a.differing, b.differing), max(a.max_abs, b.max_abs), max(a.parity_flips, b.parity_flips))
+
+
+def _pure_outputs(spec: LaunchSpec, base: Replay, initial: dict, written: list[str]) -> dict[str, bool]:
+    """Written tensor -> True if the kernel does not read it (so poisoning it is safe)."""
+    # Saved or ranged values carry meaning (indices): never changed, never poisoned.
+    probed = [w for w in written if spec.arg(w).values == "random" and initial[w].numel() > 0]
+    if not probed:
+        return {w: False for w in written}
+    changed = {w: _perturbed(initial[w]) for w in probed}
+    natural = _run(base, initial, {})
+    moved = _run(base, {**initial, **changed}, {})
+    return {w: w in changed and not depends_on_initial(natural[w], initial[w], moved[w], changed[w])
+            for w in written}
+
+
+# -------------------------------------------------------------------------------------- runs
+
+def _run(replay: Replay, initial: dict, poison_with: dict[str, int]) -> dict[str, Any]:
+    """Launch once on copies of ``initial``; tensors named in ``poison_with`` are poisoned with
+    that sentinel first. The copies after the launch."""
+    args = {name: _clone(value) for name, value in initial.items()}
+    for name, which in poison_with.items():
+        poison([args[name]], which)
+    replay(args)
+    _synchronize(args)
+    return args
+
+
+def _only(args: dict, names: list[str]) -> dict:
+    return {name: args[name] for name in names}
+
+
+def _clone(value: Any) -> Any:
+    """A copy of a tensor's whole storage, viewed like the original (strides, offset, overlaps)."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return value
+    size = value.untyped_storage().nbytes() // value.element_size()
+    storage = value.as_strided((size,), (1,), 0).clone()
+    return storage.as_strided(value.shape, value.stride(), value.storage_offset())
+
+
+def _perturbed(t):
+    """A copy of ``t`` with every element changed: floats -x - 1, bools flipped, integers with
+    the lowest bit flipped (random integers stay in make_args's small range)."""
+    copy = _clone(t)
+    if t.dtype.is_floating_point:
+        copy.copy_(-t.float() - 1)  # through fp32: fp8 has no arithmetic of its own
+    elif _dtype(t) == "bool":
+        copy.logical_not_()
+    else:
+        copy.bitwise_xor_(1)
+    return copy
+
+
+def _synchronize(args: dict) -> None:
+    import torch
+
+    if any(isinstance(v, torch.Tensor) and v.is_cuda for v in args.values()):
+        torch.cuda.synchronize()
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+# ---------------------------------------------------------------------------------- verdict
+
+def _conclude(result: VerifyResult, written: list[str]) -> VerifyResult:
+    result.ok = all(c.ok for c in result.checks)
+    worst = result.worst
+    sets = f"{len(result.input_sets)} input sets"
+    if not written:
+        result.message = f"nothing to compare: {result.kernel} writes no tensor ({sets})"
+    if result.ok:
+        note = "; nondeterministic baseline, tolerance widened" if result.nondeterministic else ""
+        detail = f"worst {worst.message()}" if worst and worst.worst else "every output identical"
+        result.message = result.message or f"ok ({result.mode}, {sets}{note}): {detail}"
+        return result
+    result.failure = WRONG_RESULT
+    result.message = f"{WRONG_RESULT} on input set {worst.input_set}: {worst.message()}"
+    return result
+
+
+# ------------------------------------------------------------------------------ isolation job
+
+def verify_job(payload: dict) -> dict:
+    """``verify`` for the isolation worker: ``{"spec": LaunchSpec JSON, "variant": Variant JSON,
+    "root": DIR, "mode", "input_sets", "device", "seed"}`` -> ``VerifyResult.to_json()``."""
+    spec = LaunchSpec.from_json(payload["spec"])
+    variant = Variant.from_json(payload.get("variant") or {})
+    result = verify(spec, variant, payload["root"], mode=payload.get("mode", "tolerance"),
+                    input_sets=int(payload.get("input_sets", 3)), device=payload.get("device"),
+                    seed=int(payload.get("seed", 0)))
+    return result.to_json()
