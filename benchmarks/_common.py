@@ -20,11 +20,9 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-L2_BYTES = 50 * 2**20       # H100 L2: inputs smaller than this are rotated between runs
-FLUSH_BYTES = 256 * 2**20   # written before every timed run of the paired (seed 000) metric
 REL_ERR_LIMIT = 1e-4        # seed 000's accuracy gate for fast-math rewrites
 
 
@@ -127,130 +125,79 @@ def ttir_op_counts(ttir: str, names: Iterable[str] = COUNTED_OPS) -> dict[str, i
 
 
 # --------------------------------------------------------------------------------------- checks
-# Outputs are poisoned with a signalling-NaN bit pattern that no arithmetic produces (GPUs return
-# the canonical quiet NaN), so an element still holding it after a run was never written.
+# The checks are tritune.verify's (one tolerance table, one poison: signalling-NaN bit patterns no
+# arithmetic produces, so an element still holding one was never written). These wrappers keep the
+# dicts the scripts record. tritune is imported on use: this module is imported before
+# ``bootstrap()`` has made it importable.
 
-_SENTINEL = {  # float dtype -> (same-size integer dtype, signalling NaN bits)
-    "float16": ("int16", 0x7DBA),
-    "bfloat16": ("int16", 0x7F9A),
-    "float32": ("int32", 0x7FBADBAD),
-    "float64": ("int64", 0x7FF4DEADBEEF0000),
-}
+def _verify():
+    import tritune.verify
 
-
-def _dtype_name(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
-def _bits(t):
-    """The raw bits of a float tensor (same strides); other dtypes as they are."""
-    import torch
-
-    entry = _SENTINEL.get(_dtype_name(t))
-    return t if entry is None else t.view(getattr(torch, entry[0]))
+    return tritune.verify
 
 
 def poison(tensors: Iterable) -> None:
-    for t in tensors:
-        entry = _SENTINEL.get(_dtype_name(t))
-        if entry is not None:
-            _bits(t).fill_(entry[1])
+    _verify().poison(list(tensors))
 
 
 def unwritten(t) -> int:
-    entry = _SENTINEL.get(_dtype_name(t))
-    return 0 if entry is None else int((_bits(t) == entry[1]).sum())
+    return _verify().unwritten(t)
 
 
 def mismatched(base: Sequence, cand: Sequence) -> int:
     """Elements whose bits differ (NaN == NaN when the bits agree)."""
-    return sum(int((_bits(b) != _bits(c)).sum()) for b, c in zip(base, cand))
+    compare = _verify().compare
+    return sum(compare(f"out{i}", b, c, "bitwise", poisoned=False).bad for i, (b, c) in enumerate(zip(base, cand)))
+
+
+def _holes(result) -> int:
+    """Unwritten elements on either side (a benchmark's kernels write their whole outputs)."""
+    return result.unwritten + result.extra_writes + 2 * result.both_unwritten
+
+
+def _worst(results) -> str | None:
+    bad = [r for r in results if not r.ok]
+    return bad[0].message() if bad else None
 
 
 def bitwise_check(base: Sequence, cand: Sequence) -> dict:
     """Exact rewrites: every output bit-identical, every element written."""
+    compare = _verify().compare
+    results = [compare(f"out{i}", b, c, "bitwise") for i, (b, c) in enumerate(zip(base, cand))]
     differ = mismatched(base, cand)
-    holes = sum(unwritten(b) + unwritten(c) for b, c in zip(base, cand))
-    return {"ok": differ == 0 and holes == 0, "mismatched_elements": differ, "unwritten": holes}
+    holes = sum(_holes(r) for r in results)
+    return {"ok": differ == 0 and holes == 0, "mismatched_elements": differ, "unwritten": holes,
+            "worst": _worst(results)}
 
 
 def fast_math_check(base: Sequence, cand: Sequence, limit: float = REL_ERR_LIMIT) -> dict:
     """Fast-math rewrites: max relative error <= limit where both are finite; NaN and +-Inf at the
     same positions. Computed in float64 over chunks (outputs reach 4 GB)."""
-    import torch
-
-    worst, nan_diff, inf_diff, holes = 0.0, 0, 0, 0
-    for b, c in zip(base, cand):
-        holes += unwritten(b) + unwritten(c)
-        fb, fc = b.reshape(-1), c.reshape(-1)
-        step = 1 << 24
-        for i in range(0, fb.numel(), step):
-            x, y = fb[i:i + step].double(), fc[i:i + step].double()
-            nan_diff += int((x.isnan() != y.isnan()).sum())
-            inf_diff += int(((x == math.inf) != (y == math.inf)).sum() + ((x == -math.inf) != (y == -math.inf)).sum())
-            finite = x.isfinite() & y.isfinite()
-            x, y = x[finite], y[finite]
-            err = (x - y).abs() / x.abs()
-            err = torch.where(x == y, torch.zeros_like(err), err)  # 0/0 -> 0; y != x == 0 -> inf
-            if err.numel():
-                worst = max(worst, float(err.max()))
-    ok = worst <= limit and nan_diff == 0 and inf_diff == 0 and holes == 0
-    return {"ok": ok, "max_rel_err": worst, "nan_mismatch": nan_diff, "inf_mismatch": inf_diff,
-            "unwritten": holes}
+    verify = _verify()
+    gate = verify.Tolerance(limit, 0.0, "seed 000's gate: max relative error <= limit")
+    results = [verify.compare(f"out{i}", b, c, "fast_math", gate) for i, (b, c) in enumerate(zip(base, cand))]
+    holes = sum(_holes(r) for r in results)
+    worst = max((r.max_rel_err for r in results), default=0.0)
+    nan_diff = sum(r.nan_mismatch for r in results)
+    inf_diff = sum(r.inf_mismatch for r in results)
+    return {"ok": all(r.ok for r in results) and holes == 0, "max_rel_err": worst, "nan_mismatch": nan_diff,
+            "inf_mismatch": inf_diff, "unwritten": holes, "worst": _worst(results)}
 
 
 # --------------------------------------------------------------------------------------- timing
+# The timing helpers live in the library (``tritune.bench.timing``) so that `tritune bench` and
+# these scripts time the same way. They are looked up on first use, not imported here: this module
+# is imported before ``bootstrap()`` has made tritune importable and pointed Triton at its cache.
 
-def do_bench_median(fn: Callable[[], None]) -> float:
-    """Triton's do_bench (L2 cleared before every call), median in ms."""
-    import triton
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-
-def paired_ratio(base: Callable[[int], None], cand: Callable[[int], None], runs: int = 50,
-                 warmup: int = 3) -> dict:
-    """Seed 000's metric: ``runs`` alternating runs, each after writing a 256 MB buffer, each timed
-    with CUDA events; speedup = mean of the per-run ratios T_base / T_cand. ``base(k)`` and
-    ``cand(k)`` launch run k (k lets the caller rotate input sets)."""
-    import torch
-
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(2 * runs)]
-    for k in range(warmup):
-        base(k)
-        cand(k)
-    for k in range(runs):
-        for j, fn in enumerate((base, cand)):
-            flush.zero_()
-            start, end = events[2 * k + j]
-            start.record()
-            fn(k)
-            end.record()
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in events]
-    t_base, t_cand = times[0::2], times[1::2]
-    ratios = [b / c for b, c in zip(t_base, t_cand)]
-    return {"speedup_mean50": sum(ratios) / runs, "base_mean_ms": sum(t_base) / runs,
-            "cand_mean_ms": sum(t_cand) / runs, "ratio_min": min(ratios), "ratio_max": max(ratios)}
+_FROM_TRITUNE = ("do_bench_median", "paired_ratio", "copy_bandwidth_gbps", "rotation_count")
 
 
-def copy_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
-    """Device-to-device copy, bytes read + written over time: the memory roofline."""
-    import torch
+def __getattr__(name: str):
+    if name in _FROM_TRITUNE:
+        from tritune.bench import timing
 
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
-    dst = torch.empty_like(src)
-    ms = do_bench_median(lambda: dst.copy_(src))
-    return 2 * nbytes / (ms * 1e-3) / 1e9
-
-
-def rotation_count(working_set_bytes: int) -> int:
-    """Input sets to rotate through so repeated runs do not time the L2 (1 for large shapes)."""
-    if working_set_bytes >= L2_BYTES:
-        return 1
-    return min(8, math.ceil(3 * L2_BYTES / max(working_set_bytes, 1)))
+        return getattr(timing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -------------------------------------------------------------------------------------- results

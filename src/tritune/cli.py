@@ -83,3 +83,14 @@ def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warp
         which = f"named {kernel_filter!r} " if kernel_filter else ""
         click.echo(f"tritune analyze: no @triton.jit kernel {which}found in {path}", err=True)
     sys.exit(0 if analysed(records) else 1)
+
+
+def _register() -> None:
+    """Subcommands live one per module under ``tritune.commands``; each imports its heavy parts lazily."""
+    from tritune.commands.bench import bench
+
+    for command in (bench,):
+        main.add_command(command)
+
+
+_register()

@@ -1,0 +1,1 @@
+"""The ``tritune`` subcommands, one module each; ``tritune.cli`` registers them. Nothing imports these."""
