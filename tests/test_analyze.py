@@ -25,8 +25,8 @@ def by_name(records):
 
 def test_every_example_kernel_is_analysed(records, by_name):
     assert [r["error"] for r in records] == [None] * len(records)
-    assert len(records) == 17
-    assert {r["kind"] for r in records} == {"jit", "autotune", "inductor"}
+    assert len(records) == 19
+    assert {r["kind"] for r in records} == {"jit", "autotune", "heuristics", "inductor"}
     for record in records:
         assert set(record) == set(RECORD_KEYS)
         assert record["target"] == "sm_90"
@@ -145,7 +145,7 @@ def test_errors_are_one_line_and_the_rest_is_analysed(broken_records):
 
 def test_json_round_trip_and_table(records, capsys):
     data = json.loads(to_json(records))
-    assert len(data) == 17
+    assert len(data) == 19
     for key in ("kernel", "file", "target", "ttir_ops", "rewrites", "registers", "spills",
                 "shared_bytes", "occupancy"):
         assert all(key in item for item in data)
@@ -154,7 +154,7 @@ def test_json_round_trip_and_table(records, capsys):
     render_table(records, console_for(sys.stdout))
     out = capsys.readouterr().out
     assert "row_sum_twice_kernel" in out and "merge-redundant-loads 1" in out
-    assert "17 kernel(s) analysed, 0 error(s)" in out
+    assert "19 kernel(s) analysed, 0 error(s)" in out
 
 
 def test_other_target(tmp_path):
