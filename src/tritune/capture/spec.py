@@ -131,7 +131,11 @@ class LaunchSpec:
     grid: list[int]  # 3 entries
     grid_rule: dict | None = None
     count: int = 1
-    writes_from: str = "ttir"  # how `written` was found: "ttir", "observed" or "inductor"
+    # How `written` was found: "ttir" (pointer params traced to stores in the kernel's TTIR),
+    # "ttir-conservative" (a pointer reached an op the trace does not follow: counted as written),
+    # "observed" (tensors compared before/after one launch; misses writes of unchanged values),
+    # "inductor" (Inductor's out_ptr/in_out_ptr names and mutated args), "unknown" (all written).
+    writes_from: str = "ttir"
     extra: dict = dataclasses.field(default_factory=dict)  # e.g. Inductor's kernel_num_gb
 
     def __post_init__(self) -> None:

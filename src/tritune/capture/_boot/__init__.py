@@ -1,0 +1,1 @@
+"""Start-up code for captured programs: this folder goes first on their PYTHONPATH (see ``program``)."""

@@ -1,0 +1,49 @@
+"""Python imports ``sitecustomize`` at start-up: ``tritune capture`` puts this folder first on the
+captured command's PYTHONPATH, so every Python process it starts records its Triton launches
+into ``$TRITUNE_CAPTURE_DIR`` (``tritune.capture.program.boot``). Whatever sitecustomize the
+environment had is run afterwards. Nothing here may break the program: failures are one line on
+stderr. The variable's name is ``tritune.capture.program.ENV_CAPTURE_DIR``; it is read here,
+before tritune is imported, so that processes outside a capture pay nothing.
+"""
+
+import os
+import sys
+
+
+def _tritune_start() -> None:
+    out_dir = os.environ.get("TRITUNE_CAPTURE_DIR")
+    if not out_dir:
+        return
+    try:
+        try:
+            from tritune.capture import program
+        except ImportError:  # a Python without tritune installed: use the copy this file is in
+            here = os.path.abspath(__file__)  # src/tritune/capture/_boot/sitecustomize.py
+            sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here)))))
+            from tritune.capture import program
+        program.boot(out_dir)
+    except Exception as exc:  # noqa: BLE001
+        print(f"tritune capture: not recording in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _tritune_chain() -> None:
+    """Run the sitecustomize this one hides, if any (the next one on sys.path)."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    try:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_tritune_chained_sitecustomize"] = module
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - as Python itself does for a failing sitecustomize
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+_tritune_start()
+_tritune_chain()

@@ -1,0 +1,359 @@
+"""From a ``kernel[grid](...)`` launch (seen by ``_jit_shim``) to a ``LaunchSpec`` in the recorder.
+
+Hot path: a repeated launch costs a tuple key (kernel, wrapper kind, per argument dtype / shape /
+stride / offset / device or the scalar's value, keyword arguments, grid) and a dict lookup. Only
+a new key builds a spec: arguments bound to parameters by the JIT's own binder (so defaults,
+``None`` and ints equal to 1 are treated as Triton treats them), constexprs (annotated
+``tl.constexpr``: defaults, heuristics and the autotuner's config included), options (keyword
+arguments that are not parameters; ``num_warps=4``, ``num_stages=3`` filled in on a GPU, as the
+CUDA backend defaults), the grid and its rule (``grid_rule``), and the written tensors
+(``writes``): on a GPU from the TTIR of the kernel the launch returned, under the interpreter
+from a TTIR compiled for sm_90, else observed.
+
+Constexpr values that are not JSON scalars (a ``tl.float16`` dtype, a jit function) are
+recorded as text and named in ``extra["constexprs_as_text"]``: replay must turn them back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+import types
+from typing import Any, Callable, Hashable, Iterator
+
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.runtime.jit import JITFunction, create_function_from_signature
+
+from tritune.capture import grid_rule
+from tritune.capture._jit_shim import Launch
+from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
+from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, from_ttir, ttir_params
+
+DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}  # the CUDA backend's defaults
+STORAGE_SLACK = 1 << 20  # elements a view may reach past its span: see _storage_size
+_TARGET = GPUTarget("cuda", 90, 32)
+
+
+class UnsupportedLaunch(ValueError):
+    """A launch whose arguments a LaunchSpec cannot describe (a TensorDescriptor, a tuple...)."""
+
+
+class Kernel:
+    """What one jit function needs for capture, computed once."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+        python_fn = fn.fn
+        self.jit = fn if isinstance(fn, JITFunction) else _compilable(python_fn, {})
+        self.names = [p.name for p in self.jit.params]
+        self._name_set = set(self.names)
+        self.constexpr = {p.name for p in self.jit.params if p.is_constexpr}
+        self.defaults = {name: p.default for name, p in self.jit.signature.parameters.items()
+                         if p.default is not inspect.Parameter.empty}
+        self.backend = make_backend(_TARGET)
+        self.binder = create_function_from_signature(self.jit.signature, self.jit.params, self.backend)
+        self.name = python_fn.__name__
+        self.module = python_fn.__module__
+        self.source_file = inspect.getsourcefile(python_fn) or ""
+        self.source_hash = source_hash(self.jit.src)
+        self.writes: dict[Hashable, Writes | None] = {}  # specialization -> TTIR writes
+
+    def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """Parameter name -> value, defaults applied: what Triton passes a grid function."""
+        bound = dict(self.defaults)
+        bound.update(zip(self.names, args))
+        bound.update((k, v) for k, v in kwargs.items() if k in self._name_set)
+        return bound
+
+
+def _compilable(python_fn: Any, done: dict) -> JITFunction:
+    """A ``JITFunction`` of an interpreted kernel, for compiling its TTIR on the CPU.
+
+    Under ``TRITON_INTERPRET=1`` the jit helpers a kernel calls are ``InterpretedFunction``
+    objects, which the compiler rejects: compile a copy of the function whose globals hold
+    ``JITFunction`` versions of them (helpers reached through a module attribute are not
+    converted; such kernels fall back to observed writes).
+    """
+    if python_fn in done:
+        return done[python_fn]
+    scope = dict(python_fn.__globals__)
+    copy = types.FunctionType(python_fn.__code__, scope, python_fn.__name__, python_fn.__defaults__,
+                              python_fn.__closure__)
+    for attr in ("__qualname__", "__module__", "__annotations__", "__kwdefaults__", "__doc__"):
+        setattr(copy, attr, getattr(python_fn, attr))
+    done[python_fn] = jit = JITFunction(copy)
+    for name, value in python_fn.__globals__.items():
+        if type(value).__name__ == "InterpretedFunction":
+            scope[name] = _compilable(value.fn, done)
+    return jit
+
+
+class JitListener:
+    """The ``_jit_shim`` listener that feeds a ``Recorder``."""
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self.kernels: dict[int, Kernel] = {}
+
+    def kernel(self, fn: Any) -> Kernel:
+        kernel = self.kernels.get(id(fn))
+        if kernel is None or kernel.fn is not fn:
+            kernel = self.kernels[id(fn)] = Kernel(fn)
+        return kernel
+
+    def __call__(self, launch: Launch) -> Callable[[Any], None] | None:
+        kernel = self.kernels.get(id(launch.fn))
+        if kernel is None or kernel.fn is not launch.fn:
+            kernel = self.kernel(launch.fn)
+        grid, bound = launch.grid, None
+        if callable(grid):
+            bound = kernel.bind(launch.args, launch.kwargs)
+            grid = grid(bound)
+        key = fast_key(kernel, launch, grid)
+        try:
+            if self.recorder.bump(key):
+                return None
+        except TypeError:  # an unhashable argument or constexpr (a list): slower, still exact
+            key = repr(key)
+            if self.recorder.bump(key):
+                return None
+        if bound is None:
+            bound = kernel.bind(launch.args, launch.kwargs)
+        try:
+            spec, compile_args = build_spec(kernel, launch, bound, grid)
+        except Exception:
+            self.recorder.skip(key)  # not described: not tried again
+            raise  # the shim reports it
+        tensors = {a.name: bound[a.name] for a in spec.tensors}
+        writes, snapshot = None, None
+        if launch.interpreted:
+            writes = ttir_writes(kernel, spec, compile_args)
+            if writes is None:
+                snapshot = Snapshot(tensors)
+
+        def after(result: Any) -> None:
+            if snapshot is not None:
+                _mark(spec, snapshot.changed(), "observed")
+            elif writes is not None:
+                _mark(spec, writes.names, writes.source)
+            else:
+                found = _returned_writes(result, kernel, spec, compile_args)
+                found = found or ttir_writes(kernel, spec, compile_args)
+                if found is None:  # no TTIR at all: every tensor may be an output
+                    _mark(spec, {a.name for a in spec.tensors}, "unknown")
+                else:
+                    _mark(spec, found.names, found.source)
+            self.recorder.add(spec, tensors, fast_key=key)
+
+        return after
+
+
+def fast_key(kernel: Kernel, launch: Launch, grid: Any) -> tuple:
+    """What makes two launches the same, cheaply (may be unhashable: see ``JitListener``).
+
+    A float scalar that is NaN never equals itself: such launches take the slow path each time
+    and are merged by ``Recorder.add`` (whose key is the spec's JSON).
+    """
+    tensor = torch.Tensor
+    args = tuple([(a.dtype, a.shape, a.stride(), a.storage_offset(), a.device) if isinstance(a, tensor) else a
+                  for a in launch.args])
+    kwargs = tuple([(k, (v.dtype, v.shape, v.stride(), v.storage_offset(), v.device) if isinstance(v, tensor) else v)
+                    for k, v in launch.kwargs.items()]) if launch.kwargs else ()
+    return (id(kernel), launch.wrappers and launch.kind, args, kwargs, tuple(grid))
+
+
+# -------------------------------------------------------------------------- the spec
+
+def build_spec(kernel: Kernel, launch: Launch, bound: dict, grid: Any) -> tuple[LaunchSpec, dict]:
+    """The spec of a new launch (``written`` not yet known) and what compiling its TTIR needs."""
+    bound_args, specialization, _ = kernel.binder(*launch.args, **launch.kwargs)
+    types = [s[0] for s in specialization]
+    args, constexprs, as_text = [], {}, []
+    for name, kind, value in zip(kernel.names, types, bound_args.values()):
+        if name in kernel.constexpr:
+            args.append(ArgSpec(name, "constexpr"))
+            constexprs[name] = _json_value(value)
+            if not _is_json_scalar(getattr(value, "value", value)):
+                as_text.append(name)
+        else:
+            args.append(_arg_spec(name, value))
+    options = {k: v for k, v in launch.kwargs.items() if k not in kernel.names}
+    if not launch.interpreted:
+        options = {**DEFAULT_OPTIONS, **options}
+    padded = grid_rule.pad3(grid)
+    scalars = {a.name: a.value for a in args if a.kind == "scalar"}
+    rule, unexplained = grid_rule.infer(padded, len(tuple(grid)), launch.grid if callable(launch.grid) else None,
+                                        bound, constexprs, scalars)
+    extra = _extra(launch, unexplained, as_text)
+    spec = LaunchSpec(kernel=kernel.name, kind=launch.kind, module=kernel.module, source_file=kernel.source_file,
+                      source="", source_hash=kernel.source_hash, args=args, constexprs=constexprs,
+                      options=options, grid=padded, grid_rule=rule, extra=extra)
+    compile_args = {
+        "signature": dict(zip(kernel.names, types)),
+        "constexprs": {n: v for n, t, v in zip(kernel.names, types, bound_args.values()) if t == "constexpr"},
+        "attrs": {(i,): kernel.backend.parse_attr(s[1]) for i, s in enumerate(specialization)
+                  if s[0] != "constexpr" and isinstance(s[1], str)},
+        "ttir_params": ttir_params(kernel.names, types),
+    }
+    return spec, compile_args
+
+
+def _arg_spec(name: str, value: Any) -> ArgSpec:
+    if value is None:
+        return ArgSpec(name, "none")
+    if isinstance(value, torch.Tensor):
+        return ArgSpec(name, "tensor", shape=list(value.shape), stride=list(value.stride()),
+                       dtype=str(value.dtype).removeprefix("torch."), device=str(value.device),
+                       storage_offset=value.storage_offset(), storage_size=_storage_size(value))
+    if hasattr(value, "item") and not hasattr(value, "data_ptr"):  # numpy scalar
+        value = value.item()
+    for kind in (bool, int, float):  # bool first: it is an int
+        if isinstance(value, kind):
+            return ArgSpec(name, "scalar", value=value, type=kind.__name__)
+    raise UnsupportedLaunch(f"argument {name!r} is a {type(value).__name__}; "
+                            "capture records tensors, int/float/bool scalars and None")
+
+
+def _storage_size(tensor: torch.Tensor) -> int:
+    """Elements replay allocates: the real storage (a kernel may read past its view, e.g. a base
+    pointer with its own offsets), but at most the view's span or ``STORAGE_SLACK`` more, so a
+    small view of a huge buffer does not make replay allocate the whole buffer."""
+    needed = min_storage_size(tensor.shape, tensor.stride(), tensor.storage_offset())
+    real = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+    span = needed - tensor.storage_offset()
+    return max(needed, min(real, needed + max(span, STORAGE_SLACK)))
+
+
+def _json_value(value: Any) -> Any:
+    value = getattr(value, "value", value)  # tl.constexpr
+    return value if _is_json_scalar(value) else str(value)
+
+
+def _is_json_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _extra(launch: Launch, unexplained: list[str], as_text: list[str]) -> dict:
+    extra: dict[str, Any] = {}
+    tuner = launch.autotuner
+    if tuner is not None:
+        best = getattr(tuner, "best_config", None)
+        extra["autotune"] = {
+            "config": _plain_dict(best.all_kwargs()) if best is not None else None,
+            "configs": [_plain_dict(c.all_kwargs()) for c in tuner.configs],
+            "key": list(tuner.keys),
+        }
+    heuristics = [w for w in launch.wrappers if type(w).__name__ == "Heuristics"]
+    if heuristics:
+        extra["heuristics"] = sorted({name for w in heuristics for name in w.values})
+    if unexplained:
+        extra["grid_unexplained"] = unexplained
+    if as_text:
+        extra["constexprs_as_text"] = as_text
+    return extra
+
+
+def _plain_dict(values: dict) -> dict:
+    return {k: _json_value(v) for k, v in values.items()}
+
+
+# ------------------------------------------------------------------------- the writes
+
+def ttir_writes(kernel: Kernel, spec: LaunchSpec, compile_args: dict) -> Writes | None:
+    """Writes from a TTIR compiled here for sm_90 (cached per specialization); None if it fails."""
+    key = repr((compile_args["signature"], compile_args["constexprs"], sorted(compile_args["attrs"].items())))
+    if key not in kernel.writes:
+        try:
+            with _compilable_language():
+                ttir = compile_ttir(kernel.jit, compile_args["signature"], compile_args["constexprs"],
+                                    compile_args["attrs"])
+            kernel.writes[key] = from_ttir(ttir, compile_args["ttir_params"], [a.name for a in spec.tensors])
+        except Exception:  # noqa: BLE001 - any compile failure: the caller observes instead
+            kernel.writes[key] = None
+    return kernel.writes[key]
+
+
+_LANGUAGE_COPIES: dict[int, JITFunction] = {}
+_MISSING = object()
+
+
+def _language_objects() -> list[Any]:
+    import triton.language as tl
+
+    return [tl, tl.core, tl.math, tl.tensor, tl.core.tensor_descriptor_base]
+
+
+# ``triton.language`` as it was when capture loaded, before any kernel was interpreted: the
+# interpreter patches its builtins while a kernel runs and, after a call to a jit helper
+# (``tl.max``...), leaves some patched (``InterpretedFunction.__call__`` never restores them).
+_PRISTINE = [(obj, dict(vars(obj))) for obj in _language_objects()]
+
+
+def _interpreter_patched(value: Any) -> Any | None:
+    """The builtin an interpreter patch wraps (``lambda *args, member=member, **kwargs``), or None."""
+    code = getattr(value, "__code__", None)
+    member = (getattr(value, "__kwdefaults__", None) or {}).get("member")
+    if code is None or member is None or not code.co_filename.endswith("interpreter.py"):
+        return None
+    return member
+
+
+@contextlib.contextmanager
+def _compilable_language() -> Iterator[None]:
+    """``triton.language`` as the compiler needs it, for one compile under the interpreter:
+    its own jit functions (``tl.max``, ``tl.sum``...) as ``JITFunction`` copies (cached), and its
+    builtins as they were before any kernel ran. Everything is put back afterwards."""
+    swapped: list[tuple[Any, str, Any]] = []
+
+    def put(obj: Any, attr: str, value: Any) -> None:
+        swapped.append((obj, attr, getattr(obj, attr, _MISSING)))
+        if value is _MISSING:
+            delattr(obj, attr)
+        else:
+            setattr(obj, attr, value)
+
+    for obj, pristine in _PRISTINE:
+        for attr in set(vars(obj)) | set(pristine):
+            now, then = vars(obj).get(attr, _MISSING), pristine.get(attr, _MISSING)
+            original = _interpreter_patched(now)
+            if original is not None:  # patched before this module loaded: unwrap it
+                put(obj, attr, original)
+            elif now is not then:
+                put(obj, attr, then)
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("triton.language") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if type(value).__name__ != "InterpretedFunction":
+                continue
+            copy = _LANGUAGE_COPIES.get(id(value.fn))
+            if copy is None:
+                copy = _LANGUAGE_COPIES[id(value.fn)] = JITFunction(value.fn, **value.kwargs)
+            put(module, attr, copy)
+    try:
+        yield
+    finally:
+        for obj, attr, value in reversed(swapped):
+            if value is _MISSING:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, value)
+
+
+def _returned_writes(result: Any, kernel: Kernel, spec: LaunchSpec, compile_args: dict) -> Writes | None:
+    ttir = getattr(result, "asm", {}).get("ttir") if result is not None else None
+    if not ttir:
+        return None
+    try:
+        return from_ttir(ttir, compile_args["ttir_params"], [a.name for a in spec.tensors])
+    except WritesError:
+        return None
+
+
+def _mark(spec: LaunchSpec, written: set[str] | frozenset[str], source: str) -> None:
+    for arg in spec.tensors:
+        arg.written = arg.name in written
+    spec.writes_from = source

@@ -1,0 +1,113 @@
+"""Capture a whole program: run a command with recording switched on in every Python process.
+
+``run(command, out_dir)`` starts the command with ``PYTHONPATH`` led by ``_boot/`` (whose
+``sitecustomize.py`` calls ``boot``) and ``TRITUNE_CAPTURE_DIR`` set, so the program, its
+subprocesses and Inductor's compile workers record into ``out_dir/parts/`` (see ``recorder``);
+when the command ends, however it ends, the parts are merged into ``out_dir/launches.jsonl``.
+
+An ``out_dir`` that already holds a capture is refused (``mode="new"``) unless ``mode`` is
+``"replace"`` (its launches, parts, sources and tensors are removed first) or ``"append"`` (the
+new launches are merged in; counts of equal launches add up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from tritune.capture.recorder import PARTS, finalize, start
+from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec
+
+ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"  # the captured processes read it (in _boot/sitecustomize.py)
+BOOT_DIR = Path(__file__).resolve().parent / "_boot"
+MODES = ("new", "replace", "append")
+
+
+class CaptureError(RuntimeError):
+    """The capture could not run: the message is one line saying why."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclasses.dataclass
+class Result:
+    command: list[str]
+    returncode: int  # the command's; a signal N is reported as 128 + N, like a shell
+    out_dir: Path
+    specs: list[LaunchSpec]
+
+    @property
+    def distinct(self) -> int:
+        return len(self.specs)
+
+    @property
+    def total(self) -> int:
+        return sum(spec.count for spec in self.specs)
+
+    @property
+    def kernels(self) -> list[str]:
+        return sorted({spec.kernel for spec in self.specs})
+
+
+def boot(out_dir: str) -> None:
+    """Start recording this process into ``out_dir`` (called by ``_boot/sitecustomize.py``)."""
+    start(out_dir)
+
+
+def prepare(out_dir: Path, mode: str = "new") -> None:
+    """Make ``out_dir`` ready to receive a capture, or raise ``CaptureError`` saying why not."""
+    if mode not in MODES:
+        raise CaptureError(f"unknown mode {mode!r} (expected one of {MODES})")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CaptureError(f"{out_dir} exists and is not a directory")
+    holds = (out_dir / LAUNCHES).exists() or any((out_dir / PARTS).glob("*.jsonl"))
+    if holds and mode == "new":
+        raise CaptureError(f"{out_dir} already holds a capture: pass --force to replace it or --append to add to it",
+                           exit_code=2)
+    if mode == "replace":
+        (out_dir / LAUNCHES).unlink(missing_ok=True)
+        for name in (PARTS, SOURCES, TENSORS):
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def child_env(out_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if environ is None else environ)
+    env[ENV_CAPTURE_DIR] = str(out_dir.resolve())
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
+    return env
+
+
+def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result:
+    """Run ``command`` under capture and merge what it recorded (also when it fails or is interrupted)."""
+    if not command:
+        raise CaptureError("no command given: tritune capture --out DIR -- python your_script.py", exit_code=2)
+    out_dir = Path(out_dir)
+    prepare(out_dir, mode)
+    if shutil.which(command[0]) is None and not Path(command[0]).is_file():
+        raise CaptureError(f"command not found: {command[0]}", exit_code=127)
+    try:
+        process = subprocess.Popen(command, env=child_env(out_dir))
+    except OSError as exc:  # not executable, bad interpreter line, ...
+        raise CaptureError(f"cannot run {command[0]}: {exc.strerror or exc}", exit_code=126) from None
+    try:
+        returncode = process.wait()
+    except KeyboardInterrupt:  # the child got the SIGINT too: let it finish writing, then merge
+        returncode = process.wait()
+    specs = finalize(out_dir, command=command)
+    if returncode < 0:
+        returncode = 128 - returncode
+    return Result(list(command), returncode, out_dir, specs)
+
+
+def describe_exit(code: int) -> str:
+    if code > 128 and code - 128 in signal.valid_signals():
+        return f"was killed by {signal.Signals(code - 128).name}"
+    return f"exited with status {code}"

@@ -1,0 +1,328 @@
+"""Where captured launches go: one ``Recorder`` per process, writing into a capture directory.
+
+Nothing is lost when the program dies: each new distinct launch is appended at once to
+``DIR/parts/<pid>.jsonl`` (``{"spec": ...}``), followed by its kernel's source file copied to
+``DIR/sources/`` and its index tensors saved to ``DIR/tensors/``. Repeats only bump a counter,
+written as ``{"counts": {spec id: n}}`` lines (cumulative; the last one counts) at most once a
+second, at ``close()`` and at interpreter exit. A process killed before writing counts leaves
+each of its launches counted once. ``finalize(DIR)`` merges every part (and a ``launches.jsonl``
+already there) into ``DIR/launches.jsonl``, summing the counts of equal launches, and removes the
+parts. A forked child starts its own part.
+
+Integer input tensors keep their values (indices that must stay in range): their storage from
+``storage_offset`` to ``storage_size`` (what replay allocates) is saved 1-D as
+``DIR/tensors/<spec id>_<arg>.pt`` when at most ``SAVE_LIMIT_BYTES``; a larger one records its
+observed ``[low, high]`` instead (``values="range"``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Hashable, Iterable, Iterator
+
+from tritune.capture.spec import SOURCES, TENSORS, LaunchSpec, SpecError, read_launches, write_launches
+
+PARTS = "parts"
+_SKIP = "<skip>"
+SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
+FLUSH_SECONDS = 1.0
+
+
+class Recorder:
+    """Collects distinct launches of this process into ``out_dir`` (see the module docstring)."""
+
+    def __init__(self, out_dir: str | Path):
+        self.dir = Path(out_dir).resolve()
+        self.listener = None  # the JIT shim's listener, once triton is imported
+        self.inductor = None  # tritune.capture.inductor, once torch._inductor is imported
+        self._open()
+        _live.add(self)
+
+    def _open(self) -> None:
+        self.pid = os.getpid()
+        self.specs: dict[str, LaunchSpec] = {}  # spec key -> spec
+        self.counts: dict[str, int] = {}  # spec key -> launches
+        self.fast: dict[Hashable, str] = {}  # cheap launch key (see jit_launch) -> spec key
+        self._sources: dict[str, str] = {}  # source file -> its copy, relative to dir
+        self._part: Path | None = None
+        self._dirty = False
+        self._flushed = time.monotonic()
+
+    # -- the hot path ----------------------------------------------------------------------
+
+    def bump(self, fast_key: Hashable) -> bool:
+        """Count one more launch under ``fast_key``; False if it was never seen (build a spec)."""
+        key = self.fast.get(fast_key)
+        if key is None:
+            return False
+        if key is _SKIP:
+            return True
+        self.counts[key] += 1
+        self._dirty = True
+        if time.monotonic() - self._flushed > FLUSH_SECONDS:
+            self.flush()
+        return True
+
+    def skip(self, fast_key: Hashable) -> None:
+        """Launches under ``fast_key`` cannot be recorded: let ``bump`` pass them without a count."""
+        self.fast[fast_key] = _SKIP
+
+    # -- new launches ----------------------------------------------------------------------
+
+    def add(self, spec: LaunchSpec, values: dict[str, Any] | None = None, fast_key: Hashable = None) -> LaunchSpec:
+        """Record one launch of ``spec``; returns the stored spec (the first one seen of its key).
+
+        ``values``: the launch's live tensors by argument name; non-written integer tensors among
+        them are saved (or their range recorded) as described above.
+        """
+        key = spec.key()
+        if fast_key is not None:
+            self.fast[fast_key] = key
+        if key in self.specs:
+            self.counts[key] += 1
+            self._dirty = True
+            return self.specs[key]
+        if spec.source_file and not spec.source:
+            spec.source = self._copy_source(spec.source_file)
+        for arg in spec.tensors:
+            if values is not None and arg.name in values:
+                self._keep_values(spec, arg, values[arg.name])
+        self.specs[key] = spec
+        self.counts[key] = 1
+        self._append({"spec": spec.to_json()})
+        self._dirty = True
+        return spec
+
+    def _copy_source(self, source_file: str) -> str:
+        if source_file in self._sources:
+            return self._sources[source_file]
+        path = Path(source_file)
+        data = path.read_bytes()
+        relative = f"{SOURCES}/{hashlib.sha256(data).hexdigest()[:16]}_{path.stem}.py"
+        _write_atomic(self.dir / relative, data)
+        self._sources[source_file] = relative
+        return relative
+
+    def _keep_values(self, spec: LaunchSpec, arg, tensor: Any) -> None:
+        import torch
+
+        if arg.written or not isinstance(tensor, torch.Tensor):
+            return
+        if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+            return  # random values of the dtype are as good as the real ones
+        offset, size = tensor.storage_offset(), arg.storage_size
+        real = tensor.untyped_storage().nbytes() // tensor.element_size()
+        if size <= real and (size - offset) * tensor.element_size() <= SAVE_LIMIT_BYTES:
+            region = tensor.detach().as_strided((size - offset,), (1,), offset).cpu().clone()
+            relative = f"{TENSORS}/{spec.id}_{arg.name}.pt"
+            path = self.dir / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(region, tmp)
+            tmp.replace(path)
+            arg.values, arg.data = "saved", relative
+        elif tensor.numel():
+            arg.values, arg.low, arg.high = "range", int(tensor.min()), int(tensor.max())
+
+    # -- the part file ---------------------------------------------------------------------
+
+    def _append(self, record: dict) -> None:
+        if self._part is None:
+            parts = self.dir / PARTS
+            parts.mkdir(parents=True, exist_ok=True)
+            self._part = _fresh(parts, str(self.pid))
+        with self._part.open("a") as handle:
+            handle.write(json.dumps(record, default=_plain) + "\n")
+
+    def flush(self) -> None:
+        """Write the counts so far (cheap; a no-op when nothing changed)."""
+        self._flushed = time.monotonic()
+        if not self._dirty or self._part is None or os.getpid() != self.pid:
+            return
+        self._dirty = False
+        self._append({"counts": {spec.id: self.counts[key] for key, spec in self.specs.items()}})
+
+    def close(self) -> None:
+        self.flush()
+
+    def _on_triton(self, _module: Any) -> None:
+        from tritune.capture import _jit_shim
+        from tritune.capture.jit_launch import JitListener
+
+        if self.listener is None:
+            self.listener = JitListener(self)
+            _jit_shim.install(self.listener)
+
+    def _on_inductor(self, _module: Any) -> None:
+        try:
+            from tritune.capture import inductor
+        except ModuleNotFoundError as exc:
+            if exc.name == "tritune.capture.inductor":
+                return  # no Inductor support in this tritune
+            raise
+        if self.inductor is None:
+            inductor.install(self.add)
+            self.inductor = inductor
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+_live: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+def _flush_all() -> None:
+    for recorder in list(_live):
+        recorder.close()
+
+
+def _reopen_all_in_child() -> None:
+    for recorder in list(_live):
+        recorder._open()
+
+
+atexit.register(_flush_all)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reopen_all_in_child)
+
+
+def _fresh(directory: Path, stem: str) -> Path:
+    """``DIR/<stem>.jsonl``, or ``<stem>-<n>.jsonl`` if a process with our pid wrote one already."""
+    path, n = directory / f"{stem}.jsonl", 1
+    while path.exists():
+        path, n = directory / f"{stem}-{n}.jsonl", n + 1
+    path.touch()
+    return path
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    if path.exists():
+        return  # same name, same content: the name holds the content's hash
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+# ------------------------------------------------------------------------------ merging
+
+def finalize(directory: str | Path, **header: Any) -> list[LaunchSpec]:
+    """Merge ``DIR/parts/*.jsonl`` (and an existing ``DIR/launches.jsonl``) into ``launches.jsonl``.
+
+    Equal launches (same ``spec.key()``) are one line with the sum of their counts; the first
+    seen wins for everything else. The parts are removed once the merged file is written.
+    Returns the merged specs (possibly none: a program without Triton launches).
+    """
+    directory = Path(directory)
+    merged: dict[str, LaunchSpec] = {}
+    if (directory / "launches.jsonl").exists():
+        _merge(merged, read_launches(directory))
+    parts = sorted((directory / PARTS).glob("*.jsonl")) if (directory / PARTS).is_dir() else []
+    for part in parts:
+        _merge(merged, read_part(part))
+    if merged or parts:
+        write_launches(directory, merged.values(), **header)
+    if (directory / PARTS).is_dir():
+        shutil.rmtree(directory / PARTS, ignore_errors=True)
+    return list(merged.values())
+
+
+def _merge(merged: dict[str, LaunchSpec], specs: Iterable[LaunchSpec]) -> None:
+    for spec in specs:
+        key = spec.key()
+        if key in merged:
+            merged[key].count += spec.count
+        else:
+            merged[key] = spec
+
+
+def read_part(path: Path) -> list[LaunchSpec]:
+    """The specs of one part file, each with the last count written for it (else 1).
+
+    A torn last line (the process died mid-write) is skipped; any other bad line is a SpecError.
+    """
+    specs: dict[str, LaunchSpec] = {}
+    counts: dict[str, int] = {}
+    lines = path.read_text().split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # the last line, without its newline: torn
+                continue
+            raise SpecError(f"{path}:{number}: not JSON: the part file is damaged") from None
+        if "spec" in record:
+            try:
+                spec = LaunchSpec.from_json(record["spec"])
+            except SpecError as exc:
+                raise SpecError(f"{path}:{number}: {exc}") from None
+            specs.setdefault(spec.id, spec)
+        elif "counts" in record:
+            counts = record["counts"]
+    for spec_id, spec in specs.items():
+        spec.count = int(counts.get(spec_id, 1))
+    return list(specs.values())
+
+
+# ------------------------------------------------------------------- starting and stopping
+
+def start(out_dir: str | Path) -> Recorder:
+    """Record this process's Triton launches into ``out_dir`` until ``stop``.
+
+    The JIT shim goes in once ``triton`` is imported (now, if it is); Inductor's launches are
+    recorded by ``tritune.capture.inductor`` (when that module exists) once ``torch._inductor``
+    is imported.
+    """
+    from tritune.capture import _after_import
+
+    recorder = Recorder(out_dir)
+    recorder.hooks = [("triton", _after_import.when_imported("triton", recorder._on_triton)),
+                      ("torch._inductor", _after_import.when_imported("torch._inductor", recorder._on_inductor))]
+    return recorder
+
+
+def stop(recorder: Recorder) -> None:
+    from tritune.capture import _after_import, _jit_shim
+
+    for name, callback in getattr(recorder, "hooks", []):
+        _after_import.cancel(name, callback)
+    if recorder.listener is not None:
+        _jit_shim.uninstall(recorder.listener)
+        recorder.listener = None
+    if recorder.inductor is not None:
+        recorder.inductor.uninstall()
+        recorder.inductor = None
+    recorder.close()
+
+
+@contextlib.contextmanager
+def capture(out_dir: str | Path, *, merge: bool = True) -> Iterator[Recorder]:
+    """``with capture("DIR"): ...`` records the launches made inside into ``DIR``.
+
+    With ``merge`` (default) ``DIR/launches.jsonl`` is written on exit (``finalize``): launches
+    already in it are kept and counts of equal launches are added up.
+    """
+    recorder = start(out_dir)
+    try:
+        yield recorder
+    finally:
+        stop(recorder)
+        if merge:
+            finalize(out_dir)

@@ -1,0 +1,85 @@
+"""``tritune capture``: a real program under the interpreter, end to end, and every bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tritune.capture import program
+from tritune.capture.spec import read_launches
+from tritune.commands.capture import capture
+
+SCRIPT = Path(__file__).parent / "programs" / "capture_script.py"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(capture, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def test_end_to_end_with_a_forked_child(tmp_path, interpret):
+    out = tmp_path / "cap"
+    result = invoke("--out", str(out), "--", sys.executable, str(SCRIPT), "0", "fork")
+    assert result.exit_code == 0, result.output
+    assert "3 distinct launches (6 launches) of 3 kernels" in result.output
+    specs = {s.kernel: s for s in read_launches(out)}
+    assert specs["add_kernel"].count == 4 and specs["inplace_kernel"].count == 1  # from the child
+    assert specs["gather_kernel"].arg("idx_ptr").values == "saved"
+    assert (out / specs["add_kernel"].source).exists()
+    assert not (out / "parts").exists()
+
+
+def test_failing_command_still_merges_and_passes_its_status_on(tmp_path, interpret):
+    out = tmp_path / "cap"
+    result = invoke("--out", str(out), "--", sys.executable, str(SCRIPT), "3")
+    assert result.exit_code == 3
+    assert "the command exited with status 3" in result.output
+    assert sum(s.count for s in read_launches(out)) == 5
+    # an existing capture is refused, replaced with --force, added to with --append
+    refused = invoke("--out", str(out), "--", sys.executable, "-c", "pass")
+    assert refused.exit_code == 2 and "already holds a capture" in refused.output
+    assert invoke("--out", str(out), "--force", "--append", "--", "true").exit_code == 2
+    appended = invoke("--out", str(out), "--append", "--", sys.executable, str(SCRIPT), "0")
+    assert appended.exit_code == 0 and "(10 launches)" in appended.output
+    replaced = invoke("--out", str(out), "--force", "--", sys.executable, "-c", "pass")
+    assert replaced.exit_code == 1 and not (out / "launches.jsonl").exists()
+
+
+def test_program_without_launches(tmp_path):
+    result = invoke("--out", str(tmp_path / "cap"), "--", sys.executable, "-c", "print('hi')")
+    assert result.exit_code == 1
+    assert "no Triton launches captured from:" in result.output
+
+
+def test_missing_and_unknown_commands(tmp_path):
+    missing = invoke("--out", str(tmp_path / "a"))
+    assert missing.exit_code == 2 and "no command given" in missing.output
+    unknown = invoke("--out", str(tmp_path / "b"), "--", "tritune-no-such-command")
+    assert unknown.exit_code == 127 and "command not found: tritune-no-such-command" in unknown.output
+    (tmp_path / "file").write_text("")
+    not_dir = invoke("--out", str(tmp_path / "file"), "--", "true")
+    assert not_dir.exit_code == 1 and "is not a directory" in not_dir.output
+
+
+def test_bootstrap_chains_the_environments_sitecustomize(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.THEIRS_RAN = True\n")
+    env = program.child_env(tmp_path / "cap", {"PYTHONPATH": str(theirs), "PATH": "/usr/bin:/bin"})
+    assert env["PYTHONPATH"].split(":")[0] == str(program.BOOT_DIR)
+    code = ("import builtins, sys; "
+            "print(getattr(builtins, 'THEIRS_RAN', False), 'tritune.capture.recorder' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_bootstrap_reads_the_variable_program_sets():
+    assert f'"{program.ENV_CAPTURE_DIR}"' in (program.BOOT_DIR / "sitecustomize.py").read_text()
