@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import math
 import os
 import pathlib
@@ -35,106 +34,43 @@ import _common  # noqa: E402
 
 DEFAULT_MODELS = ["bert", "coat_lite_mini", "botnet26t_256"]
 ALL_MODELS = DEFAULT_MODELS + ["convit_base", "beit_base_patch16_224"]
-EXACT_PASSES = ("merge-redundant-loads", "merge-redundant-reduces", "constant-division")
+# = tritune.capture.inductor_modules.KERNEL_DEF (kept here: this module imports no tritune at import)
 KERNEL_DEF = re.compile(r"^def (triton_([a-z]+)_\w+)\(", re.MULTILINE)
+EXACT_PASSES = ("merge-redundant-loads", "merge-redundant-reduces", "constant-division")
 
 
-# ------------------------------------------------------------------------------------- models
+# ------------------------------------------------------ models and kernel modules (the library's)
 
 def model_step(name: str, mode: str, batch: int):
     """torch.compile the model and run one step (train: forward + backward in fp32; infer: fp16)."""
-    import torch
-    import torch.nn.functional as F
+    from tritune.inductor.harvest import model_step as step
 
-    dtype = torch.float32 if mode == "train" else torch.float16
-    if name == "bert":
-        from transformers import BertConfig, BertForMaskedLM
+    step(name, mode, batch)
 
-        # eager attention: explicit softmax kernels, as in TorchBench's BERT (sdpa hides them)
-        config = BertConfig(attn_implementation="eager")
-        model = BertForMaskedLM(config).to("cuda", dtype)
-        ids = torch.randint(0, config.vocab_size, (batch, 128), device="cuda")
-        inputs, labels = {"input_ids": ids}, ids
-
-        def loss_of(out, labels):
-            return F.cross_entropy(out.logits.float().view(-1, config.vocab_size), labels.view(-1))
-    else:
-        import timm
-
-        model = timm.create_model(name, pretrained=False).to("cuda", dtype)
-        cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", {})
-        size = tuple(cfg.get("input_size", (3, 224, 224)))  # native resolution (botnet26t: 256)
-        inputs = {"x": torch.randn(batch, *size, device="cuda", dtype=dtype)}
-        labels = torch.randint(0, model.num_classes, (batch,), device="cuda")
-
-        def loss_of(out, labels):
-            return F.cross_entropy(out.float(), labels)
-
-    if mode == "train":
-        model.train()
-        step = torch.compile(lambda: loss_of(model(**inputs), labels))
-        step().backward()
-    else:
-        model.eval()
-        compiled = torch.compile(model)
-        with torch.no_grad():
-            compiled(**inputs)
-    torch.cuda.synchronize()
-
-
-# ------------------------------------------------------------------------------ kernel modules
 
 def kernel_files(cache_dir: str) -> set[str]:
-    """Inductor kernel modules (not the graph wrappers, which embed kernel sources as strings)."""
-    found = set()
-    for path in pathlib.Path(cache_dir).rglob("*.py"):
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        if "triton_heuristics" in text and "def get_args" in text and "AsyncCompile" not in text \
-                and KERNEL_DEF.search(text):
-            found.add(str(path.resolve()))
-    return found
+    from tritune.capture.inductor_modules import kernel_files as find
+
+    return find(cache_dir)
 
 
 def loaded_modules() -> dict:
-    """Modules Inductor already loaded in this process, by file (their autotuners are tuned)."""
-    candidates = list(sys.modules.values())
-    try:
-        from torch._inductor.codecache import PyCodeCache
+    from tritune.capture.inductor_modules import loaded_modules as loaded
 
-        for attr in ("modules", "modules_no_attr"):
-            held = getattr(PyCodeCache, attr, [])
-            candidates += list(held.values() if isinstance(held, dict) else held)
-    except Exception:  # noqa: BLE001 - fall back to sys.modules
-        pass
-    found = {}
-    for module in candidates:
-        try:
-            path = getattr(module, "__file__", None)
-        except Exception:  # noqa: BLE001 - lazy modules may refuse attribute access
-            continue
-        if isinstance(path, str):
-            found[os.path.realpath(path)] = module
-    return found
+    return loaded()
 
 
 def import_path(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A fresh module object for ``path`` on every call (``name`` is only a label here)."""
+    from tritune.analyze.discover import import_file
+
+    return import_file(path)
 
 
 def autotuner_of(module):
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    from tritune.capture.inductor_modules import autotuner_of as find
 
-    match = KERNEL_DEF.search(pathlib.Path(module.__file__).read_text())
-    tuner = getattr(module, match.group(1), None) if match else None
-    if not isinstance(tuner, CachingAutotuner):
-        tuner = next(v for v in vars(module).values() if isinstance(v, CachingAutotuner))
-    return tuner
+    return find(module)
 
 
 def ensure_tuned(module, tuner) -> None:

@@ -1,0 +1,242 @@
+"""Capture of Inductor kernels: the shim on ``CachingAutotuner.run``, and the public entry points.
+
+Inductor launches its Triton kernels through its own launchers (``triton.compile`` + a generated
+``launcher(*args, stream)``), never through ``JITFunction.run``, and has no hook that sees a
+launch's arguments. So this module owns one patch: ``SHIM_TARGET``,
+``torch._inductor.runtime.triton_heuristics.CachingAutotuner.run(self, *args, stream, ...)``
+(the same in torch 2.11 and 2.13). The wrapper lets the original run (it autotunes, picks the
+launcher and launches), then hands ``add(spec, values)`` a ``LaunchSpec(kind="inductor")`` for
+the launcher that ran (``self.launchers[0]``; ``self.configs[0]`` under ``TRITON_INTERPRET=1``,
+as Inductor does). Autotuning trials call the launchers directly and are not recorded.
+
+``install(add)`` / ``uninstall()`` are reversible; installing twice patches once (the newest
+``add`` wins); ``check_target()`` fails with a clear message if torch renames the target
+(``tests/test_capture_inductor.py`` runs it). A recording failure is reported once per kernel on
+stderr and never breaks the program. When ``add`` is a ``Recorder``'s, a repeat launch (same
+tuner, config, layouts and scalars) is only counted (``Recorder.bump``), so capture stays cheap
+in a training loop. While Inductor's ``run`` runs, the plain-JIT shim is told
+that a launch is in hand, so an interpreted Inductor launch is not recorded twice.
+
+Public: ``install``, ``uninstall``, ``recording``, ``installed``, ``check_target``, ``grid_for``,
+``launch_spec``, ``specs_from_modules``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import threading
+from typing import Any, Callable, Iterator
+
+from tritune.capture.inductor_grid import grid_for, grid_rule  # noqa: F401 - public here
+from tritune.capture.inductor_spec import launch_spec
+
+SHIM_TARGET = ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "run")
+
+Add = Callable[[Any, dict], Any]
+
+_lock = threading.Lock()
+_local = threading.local()
+_state: dict[str, Any] = {"add": None, "original": None, "pending": None}
+_reported: set[str] = set()
+
+
+class InductorShimError(RuntimeError):
+    """torch no longer has what the shim patches."""
+
+
+def _owner() -> type:
+    module_name, class_name, _ = SHIM_TARGET
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def check_target() -> None:
+    """Raise ``InductorShimError`` if ``CachingAutotuner.run`` is gone or changed its signature."""
+    import inspect
+
+    module_name, class_name, attr = SHIM_TARGET
+    try:
+        owner = _owner()
+    except (ImportError, AttributeError) as exc:
+        raise InductorShimError(f"no {module_name}.{class_name}: {exc}") from None
+    run = inspect.unwrap(owner.__dict__.get(attr)) if attr in owner.__dict__ else None
+    if not callable(run):
+        raise InductorShimError(f"{module_name}.{class_name} has no {attr}: tritune's Inductor capture needs updating")
+    params = inspect.signature(run).parameters
+    kinds = {p.kind for p in params.values()}
+    if inspect.Parameter.VAR_POSITIONAL not in kinds or "stream" not in params:
+        raise InductorShimError(f"{class_name}.{attr}{inspect.signature(run)} is no longer "
+                                "run(self, *args, stream, ...): tritune's Inductor capture needs updating")
+
+
+def install(add: Add) -> None:
+    """Call ``add(spec, values)`` for every launch of an Inductor kernel from now on.
+
+    The patch goes in now if Inductor's runtime is imported, else as soon as it is (importing it
+    here, in the middle of the program importing ``torch._inductor``, could be circular).
+    """
+    from tritune.capture import _after_import
+
+    with _lock:
+        _state["add"] = add
+        if _state["original"] is not None or _state.get("pending") is not None:
+            return
+        if SHIM_TARGET[0] not in sys.modules:
+            _state["pending"] = _after_import.when_imported(SHIM_TARGET[0], _patch_when_imported)
+            return
+        _patch()
+
+
+def _patch_when_imported(_module: Any) -> None:
+    with _lock:
+        _state["pending"] = None
+        if _state["add"] is not None and _state["original"] is None:
+            _patch()
+
+
+def _patch() -> None:
+    check_target()
+    owner = _owner()
+    original = owner.__dict__[SHIM_TARGET[2]]
+    wrapper = _wrap(original)
+    wrapper._tritune_shim = True  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    _state["original"] = original
+    setattr(owner, SHIM_TARGET[2], wrapper)
+
+
+def uninstall() -> None:
+    """Stop recording and restore ``CachingAutotuner.run`` (unless patched over since ours: then
+    ours stays and passes every launch straight through)."""
+    from tritune.capture import _after_import
+
+    with _lock:
+        original, _state["original"], _state["add"] = _state["original"], None, None
+        pending, _state["pending"] = _state.get("pending"), None
+        if pending is not None:
+            _after_import.cancel(SHIM_TARGET[0], pending)
+        if original is None:
+            return
+        owner = _owner()
+        if getattr(owner.__dict__.get(SHIM_TARGET[2]), "_tritune_shim", False):
+            setattr(owner, SHIM_TARGET[2], original)
+
+
+@contextlib.contextmanager
+def recording(add: Add) -> Iterator[None]:
+    """``install(add)`` for the duration of a block; whatever was installed before comes back."""
+    with _lock:
+        previous = _state["add"] if installed() else None
+    install(add)
+    try:
+        yield
+    finally:
+        if previous is None:
+            uninstall()
+        else:
+            with _lock:
+                _state["add"] = previous
+
+
+def installed() -> bool:
+    """True once ``install`` was called (the patch may still wait for Inductor's import)."""
+    return _state["original"] is not None or _state["pending"] is not None
+
+
+def _wrap(original: Callable) -> Callable:
+    def run(self, *args, **kwargs):
+        add = _state["add"]
+        if add is None or getattr(_local, "busy", False):
+            return original(self, *args, **kwargs)
+        _local.busy = True
+        try:
+            _count_candidates(self)
+            with _jit_shim_quiet():
+                result = original(self, *args, **kwargs)
+            _record(add, self, args)
+            return result
+        finally:
+            _local.busy = False
+
+    run.__name__ = "run"
+    return run
+
+
+def _count_candidates(tuner: Any) -> None:
+    """Note how many configs the autotuner has to choose from, the first time we see it: once it
+    has compiled them, torch 2.11+ drops ``configs`` (None) and keeps only the winner."""
+    if hasattr(tuner, "_tritune_candidates"):
+        return
+    launchers = len(getattr(tuner, "launchers", None) or ())
+    configs = len(getattr(tuner, "configs", None) or ())
+    # one launcher already: Inductor chose before we looked, among how many is unknown
+    tuner._tritune_candidates = None if launchers == 1 else (launchers or configs or None)
+
+
+def config_source(tuner: Any) -> str:
+    """How the launched config was chosen: ``autotuned`` (among several), ``only`` (a single
+    config), ``inductor`` (Inductor had settled before capture saw the kernel)."""
+    candidates = getattr(tuner, "_tritune_candidates", None)
+    if candidates is None:
+        return "inductor"
+    return "autotuned" if candidates > 1 else "only"
+
+
+def _record(add: Add, tuner: Any, args: tuple) -> None:
+    try:
+        if getattr(tuner, "triton_interpret", False):
+            config, config_from = tuner.configs[0], "first"
+        elif len(getattr(tuner, "launchers", None) or ()) == 1:
+            config, config_from = tuner.launchers[0].config, config_source(tuner)
+        else:
+            return  # a plugin launched without settling on one launcher: nothing to say
+        bump = getattr(getattr(add, "__self__", None), "bump", None)  # a Recorder's hot path
+        fast_key = ("inductor", id(tuner), id(config), _arg_key(args)) if bump is not None else None
+        if fast_key is not None and bump(fast_key):
+            return  # a repeat: counted without building the spec again
+        spec, values = launch_spec(tuner, args, config, config_from=config_from)
+        if fast_key is None:
+            add(spec, values)
+        else:
+            add(spec, values, fast_key=fast_key)
+    except Exception as exc:  # noqa: BLE001 - a capture bug must not break the user's program
+        name = getattr(getattr(tuner, "fn", None), "__name__", "?")
+        if name not in _reported:
+            _reported.add(name)
+            print(f"tritune capture: Inductor kernel {name} not recorded: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+
+
+def _arg_key(args: tuple) -> tuple:
+    """What tells two launches of one tuner and config apart, cheaply: layouts and scalars."""
+    key = []
+    for arg in args:
+        if hasattr(arg, "data_ptr") and hasattr(arg, "stride"):
+            key.append((tuple(arg.shape), arg.stride(), arg.dtype, arg.storage_offset()))
+        else:
+            key.append(arg)
+    return tuple(key)
+
+
+@contextlib.contextmanager
+def _jit_shim_quiet() -> Iterator[None]:
+    """Mark a launch as in hand for the plain-JIT shim (under the interpreter Inductor launches
+    through ``InterpretedFunction.run``, which that shim records)."""
+    shim = sys.modules.get("tritune.capture._jit_shim")
+    busy = getattr(shim, "_busy", None)
+    if busy is None:
+        yield
+        return
+    token = busy.set(True)
+    try:
+        yield
+    finally:
+        busy.reset(token)
+
+
+def specs_from_modules(*args: Any, **kwargs: Any):
+    """See ``tritune.capture.inductor_modules.specs_from_modules``."""
+    from tritune.capture.inductor_modules import specs_from_modules as load
+
+    return load(*args, **kwargs)
