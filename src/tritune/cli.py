@@ -88,8 +88,10 @@ def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warp
 def _register() -> None:
     """Subcommands live one per module under ``tritune.commands``; each imports its heavy parts lazily."""
     from tritune.commands.bench import bench
+    from tritune.commands.capture import capture
+    from tritune.commands.harvest import harvest
 
-    for command in (bench,):
+    for command in (capture, bench, harvest):
         main.add_command(command)
 
 

@@ -9,17 +9,21 @@ is already in the spec.
 
 Importing runs the file's top level. A script whose launches are not under
 ``if __name__ == "__main__":`` would run them again here; capture records that file anyway.
+Only the kernel's own file is copied: if it imports sibling modules of the program, the
+original file's directory (``spec.source_file``) is searched too, when it exists on this machine.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import shutil
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tritune.analyze.discover import import_file
 from tritune.analyze.errors import one_line
@@ -58,14 +62,14 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
         path = Path(root) / spec.source
         if not path.exists():
             raise SpecError(f"{spec.id}: kernel source {path} is missing from the capture directory")
-        return _kernel_in(path, spec.kernel)
+        return _kernel_in(path, spec.kernel, _program_dir(spec))
     # Each text gets its own file, kept until exit: the interpreter and error messages read the
     # kernel's source lines from the file after the import.
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     path = _variant_dir() / digest / Path(spec.source).name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
-    return _kernel_in(path, spec.kernel)
+    return _kernel_in(path, spec.kernel, _program_dir(spec))
 
 
 @functools.cache
@@ -75,9 +79,29 @@ def _variant_dir() -> Path:
     return path
 
 
-def _kernel_in(path: Path, name: str) -> Any:
+def _program_dir(spec: LaunchSpec) -> str | None:
+    directory = Path(spec.source_file).parent
+    return str(directory) if spec.source_file and directory.is_dir() else None
+
+
+@contextlib.contextmanager
+def _also_on_path(directory: str | None) -> Iterator[None]:
+    """``directory`` last on sys.path: siblings of the copy win, the program's own come next."""
+    if directory is None or directory in sys.path:
+        yield
+        return
+    sys.path.append(directory)
     try:
-        module = import_file(path)
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(directory)
+
+
+def _kernel_in(path: Path, name: str, program_dir: str | None = None) -> Any:
+    try:
+        with _also_on_path(program_dir):
+            module = import_file(path)
     except Exception as exc:  # noqa: BLE001 - a candidate's source may raise anything
         raise KernelLoadError(f"{path.name}: import failed: {one_line(exc)}") from exc
     found = innermost(getattr(module, name, None))
