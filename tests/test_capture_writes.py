@@ -125,3 +125,16 @@ def test_snapshot_sees_changes_and_ignores_nan_in_place():
     assert snap.changed() == set()
     b[0] = 5
     assert snap.changed() == {"b"}
+
+
+def test_reads_are_the_pointers_that_reach_loads(kernels):
+    def traced(fn, signature, constexprs):
+        names, types = list(signature), list(signature.values())
+        text = compile_ttir(fn, signature, constexprs, {})
+        return from_ttir(text, ttir_params(names, types), [n for n, t in signature.items() if t.startswith("*")])
+
+    inplace = traced(kernels.inplace_kernel, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 32})
+    assert inplace.read == {"x_ptr"} and inplace.written == {"x_ptr"}  # read and written: in-out
+    gather = traced(kernels.gather_kernel, {"src_ptr": "*fp32", "idx_ptr": "*i64", "out_ptr": "*fp32",
+                                            "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 32})
+    assert gather.read == {"src_ptr", "idx_ptr"} and gather.written == {"out_ptr"}

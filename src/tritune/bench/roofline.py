@@ -68,12 +68,12 @@ def view_bytes(arg: ArgSpec) -> int:
 
 
 def is_read(spec: LaunchSpec, arg: ArgSpec) -> bool:
-    if not arg.written:
-        return True
+    """Loaded by the kernel: as capture found in the TTIR (``extra["reads"]``) when it could;
+    else every input, and an output only under Inductor's in-out name."""
     reads = spec.extra.get("reads")
     if reads is not None:
         return arg.name in reads
-    return arg.name.startswith(INOUT_PREFIX)
+    return not arg.written or arg.name.startswith(INOUT_PREFIX)
 
 
 def traffic(spec: LaunchSpec) -> Traffic:

@@ -138,14 +138,14 @@ class JitListener:
             if snapshot is not None:
                 _mark(spec, snapshot.changed(), "observed")
             elif writes is not None:
-                _mark(spec, writes.names, writes.source)
+                _mark(spec, writes.names, writes.source, writes.read)
             else:
                 found = _returned_writes(result, kernel, spec, compile_args)
                 found = found or ttir_writes(kernel, spec, compile_args)
                 if found is None:  # no TTIR at all: every tensor may be an output
                     _mark(spec, {a.name for a in spec.tensors}, "unknown")
                 else:
-                    _mark(spec, found.names, found.source)
+                    _mark(spec, found.names, found.source, found.read)
             self.recorder.add(spec, tensors, fast_key=key)
 
         return after
@@ -353,7 +353,12 @@ def _returned_writes(result: Any, kernel: Kernel, spec: LaunchSpec, compile_args
         return None
 
 
-def _mark(spec: LaunchSpec, written: set[str] | frozenset[str], source: str) -> None:
+def _mark(spec: LaunchSpec, written: set[str] | frozenset[str], source: str,
+          read: frozenset[str] | None = None) -> None:
+    """Mark written tensors; from a TTIR also record which are loaded (``extra["reads"]``: the
+    bench counts their bytes, and an argument both read and written moves its bytes twice)."""
+    if read is not None:
+        spec.extra["reads"] = sorted(read)
     for arg in spec.tensors:
         arg.written = arg.name in written
     spec.writes_from = source

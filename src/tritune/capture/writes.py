@@ -50,6 +50,7 @@ class WritesError(ValueError):
 class Writes:
     written: frozenset[str]  # reach a store's pointer operand
     unsure: frozenset[str]  # reach an op we cannot follow: counted as written
+    read: frozenset[str] = frozenset()  # reach a load's pointer operand (bytes moved, in-out)
 
     @property
     def names(self) -> frozenset[str]:
@@ -93,7 +94,7 @@ class _Tracer:
         if len(args) != len(params):
             raise WritesError(f"the TTIR function has {len(args)} arguments, the launch {len(params)} "
                               f"non-constexpr parameters ({', '.join(params)})")
-        written, unsure = set(), set()
+        written, unsure, read = set(), set(), set()
         for name, value_id in zip(params, args):
             if name in pointers:
                 reached = self._follow(value_id)
@@ -101,7 +102,9 @@ class _Tracer:
                     written.add(name)
                 elif "unsure" in reached:
                     unsure.add(name)
-        return Writes(frozenset(written), frozenset(unsure))
+                if "read" in reached:
+                    read.add(name)
+        return Writes(frozenset(written), frozenset(unsure), frozenset(read))
 
     def _kernel_func(self):
         funcs = self.view.ops_named("tt.func")
@@ -139,8 +142,7 @@ class _Tracer:
             reached.add("write" if index == 0 else "unsure")  # else: the pointer itself stored
             return []
         if name in READS:
-            if index != 0:
-                reached.add("unsure")
+            reached.add("read" if index == 0 else "unsure")
             return []
         if name in FORWARD_ALL:
             return results
