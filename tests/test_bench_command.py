@@ -143,3 +143,19 @@ def test_gpu_table_shows_bandwidth_roofline_and_the_floor():
     assert "50%" in text and "1500" in text and "~6.0 MB" in text and "4.0 us" in text
     assert "runtime_fault c-3: illegal memory access" in text
     assert "roofline floor 22.0 us" in text and "10.91x above it" in text
+
+
+def test_an_estimate_above_copy_bandwidth_is_flagged_and_left_out_of_the_floor():
+    # A gather's tensors estimated whole: 263% "of roofline" (seen on an H100) is an upper bound.
+    base = {"count": 1, "grid": [1, 1, 1], "meaningful": True, "median_ms": 0.03, "p50_ms": 0.03, "p95_ms": 0.03,
+            "graph_ms": None, "noise": 0.01, "gbps": 100.0, "failure": None, "total_ms": 0.03}
+    fine = {**base, "id": "fine-1", "bytes": 3_000_000, "bytes_source": "inductor", "roofline": 0.5, "floor_ms": 0.001}
+    gather = {**base, "id": "gather-2", "bytes": 9_000_000, "bytes_source": "estimate", "roofline": 2.63,
+              "floor_ms": 0.003}
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    render.render_table([fine, gather], console, copy_gbps=3000.0, gpu="NVIDIA H100")
+    text = console.export_text()
+    assert "263%+" in text and "50%+" not in text
+    assert "roofline floor 1.0 us" in text and "left out of the floor" in text

@@ -46,11 +46,20 @@ def summary(results: list[dict[str, Any]], copy_gbps: float | None = None) -> st
     line = f"{len(timed)} launch(es) timed, {failed} failed; total {fmt_ms(total)} weighted by count"
     if timed and not all(r.get("meaningful") for r in timed):
         return line + ". * times NOT meaningful (CPU interpreter): they time numpy, not the kernel."
-    floor = sum(r["floor_ms"] * r["count"] for r in timed if r.get("floor_ms") is not None)
+    floor = sum(r["floor_ms"] * r["count"] for r in timed
+                if r.get("floor_ms") is not None and not overestimated(r))
     if floor > 0 and copy_gbps:
         line += (f"; roofline floor {fmt_ms(floor)} at {copy_gbps:.0f} GB/s copy bandwidth "
                  f"({total / floor:.2f}x above it)")
+    if any(overestimated(r) for r in timed):
+        line += (". + bytes estimated from whole tensors exceed what a copy could move in that time: "
+                 "the kernel reads only part of them (a gather, a slice); left out of the floor")
     return line + ". --json has every number."
+
+
+def overestimated(result: dict[str, Any]) -> bool:
+    """An estimated byte count that implies beating copy bandwidth: an upper bound, not a roofline."""
+    return result.get("bytes_source") == "estimate" and (result.get("roofline") or 0) > 1.0
 
 
 def _table(rows: list[dict[str, Any]], interpreted: bool, copy_gbps: float | None, gpu: str | None) -> Table:
@@ -85,7 +94,7 @@ def _cells(r: dict[str, Any], grand: float) -> list[str]:
         f"{r['noise']:.1%}" if r.get("noise") is not None else "-",
         fmt_bytes(r.get("bytes"), r.get("bytes_source")),
         f"{r['gbps']:.0f}" if r.get("gbps") is not None else "-",
-        f"{r['roofline']:.0%}" if r.get("roofline") is not None else "-",
+        (f"{r['roofline']:.0%}" + ("+" if overestimated(r) else "")) if r.get("roofline") is not None else "-",
         fmt_ms(r.get("total_ms"), mark),
         share,
     ]
