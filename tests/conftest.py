@@ -39,3 +39,16 @@ def count(module, name: str) -> int:
 @pytest.fixture
 def parse():
     return parse_module
+
+
+def import_interpreted(path, name: str):
+    """Import the kernel file ``path`` as module ``name`` with TRITON_INTERPRET=1 at decoration
+    time: its kernels are InterpretedFunctions that run on the CPU."""
+    import importlib.util
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_INTERPRET", "1")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module

@@ -11,17 +11,7 @@ import pytest
 from tritune.bench import run
 from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, source_hash, write_launches
 
-KERNEL = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-'''
+KERNEL = (Path(__file__).parent / "programs" / "replay_kernels.py").read_text()  # add_kernel, gather_kernel
 
 
 @pytest.fixture(autouse=True)

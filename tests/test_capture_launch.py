@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 import torch
 import triton
 
+from conftest import import_interpreted
 from tritune.capture import _jit_shim, jit_launch, recorder
 from tritune.capture._jit_shim import Launch
 from tritune.capture.recorder import capture
@@ -24,11 +24,7 @@ KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
 @pytest.fixture(scope="module")
 def k():
     """capture_kernels decorated under TRITON_INTERPRET=1: InterpretedFunctions that run on the CPU."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TRITON_INTERPRET", "1")
-        spec = importlib.util.spec_from_file_location("capture_kernels", KERNELS)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    module = import_interpreted(KERNELS, "capture_kernels")
     assert type(module.add_kernel).__name__ == "InterpretedFunction"
     return module
 

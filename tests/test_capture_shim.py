@@ -11,6 +11,7 @@ import pytest
 import torch
 import triton
 
+from conftest import import_interpreted
 from tritune.capture import _jit_shim
 from tritune.capture._jit_shim import TARGETS, ShimError, check_targets, install, uninstall
 
@@ -19,11 +20,7 @@ KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
 
 @pytest.fixture(scope="module")
 def k():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TRITON_INTERPRET", "1")
-        spec = importlib.util.spec_from_file_location("capture_kernels_shim", KERNELS)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    module = import_interpreted(KERNELS, "capture_kernels_shim")
     return module
 
 

@@ -4,7 +4,6 @@ and normalises what a model factory returns. The GPU run itself is checked on th
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 

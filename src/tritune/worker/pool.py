@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tritune.worker.child import DUMP_SIGNAL
-from tritune.worker.failures import CRASH, ERROR, TIMEOUT, Failure, shorten
+from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
 
 DEFAULT_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 120.0
