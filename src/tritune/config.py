@@ -14,6 +14,14 @@ Environment variables (all optional):
 ``TRITUNE_DEBUG``
     ``1`` verifies the module after every pass and fails loudly if a pass leaves it invalid.
 
+``TRITUNE_CAPTURE_DIR``
+    Set by ``tritune capture`` for the command it runs: every Python process of that command
+    records its Triton launches into this directory. Read by ``capture/_boot/sitecustomize.py``
+    before tritune is imported (so processes outside a capture pay nothing); the name lives in
+    ``tritune.capture.program.ENV_CAPTURE_DIR``.
+
+Triton's own ``TRITON_INTERPRET`` is read by ``tritune.replay`` to replay on the CPU.
+
 Code reads ``config.current()``. The scoped switch is ``tritune.compiler.enabled()``: it works
 through these variables so that processes started inside it (Inductor's workers) inherit it.
 """
