@@ -1,0 +1,140 @@
+"""Proposers: given a launch and what was tried so far, the next variants worth building.
+
+All proposers share one interface (``propose(spec, trials, limit) -> list[Variant]``), so the
+loop can order them by the bottleneck and an LLM proposer can join later behind the same gates.
+
+``LaunchConfigSearch`` is a coordinate descent over ``space.knobs``: from the best verified
+configuration so far it proposes one-step neighbours of one knob at a time (block sizes first,
+then warps, then stages, or the order the bottleneck asks for), moves to a neighbour when it is
+faster, and is exhausted when no untried neighbour is left. It spends a budget on the knobs that
+matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
+It learns from failures: a configuration that fails to compile for resources (shared memory,
+registers) rules out every larger value of that knob, so a bigger form is never retried.
+
+``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
+allows fast-math.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Protocol
+
+from tritune.capture.spec import LaunchSpec
+from tritune.replay.variant import Variant
+from tritune.search import space
+
+RESOURCE_WORDS = ("outofresources", "out of resource", "shared memory", "registers", "too many resources")
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """A variant that went through build, verify and bench."""
+
+    variant: Variant
+    ok: bool  # built, verified and timed
+    time_ms: float | None = None
+    failure: str | None = None  # a failure kind (tritune.worker.failures) or "wrong_result"
+    message: str = ""
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]: ...
+
+
+def config_of(spec: LaunchSpec, variant: Variant) -> dict[str, Any]:
+    """Every knob's value in ``variant`` (the spec's where the variant does not set it)."""
+    values = {}
+    for knob in space.knobs(spec):
+        source = variant.options if knob.kind == "option" else variant.constexprs
+        values[knob.name] = source.get(knob.name, knob.current)
+    return values
+
+
+def variant_of(spec: LaunchSpec, config: dict[str, Any], *, name: str | None = None) -> Variant:
+    """The variant setting ``config``, keeping only what differs from the captured launch."""
+    options, constexprs = {}, {}
+    for knob in space.knobs(spec):
+        value = config.get(knob.name, knob.current)
+        if value != knob.current:
+            (options if knob.kind == "option" else constexprs)[knob.name] = value
+    variant = Variant(options=options, constexprs=constexprs)
+    return dataclasses.replace(variant, name=name or variant.describe())
+
+
+class LaunchConfigSearch:
+    name = "launch-config"
+
+    def __init__(self, order: Iterable[str] | None = None) -> None:
+        self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
+
+    def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
+        knobs = self._ordered(space.knobs(spec))
+        tried = {_key(config_of(spec, t.variant)) for t in trials if not t.variant.passes and t.variant.source is None}
+        baseline = {k.name: k.current for k in knobs}
+        tried.add(_key(baseline))
+        best = self.best(spec, trials) or baseline
+        ceilings = self.ceilings(spec, trials)
+        proposals: list[Variant] = []
+        for knob in knobs:
+            for value in knob.neighbours(best[knob.name]):
+                if knob.name in ceilings and value >= ceilings[knob.name]:
+                    continue  # failed for resources at a smaller value: never retried bigger
+                config = {**best, knob.name: value}
+                if _key(config) in tried:
+                    continue
+                tried.add(_key(config))
+                proposals.append(variant_of(spec, config))
+                if len(proposals) >= limit:
+                    return proposals
+            if proposals:
+                return proposals  # one knob at a time: coordinate descent
+        return proposals
+
+    def best(self, spec: LaunchSpec, trials: list[Trial]) -> dict[str, Any] | None:
+        timed = [t for t in trials if t.ok and t.time_ms is not None and not t.variant.passes
+                 and t.variant.source is None]
+        if not timed:
+            return None
+        return config_of(spec, min(timed, key=lambda t: t.time_ms).variant)
+
+    def ceilings(self, spec: LaunchSpec, trials: list[Trial]) -> dict[str, Any]:
+        """Knob -> the smallest value that failed for resources while it was larger than captured."""
+        limits: dict[str, Any] = {}
+        currents = {k.name: k.current for k in space.knobs(spec)}
+        for trial in trials:
+            if trial.failure != "compile_error" or not _resource_failure(trial.message):
+                continue
+            for name, value in config_of(spec, trial.variant).items():
+                if value > currents[name]:
+                    limits[name] = min(value, limits.get(name, value))
+        return limits
+
+    def _ordered(self, knobs: list[space.Knob]) -> list[space.Knob]:
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(knobs, key=lambda k: rank.get(k.name, len(rank)))
+
+
+class PassSetProposer:
+    name = "passes"
+
+    def __init__(self, fast_math: bool = False) -> None:
+        self.fast_math = fast_math
+
+    def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
+        wanted = [Variant(name="passes=exact", passes=("exact",))]
+        if self.fast_math:
+            wanted.append(Variant(name="passes=fast fast-math", passes=("fast",), fast_math=True))
+        done = {t.variant.key() for t in trials}
+        return [v for v in wanted if v.key() not in done][:limit]
+
+
+def _key(config: dict[str, Any]) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+def _resource_failure(message: str) -> bool:
+    text = message.lower()
+    return any(word in text for word in RESOURCE_WORDS)

@@ -1,0 +1,121 @@
+"""The launch-configuration space of one captured launch: which knobs a variant may turn.
+
+A knob is a launch option (``num_warps``, ``num_stages``) or a block-size constexpr whose change
+keeps the kernel correct by construction:
+
+- a constexpr the grid is computed from (``grid_rule``): ``BLOCK`` in ``cdiv(n, BLOCK)``, or
+  Inductor's ``XBLOCK``/``YBLOCK``: the grid follows it, every element keeps one program;
+- Inductor's ``R0_BLOCK`` of a looped reduction (``triton_red_*``): the loop covers ``r0_numel``
+  whatever the block, and ``R0_BLOCK >= r0_numel`` makes the loop a single iteration, the case
+  where seed 000's redundant loads appear and the passes pay.
+
+Other constexprs (a row kernel's ``BLOCK_N`` that must cover the row, flags, dtypes) are not
+knobs: changing them changes what the kernel computes. Verification still checks every variant.
+Values are powers of two; ``options`` absent from a capture take Triton's defaults (4 warps, 3
+stages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tritune.capture.spec import LaunchSpec
+
+DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
+WARPS = (1, 2, 4, 8, 16, 32)
+STAGES = (1, 2, 3, 4, 5)
+MIN_BLOCK, MAX_BLOCK = 16, 8192
+MAX_R0_BLOCK = 4096  # a single-iteration row beyond this spills registers on sm_90 (fp32 rows)
+INDUCTOR_GRID_BLOCKS = ("XBLOCK", "YBLOCK", "ZBLOCK")
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    name: str
+    kind: str  # "option" or "constexpr"
+    values: tuple[Any, ...]  # ascending
+    current: Any
+
+    def neighbours(self, value: Any) -> list[Any]:
+        """The values one step below and above ``value`` (fewer at the ends)."""
+        index = self.values.index(value)
+        return [self.values[i] for i in (index - 1, index + 1) if 0 <= i < len(self.values)]
+
+
+def current_options(spec: LaunchSpec) -> dict[str, Any]:
+    return {**DEFAULT_OPTIONS, **{k: v for k, v in spec.options.items() if k in DEFAULT_OPTIONS}}
+
+
+def knobs(spec: LaunchSpec) -> list[Knob]:
+    """Every knob of ``spec``, block sizes first (they move the grid), then warps and stages."""
+    found = [_block_knob(spec, name) for name in grid_blocks(spec)]
+    r0 = r0_block_knob(spec)
+    if r0 is not None:
+        found.append(r0)
+    options = current_options(spec)
+    found.append(Knob("num_warps", "option", WARPS, options["num_warps"]))
+    found.append(Knob("num_stages", "option", STAGES, options["num_stages"]))
+    return [k for k in found if k is not None]
+
+
+def grid_blocks(spec: LaunchSpec) -> list[str]:
+    """Constexprs the grid is computed from."""
+    rule = spec.grid_rule or {}
+    if rule.get("kind") == "cdiv":
+        names = [d["block"] for d in rule.get("dims", []) if "block" in d]
+    elif rule.get("kind") == "inductor":
+        names = [n for n in INDUCTOR_GRID_BLOCKS if n in spec.constexprs]
+    else:
+        names = []
+    unexplained = set(spec.extra.get("grid_unexplained") or ())
+    return [n for n in dict.fromkeys(names) if n in spec.constexprs and n not in unexplained
+            and _is_power_of_two(spec.constexprs[n])]
+
+
+def _block_knob(spec: LaunchSpec, name: str) -> Knob | None:
+    value = spec.constexprs[name]
+    values = tuple(v for v in _powers(MIN_BLOCK, MAX_BLOCK) if value // 16 <= v <= value * 16) or (value,)
+    if value not in values:
+        values = tuple(sorted({*values, value}))
+    return Knob(name, "constexpr", values, value)
+
+
+def r0_block_knob(spec: LaunchSpec) -> Knob | None:
+    """``R0_BLOCK`` of an Inductor looped reduction, up to a single iteration over the row."""
+    if spec.kind != "inductor" or "R0_BLOCK" not in spec.constexprs or not spec.kernel.startswith("triton_red"):
+        return None
+    value = spec.constexprs["R0_BLOCK"]
+    if not _is_power_of_two(value):
+        return None
+    numel = r0_numel(spec)
+    top = min(MAX_R0_BLOCK, _next_power_of_two(numel)) if numel else MAX_R0_BLOCK
+    values = tuple(v for v in _powers(8, max(top, value)))
+    return Knob("R0_BLOCK", "constexpr", values, value)
+
+
+def r0_numel(spec: LaunchSpec) -> int | None:
+    """The reduction length: Inductor's ``r0_numel`` argument (kept in the grid rule's scalars too)."""
+    for arg in spec.args:
+        if arg.name in ("r0_numel", "rnumel") and arg.kind == "scalar":
+            return int(arg.value)
+    scalars = (spec.grid_rule or {}).get("scalars") or {}
+    value = scalars.get("r0_numel") or scalars.get("rnumel")
+    return int(value) if value else None
+
+
+def _powers(low: int, high: int) -> list[int]:
+    out, v = [], 1
+    while v <= high:
+        if v >= low:
+            out.append(v)
+        v *= 2
+    return out
+
+
+def _is_power_of_two(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and value & (value - 1) == 0
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
