@@ -1,0 +1,18 @@
+"""The decision store: verified decisions and all the evidence behind them, in one SQLite file.
+
+``keys`` says what a decision is keyed by (kernel source, specialization and shape bucket, GPU,
+Triton version) and computes keys from a captured spec or from live arguments; ``schema`` holds
+the tables and their version; ``connection`` the multi-process SQLite setup; ``db`` and
+``decisions`` the ``DecisionStore`` (runs, candidates, decisions, profiles, export).
+"""
+
+from tritune.store.db import INTERRUPTED, MAX_ATTEMPTS, DecisionStore
+from tritune.store.decisions import UnverifiedDecision
+from tritune.store.keys import (DecisionKey, LiveKeyer, current_target, key_for, size_bucket, specialization_of,
+                                triton_int_class)
+from tritune.store.records import Candidate, Decision, Run, variant_hash
+from tritune.store.schema import SCHEMA_VERSION, StoreError
+
+__all__ = ["Candidate", "Decision", "DecisionKey", "DecisionStore", "INTERRUPTED", "LiveKeyer", "MAX_ATTEMPTS",
+           "Run", "SCHEMA_VERSION", "StoreError", "UnverifiedDecision", "current_target", "key_for", "size_bucket",
+           "specialization_of", "triton_int_class", "variant_hash"]

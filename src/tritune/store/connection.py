@@ -1,0 +1,146 @@
+"""One SQLite connection to a store file, set up so that several processes can share the file.
+
+- WAL journal: readers never block the writer and the writer never blocks readers; a process
+  killed mid-transaction leaves its uncommitted pages in the WAL, which the next opener ignores.
+- ``synchronous=FULL``: a committed transaction survives a crash of the machine, not only of the
+  process ("nothing recorded is lost"); commits are few (one per candidate step).
+- Every write is one short ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, so
+  two writers queue on the busy timeout instead of failing with "database is locked" half way
+  (a deferred transaction that upgrades a read lock cannot wait: SQLite fails it at once).
+  ``BEGIN IMMEDIATE`` itself is retried until ``timeout_s`` in case SQLite answers busy without
+  calling the busy handler (e.g. while another opener recovers the WAL).
+- A connection is not carried across ``fork``: a child that uses the store gets its own.
+  One ``Connection`` object per thread (sqlite3's own rule).
+
+WAL needs shared memory between the processes: the file must be on a local filesystem, not NFS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Iterator
+
+from tritune import __version__
+from tritune.store.schema import StoreError, prepare
+
+DEFAULT_TIMEOUT_S = 60.0
+_ABANDONED: list[sqlite3.Connection] = []  # a parent's connections seen in a forked child: never closed there
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class Connection:
+    """The store file, opened and checked; ``write()`` and ``read()`` give transactions."""
+
+    def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.path = Path(path)
+        self.timeout_s = float(timeout_s)
+        self.opened_version = 0  # the schema version the file had (0: created now)
+        self._pid = -1
+        self._conn: sqlite3.Connection | None = None
+        self.connection()
+
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        if self._conn is not None:  # forked: the parent's connection stays the parent's
+            _ABANDONED.append(self._conn)
+        self._conn = self._open()
+        self._pid = os.getpid()
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = FULL")
+            self._wal(conn)
+            with self._transaction(conn):
+                self.opened_version = prepare(conn, str(self.path), f"tritune {__version__}")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise StoreError(f"{self.path}: locked by another process for {self.timeout_s:.0f} s") from None
+            raise StoreError(f"{self.path}: not a tritune decision store ({exc})") from None
+        except StoreError:
+            conn.close()
+            raise
+        return conn
+
+    def _wal(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if mode.lower() != "wal":
+                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        if mode.lower() != "wal":
+            raise StoreError(f"{self.path}: SQLite refused WAL mode (journal_mode={mode}): "
+                             "put the store on a local filesystem")
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed when the block ends, rolled back if it raises."""
+        conn = self.connection()
+        with self._transaction(conn):
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query in the block sees the same snapshot."""
+        conn = self.connection()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
+        return self.connection().execute(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        self._begin_immediate(conn)
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        pause = 0.005
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StoreError(f"{self.path}: another process held the write lock for more than "
+                                     f"{self.timeout_s:.0f} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+

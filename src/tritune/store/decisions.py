@@ -1,0 +1,164 @@
+"""Decisions (verify-promote-rollback), profiles and the JSON export of a ``DecisionStore``.
+
+A decision is the variant to use for one key. It is promoted only from a candidate the store
+holds as verified, with a verification record that passed (``set_decision`` refuses anything
+else), and it is used only while enabled: ``rollback`` switches it off without losing it,
+``enable`` switches it back on. ``decision_for`` is what the apply step asks; it answers None
+for a key with no usable decision, and the kernel then runs exactly as written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tritune.store.keys import DecisionKey
+from tritune.store.records import (DECISION_SELECT, Candidate, Decision, from_text, to_text, variant_hash,
+                                   variant_json)
+from tritune.store.schema import SCHEMA_VERSION, StoreError
+
+BASELINE = "baseline"  # the variant_hash under which a key's baseline profile is kept
+_JSON_COLUMNS = {"settings", "variant", "verification", "timings", "evidence", "profile"}
+
+
+class UnverifiedDecision(StoreError):
+    """``set_decision`` for a variant the store does not hold as verified."""
+
+
+def key_sha(key: DecisionKey | str) -> str:
+    return key.sha if isinstance(key, DecisionKey) else key
+
+
+class DecisionsMixin:
+    """The decision, profile and export methods of ``DecisionStore`` (which provides ``_db``)."""
+
+    path: Path
+
+    def _ensure_key(self, conn: sqlite3.Connection, key: DecisionKey) -> None:
+        conn.execute(
+            "INSERT INTO keys (sha, kernel, source_hash, specialization, specialization_sha, gpu_name, capability, "
+            "triton_version, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha) DO NOTHING",
+            (key.sha, key.kernel, key.source_hash, key.specialization, key.specialization_sha, key.gpu_name,
+             key.capability, key.triton_version, time.time()))
+
+    def set_decision(self, key: DecisionKey, variant: Any, *, baseline_ms: float, best_ms: float,
+                     evidence: dict | None = None, run_id: int | None = None) -> Decision:
+        """Promote the verified candidate (key, variant) to the key's decision, enabled.
+
+        ``evidence`` (re-timings, profile, the arbiter's reasons) is stored with the candidate's
+        verification record and timings. The key's previous decision, if any, is replaced; its
+        candidate goes back to ``verified``."""
+        if not (baseline_ms > 0 and best_ms > 0):
+            raise StoreError(f"{key.describe()}: timings must be positive "
+                             f"(baseline {baseline_ms} ms, best {best_ms} ms)")
+        digest, body, now = variant_hash(variant), variant_json(variant), time.time()
+        with self._db.write() as conn:
+            row = conn.execute("SELECT * FROM candidates WHERE key_sha = ? AND variant_hash = ?",
+                               (key.sha, digest)).fetchone()
+            if row is None:
+                raise UnverifiedDecision(f"{key.describe()}: the store holds no candidate for this variant: "
+                                         "evaluate and verify it before deciding on it")
+            cand = Candidate.from_row(row)
+            if cand.status not in ("verified", "accepted"):
+                raise UnverifiedDecision(f"{key.describe()}: candidate {cand.id} is {cand.status}, not verified: "
+                                         "only a verified variant becomes a decision")
+            if not cand.verification or cand.verification.get("ok") is False:
+                raise UnverifiedDecision(f"{key.describe()}: candidate {cand.id} has no passing verification record")
+            full = {"verification": cand.verification, "timings": cand.timings, **(evidence or {})}
+            if "profile" not in full:
+                found = conn.execute("SELECT profile FROM profiles WHERE key_sha = ? AND variant_hash = ?",
+                                     (key.sha, BASELINE)).fetchone()
+                full["profile"] = from_text(found[0]) if found else None
+            conn.execute("UPDATE candidates SET status = 'verified', updated = ? WHERE key_sha = ? "
+                         "AND status = 'accepted' AND id != ?", (now, key.sha, cand.id))
+            conn.execute("UPDATE candidates SET status = 'accepted', updated = ? WHERE id = ?", (now, cand.id))
+            conn.execute(
+                "INSERT INTO decisions (key_sha, candidate_id, run_id, variant, variant_hash, baseline_ms, best_ms, "
+                "speedup, evidence, verified, enabled, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 1, ?, ?) "
+                "ON CONFLICT (key_sha) DO UPDATE SET candidate_id = excluded.candidate_id, run_id = excluded.run_id, "
+                "variant = excluded.variant, variant_hash = excluded.variant_hash, baseline_ms = excluded.baseline_ms, "
+                "best_ms = excluded.best_ms, speedup = excluded.speedup, evidence = excluded.evidence, verified = 1, "
+                "enabled = 1, updated = excluded.updated",
+                (key.sha, cand.id, run_id if run_id is not None else cand.run_id, to_text(body), digest,
+                 float(baseline_ms), float(best_ms), baseline_ms / best_ms, to_text(full), now, now))
+        return self._decision(key.sha)
+
+    def _decision(self, sha: str) -> Decision | None:
+        rows = self._db.query(DECISION_SELECT + " WHERE d.key_sha = ?", (sha,))
+        return Decision.from_row(rows[0]) if rows else None
+
+    def decision_for(self, key: DecisionKey | str) -> Decision | None:
+        """The decision to apply for ``key``: only a verified, enabled one; else None."""
+        found = self._decision(key_sha(key))
+        return found if found is not None and found.usable else None
+
+    def decisions(self, kernel: str | None = None, usable_only: bool = False) -> list[Decision]:
+        """All decisions (rolled back ones too, unless ``usable_only``), optionally of one kernel."""
+        sql, params = DECISION_SELECT, []
+        if kernel is not None:
+            sql += " WHERE k.kernel = ?"
+            params.append(kernel)
+        found = [Decision.from_row(r) for r in self._db.query(sql + " ORDER BY k.kernel, d.key_sha", params)]
+        return [d for d in found if d.usable] if usable_only else found
+
+    def rollback(self, key: DecisionKey | str) -> bool:
+        """Stop using the key's decision (kept, with its evidence). False if there is none."""
+        return self._set_enabled("key_sha = ?", (key_sha(key),), 0) > 0
+
+    def rollback_all(self, kernel: str | None = None) -> int:
+        """Roll back every decision, or every decision of ``kernel``; returns how many."""
+        if kernel is None:
+            return self._set_enabled("1 = 1", (), 0)
+        return self._set_enabled("key_sha IN (SELECT sha FROM keys WHERE kernel = ?)", (kernel,), 0)
+
+    def enable(self, key: DecisionKey | str) -> bool:
+        """Use a rolled-back decision again (verified ones only). False if there is none."""
+        return self._set_enabled("key_sha = ? AND verified = 1", (key_sha(key),), 1) > 0
+
+    def _set_enabled(self, where: str, params: tuple, enabled: int) -> int:
+        with self._db.write() as conn:
+            cursor = conn.execute(f"UPDATE decisions SET enabled = ?, updated = ? WHERE {where}",
+                                  (enabled, time.time(), *params))
+            return cursor.rowcount
+
+    # --------------------------------------------------------------------------- profiles
+
+    def set_profile(self, key: DecisionKey, profile: Any, *, variant: Any = None, run_id: int | None = None) -> None:
+        """The profile of the key's baseline (``variant=None``) or of a variant; replaces an older one."""
+        digest = BASELINE if variant is None else variant_hash(variant)
+        with self._db.write() as conn:
+            self._ensure_key(conn, key)
+            conn.execute("INSERT INTO profiles (key_sha, variant_hash, run_id, profile, created) "
+                         "VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT (key_sha, variant_hash) DO UPDATE SET run_id = excluded.run_id, "
+                         "profile = excluded.profile, created = excluded.created",
+                         (key.sha, digest, run_id, to_text(profile), time.time()))
+
+    def profile_for(self, key: DecisionKey | str, variant: Any = None) -> Any:
+        digest = BASELINE if variant is None else variant_hash(variant)
+        rows = self._db.query("SELECT profile FROM profiles WHERE key_sha = ? AND variant_hash = ?",
+                              (key_sha(key), digest))
+        return from_text(rows[0][0]) if rows else None
+
+    def keys(self) -> list[DecisionKey]:
+        rows = self._db.query("SELECT * FROM keys ORDER BY kernel, sha")
+        return [DecisionKey.from_json(dict(r)) for r in rows]
+
+    # ----------------------------------------------------------------------------- export
+
+    def export_json(self) -> dict:
+        """Everything in the store as one JSON-ready dict (one consistent snapshot)."""
+        tables = ("runs", "keys", "candidates", "decisions", "profiles")
+        with self._db.read() as conn:
+            body: dict[str, Any] = {"tritune_store": SCHEMA_VERSION, "path": str(self.path)}
+            for table in tables:
+                rows = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+                body[table] = [_plain(row) for row in rows]
+        return body
+
+
+def _plain(row: sqlite3.Row) -> dict:
+    return {name: from_text(row[name]) if name in _JSON_COLUMNS else row[name] for name in row.keys()}

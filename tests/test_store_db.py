@@ -1,0 +1,266 @@
+"""The decision store in one process: schema and versions, idempotent candidates, the rules for
+finishing them, verify-promote-rollback, profiles, resume and export."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tritune.replay import Variant
+from tritune.store import (INTERRUPTED, MAX_ATTEMPTS, SCHEMA_VERSION, DecisionKey, DecisionStore, StoreError,
+                           UnverifiedDecision, schema, variant_hash)
+
+PASSED = {"ok": True, "mode": "tolerance", "checks": []}
+
+
+def key(name="add_kernel", gpu="NVIDIA H100 80GB HBM3", spec_text='{"args":[]}') -> DecisionKey:
+    return DecisionKey("a" * 64, name, spec_text, gpu, 90, "3.6.0")
+
+
+def warps(n: int) -> Variant:
+    return Variant(name=f"w{n}", options={"num_warps": n})
+
+
+@pytest.fixture
+def store(tmp_path):
+    with DecisionStore(tmp_path / "store.db") as opened:
+        yield opened
+
+
+def verified(store, run, k, variant, ms=1.0):
+    cand = store.add_candidate(run, k, variant)
+    store.claim(cand.id, run)
+    return store.finish_candidate(cand.id, "verified", verification=PASSED, timings={"median_ms": ms})
+
+
+# ------------------------------------------------------------------------------- schema
+
+def test_new_store_has_the_schema_and_wal(tmp_path):
+    path = tmp_path / "sub" / "store.db"
+    DecisionStore(path).close()
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"schema_version", "keys", "runs", "candidates", "decisions", "profiles"} <= tables
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    DecisionStore(path).close()  # reopening changes nothing
+    assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+
+
+def test_newer_store_is_refused(tmp_path):
+    path = tmp_path / "store.db"
+    DecisionStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match=f"version {SCHEMA_VERSION + 1}.*upgrade tritune"):
+        DecisionStore(path)
+
+
+def test_older_store_is_migrated_or_refused(tmp_path, monkeypatch):
+    path = tmp_path / "store.db"
+    DecisionStore(path).close()
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with pytest.raises(StoreError, match="cannot be upgraded"):
+        DecisionStore(path)
+
+    def add_note(conn):
+        conn.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+
+    monkeypatch.setitem(schema.MIGRATIONS, SCHEMA_VERSION + 1, add_note)
+    with DecisionStore(path) as store:
+        assert store._db.opened_version == SCHEMA_VERSION
+        run = store.start_run({})
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION + 1
+    assert conn.execute("SELECT note FROM runs WHERE id = ?", (run,)).fetchone() == (None,)
+
+
+def test_failed_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "store.db"
+    DecisionStore(path).close()
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+
+    def broken(conn):
+        conn.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+        raise RuntimeError("migration bug")
+
+    monkeypatch.setitem(schema.MIGRATIONS, SCHEMA_VERSION + 1, broken)
+    with pytest.raises(RuntimeError, match="migration bug"):
+        DecisionStore(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    assert "note" not in [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
+
+
+def test_foreign_files_are_refused(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a tritune decision store"):
+        DecisionStore(junk)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreError, match="no schema_version"):
+        DecisionStore(other)
+
+
+# --------------------------------------------------------------------------- candidates
+
+def test_candidates_are_idempotent_on_key_and_variant(store):
+    run = store.start_run({"rounds": 8}, "optimize --launches d")
+    first = store.add_candidate(run, key(), warps(8))
+    again = store.add_candidate(run, key(), Variant(name="w8", options={"num_warps": 8}))
+    as_dict = store.add_candidate(run, key(), warps(8).to_json())
+    assert first.id == again.id == as_dict.id and first.status == "pending" and not first.done
+    assert first.variant == warps(8) and first.variant_hash == variant_hash(warps(8))
+    assert store.add_candidate(run, key(), warps(4)).id != first.id
+    assert store.add_candidate(run, key(gpu="A100"), warps(8)).id != first.id
+    store.claim(first.id, run)
+    store.finish_candidate(first.id, "verified", verification=PASSED, timings={"median_ms": 0.5})
+    later_run = store.start_run({"rounds": 8})
+    record = store.add_candidate(later_run, key(), warps(8))
+    assert record.done and record.id == first.id and record.run_id == run  # not evaluated again
+    assert record.timings == {"median_ms": 0.5} and record.verification == PASSED
+
+
+def test_claim_is_exclusive(store):
+    run = store.start_run({})
+    cand = store.add_candidate(run, key(), warps(8))
+    assert store.claim(cand.id, run).status == "running"
+    assert store.claim(cand.id, run) is None
+
+
+def test_finish_rules(store):
+    run = store.start_run({})
+    cand = store.add_candidate(run, key(), warps(8))
+    with pytest.raises(StoreError, match="needs a failure kind"):
+        store.finish_candidate(cand.id, "rejected")
+    with pytest.raises(StoreError, match="needs its verification record"):
+        store.finish_candidate(cand.id, "verified")
+    with pytest.raises(StoreError, match="verification failed"):
+        store.finish_candidate(cand.id, "verified", verification={"ok": False})
+    with pytest.raises(StoreError, match="cannot finish as 'accepted'"):
+        store.finish_candidate(cand.id, "accepted")
+    store.finish_candidate(cand.id, "verified", verification=PASSED)
+    slow = store.finish_candidate(cand.id, "rejected", failure={"kind": "not_faster", "message": "0.97x"})
+    assert (slow.status, slow.failure_kind, slow.verification) == ("rejected", "not_faster", PASSED)
+    with pytest.raises(StoreError, match="already rejected"):
+        store.finish_candidate(cand.id, "verified", verification=PASSED)
+    assert store.reset_candidate(cand.id).status == "pending"
+
+
+class Failure:  # the worker's Failure, as far as the store cares
+    kind, message, detail = "compile_error", "out of resources: shared memory", "Traceback ..."
+
+
+def test_rejected_lists_reasons_per_key(store):
+    run = store.start_run({})
+    for n, failure in ((16, Failure()), (32, "timeout")):
+        cand = store.add_candidate(run, key(), warps(n))
+        store.finish_candidate(cand.id, "rejected", failure=failure)
+    store.add_candidate(run, key(), warps(2))  # pending: not a rejection
+    other = store.add_candidate(run, key("other"), warps(16))
+    store.finish_candidate(other.id, "rejected", failure="crash")
+    found = store.rejected(key())
+    assert [(c.variant.options["num_warps"], c.failure_kind) for c in found] == [(16, "compile_error"), (32, "timeout")]
+    assert found[0].message == "out of resources: shared memory" and found[0].detail == "Traceback ..."
+
+
+# ---------------------------------------------------------------------------- decisions
+
+def test_unverified_decisions_are_refused(store):
+    run = store.start_run({})
+    with pytest.raises(UnverifiedDecision, match="no candidate"):
+        store.set_decision(key(), warps(8), baseline_ms=2.0, best_ms=1.0)
+    cand = store.add_candidate(run, key(), warps(8))
+    with pytest.raises(UnverifiedDecision, match="is pending"):
+        store.set_decision(key(), warps(8), baseline_ms=2.0, best_ms=1.0)
+    store.finish_candidate(cand.id, "rejected", failure="wrong_result")
+    with pytest.raises(UnverifiedDecision, match="is rejected"):
+        store.set_decision(key(), warps(8), baseline_ms=2.0, best_ms=1.0)
+    assert store.decision_for(key()) is None and store.decisions() == []
+
+
+def test_decision_promote_rollback_enable(store):
+    run = store.start_run({})
+    store.set_profile(key(), {"bottleneck": "memory", "sol_dram": 0.4})
+    verified(store, run, key(), warps(8), ms=1.0)
+    decision = store.set_decision(key(), warps(8), baseline_ms=2.0, best_ms=1.0, evidence={"retimed": [2.0, 1.0]})
+    assert decision.usable and decision.speedup == pytest.approx(2.0) and decision.key == key()
+    assert decision.evidence["verification"] == PASSED and decision.evidence["retimed"] == [2.0, 1.0]
+    assert decision.evidence["profile"] == {"bottleneck": "memory", "sol_dram": 0.4}
+    assert store.candidate(decision.candidate_id).status == "accepted"
+    assert store.decision_for(key()).variant == warps(8)
+    assert store.decision_for(key(gpu="A100")) is None  # another GPU: no decision
+
+    assert store.rollback(key()) and store.decision_for(key()) is None
+    assert [d.enabled for d in store.decisions()] == [False]  # kept, with its evidence
+    assert store.enable(key()) and store.decision_for(key()).variant == warps(8)
+    assert not store.rollback(key("never-decided")) and not store.enable(key("never-decided"))
+
+    verified(store, run, key(), warps(2), ms=0.8)  # a better one replaces it
+    store.set_decision(key(), warps(2), baseline_ms=2.0, best_ms=0.8)
+    assert store.decision_for(key()).variant == warps(2)
+    assert store.candidate(decision.candidate_id).status == "verified"
+
+
+def test_rollback_all_and_per_kernel(store):
+    run = store.start_run({})
+    for name in ("a", "b", "c"):
+        verified(store, run, key(name), warps(8))
+        store.set_decision(key(name), warps(8), baseline_ms=1.1, best_ms=1.0)
+    assert store.rollback_all(kernel="b") == 1
+    assert [d.key.kernel for d in store.decisions(usable_only=True)] == ["a", "c"]
+    assert store.rollback_all() == 3
+    assert store.decisions(usable_only=True) == [] and len(store.decisions()) == 3
+
+
+def test_bad_timings_are_refused(store):
+    run = store.start_run({})
+    verified(store, run, key(), warps(8))
+    with pytest.raises(StoreError, match="timings must be positive"):
+        store.set_decision(key(), warps(8), baseline_ms=1.0, best_ms=0.0)
+
+
+# ------------------------------------------------------------------------ resume, export
+
+def test_interrupted_run_resumes_in_process(store):
+    run = store.start_run({"budget": 3})
+    a, b, c = (store.add_candidate(run, key(), warps(n)) for n in (2, 4, 8))
+    store.claim(a.id, run)
+    store.finish_candidate(a.id, "verified", verification=PASSED)
+    store.claim(b.id, run)
+    store.finish_run(run, "interrupted")  # Ctrl-C while b was running
+    assert store.find_resumable({"budget": 3}).id == run
+    assert store.find_resumable({"budget": 4}) is None
+    resumed = store.resume_run(run)
+    assert resumed.status == "running" and resumed.resumed == 1
+    assert [x.id for x in store.pending(run)] == [b.id, c.id]
+    store.finish_run(run)
+    assert store.find_resumable({"budget": 3}) is None
+    with pytest.raises(StoreError, match="finished"):
+        store.resume_run(run)
+
+
+def test_a_candidate_that_keeps_killing_the_run_is_rejected(store):
+    run = store.start_run({})
+    cand = store.add_candidate(run, key(), warps(8))
+    for attempt in range(MAX_ATTEMPTS):
+        assert store.claim(cand.id, run) is not None
+        store.resume_run(run)  # the optimizer died while evaluating it
+    final = store.candidate(cand.id)
+    assert (final.status, final.failure_kind, final.attempts) == ("rejected", INTERRUPTED, MAX_ATTEMPTS)
+
+
+def test_export_json(store):
+    run = store.start_run({"rounds": 8}, "optimize")
+    verified(store, run, key(), warps(8))
+    store.set_decision(key(), warps(8), baseline_ms=1.5, best_ms=1.0)
+    body = json.loads(json.dumps(store.export_json()))
+    assert body["tritune_store"] == SCHEMA_VERSION
+    assert body["runs"][0]["settings"] == {"rounds": 8}
+    assert body["candidates"][0]["variant"]["options"] == {"num_warps": 8}
+    assert body["decisions"][0]["speedup"] == pytest.approx(1.5)
+    assert body["keys"][0]["gpu_name"] == "NVIDIA H100 80GB HBM3"
