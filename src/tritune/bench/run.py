@@ -58,7 +58,6 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
         _require_cuda(spec, dev)
     replay = Replay(spec, variant=variant, root=root, device=dev)
     result["grid"] = list(replay.grid)
-    replay.compile()
     if not _is_cuda(dev):
         result.update(_cpu_times(spec, root, replay, dev, seed))
         return _finish(result)

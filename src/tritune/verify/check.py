@@ -37,8 +37,7 @@ from tritune.replay import Replay, Variant, make_args
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
-
-WRONG_RESULT = "wrong_result"
+from tritune.worker.failures import WRONG_RESULT  # the one failure taxonomy
 
 
 @dataclasses.dataclass
@@ -83,14 +82,16 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
         tolerance_for(arg.dtype, mode)  # unknown mode or unsupported dtype: fail before running
     base = Replay(spec, Variant(), root=root, device=device)
     cand = Replay(spec, variant, root=root, device=device)
-    base.compile()
-    cand.compile()
     written = [a.name for a in spec.written]
     seeds = [seed + k for k in range(input_sets)]
+    initial = make_args(spec, root, seed=seeds[0], device=base.device)
+    base.compile(initial)  # both built before anything runs, on the first input set
+    cand.compile(initial)
     result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
     pure: dict[str, bool] | None = None
-    for s in seeds:
-        initial = make_args(spec, root, seed=s, device=base.device)
+    for k, s in enumerate(seeds):
+        if k:
+            initial = make_args(spec, root, seed=s, device=base.device)
         if pure is None:
             pure = _pure_outputs(spec, base, initial, written)
             result.in_out = [w for w in written if not pure[w]]
