@@ -46,6 +46,12 @@ TARGETS = (
 WRAPPER_KINDS = {"Autotuner": "autotune", "Heuristics": "heuristics"}
 
 
+def is_interpreted(obj: Any) -> bool:
+    """A kernel run by ``TRITON_INTERPRET=1`` (``InterpretedFunction``), told by its type's name so
+    that asking never imports the interpreter."""
+    return type(obj).__name__ == "InterpretedFunction"
+
+
 @dataclasses.dataclass(slots=True)
 class Launch:
     """One launch as the program made it: ``fn[grid](*args, **kwargs)``."""
@@ -64,7 +70,7 @@ class Launch:
 
     @property
     def interpreted(self) -> bool:
-        return type(self.fn).__name__ == "InterpretedFunction"
+        return is_interpreted(self.fn)
 
     @property
     def autotuner(self) -> Any | None:

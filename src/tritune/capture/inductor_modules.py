@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from tritune.analyze.discover import FileError, import_file
 from tritune.analyze.errors import one_line
+from tritune.capture._jit_shim import is_interpreted
 from tritune.capture.inductor_spec import launch_spec
 from tritune.capture.spec import LaunchSpec, SpecError
 
@@ -128,7 +129,7 @@ def can_launch() -> bool:
 
 def interpreted(tuner: Any) -> bool:
     """Under ``TRITON_INTERPRET=1`` the kernel is an ``InterpretedFunction``: never launched here."""
-    return type(tuner.fn).__name__ == "InterpretedFunction"
+    return is_interpreted(tuner.fn)
 
 
 def specs_from_modules(paths: Iterable[str | Path], out_dir: str | Path, *, launch: bool | None = None,

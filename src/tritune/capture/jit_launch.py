@@ -28,7 +28,7 @@ from triton.compiler import make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tritune.capture import grid_rule
-from tritune.capture._jit_shim import Launch
+from tritune.capture._jit_shim import Launch, is_interpreted
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
 from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, from_ttir, ttir_params
 
@@ -86,7 +86,7 @@ def _compilable(python_fn: Any, done: dict) -> JITFunction:
         setattr(copy, attr, getattr(python_fn, attr))
     done[python_fn] = jit = JITFunction(copy)
     for name, value in python_fn.__globals__.items():
-        if type(value).__name__ == "InterpretedFunction":
+        if is_interpreted(value):
             scope[name] = _compilable(value.fn, done)
     return jit
 
@@ -327,7 +327,7 @@ def _compilable_language() -> Iterator[None]:
         if not name.startswith("triton.language") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            if type(value).__name__ != "InterpretedFunction":
+            if not is_interpreted(value):
                 continue
             copy = _LANGUAGE_COPIES.get(id(value.fn))
             if copy is None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import triton
+
 from tritune.capture.spec import LaunchSpec
 
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
@@ -89,7 +91,7 @@ def r0_block_knob(spec: LaunchSpec) -> Knob | None:
     if not _is_power_of_two(value):
         return None
     numel = r0_numel(spec)
-    top = min(MAX_R0_BLOCK, _next_power_of_two(numel)) if numel else MAX_R0_BLOCK
+    top = min(MAX_R0_BLOCK, triton.next_power_of_2(numel)) if numel else MAX_R0_BLOCK
     values = tuple(v for v in _powers(8, max(top, value)))
     return Knob("R0_BLOCK", "constexpr", values, value)
 
@@ -116,6 +118,3 @@ def _powers(low: int, high: int) -> list[int]:
 def _is_power_of_two(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0 and value & (value - 1) == 0
 
-
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
