@@ -90,8 +90,9 @@ def _register() -> None:
     from tritune.commands.bench import bench
     from tritune.commands.capture import capture
     from tritune.commands.harvest import harvest
+    from tritune.commands.optimize import optimize
 
-    for command in (capture, bench, harvest):
+    for command in (capture, bench, harvest, optimize):
         main.add_command(command)
 
 

@@ -1,0 +1,208 @@
+"""``tritune optimize``: find faster verified variants of a program's kernels and store them.
+
+Three inputs, exactly one per run:
+
+    tritune optimize --out DIR -- python script.py     capture the script's launches first
+    tritune optimize --out DIR --launches CAPTURE      a `tritune capture` directory
+    tritune optimize --out DIR --inductor-dir CACHE    Inductor kernel modules (TORCHINDUCTOR_BENCHMARK_KERNEL=1)
+
+DIR gets ``decisions.db`` (unless ``--store``), ``optimize.json``, ``kernels.jsonl`` and the report
+(``report.md``, ``report.html``, ``plots/``). Running the same command again resumes an
+interrupted run. Apply the decisions with ``tritune run --store DIR/decisions.db -- python
+script.py`` or ``tritune.enable("DIR/decisions.db")`` in the program.
+
+Exit status: 0 when the run finished; 1 when no launch could be optimized; 2 for a usage error or
+an unusable input (a one-line message); 130 when interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Results directory: store, optimize.json, report.")
+@click.option("--launches", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
+              help="Optimize the launches of a `tritune capture` directory.")
+@click.option("--inductor-dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
+              help="Optimize the Inductor kernel modules found under this directory.")
+@click.option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Decision store (SQLite). Default: OUT/decisions.db.")
+@click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Only this kernel (or launch id); repeatable.")
+@click.option("--max-kernels", type=click.IntRange(min=1), default=None, help="At most N kernels, most launched first.")
+@click.option("--rounds", type=click.IntRange(1, 64), default=8, show_default=True, help="Round cap per kernel.")
+@click.option("--per-round", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates per round.")
+@click.option("--max-candidates", type=click.IntRange(min=1), default=24, show_default=True,
+              help="Candidates per kernel.")
+@click.option("--budget-s", type=click.FloatRange(min=1), default=900.0, show_default=True,
+              help="Wall seconds per kernel.")
+@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+              help="Speedup a candidate must reach, confirmed by interleaved re-timing.")
+@click.option("--fast-math", is_flag=True, help="Also try fast-math rewrites (max relative error 1e-4).")
+@click.option("--ncu", "use_ncu", type=click.Choice(["auto", "never", "require"]), default="auto", show_default=True,
+              help="Profile with Nsight Compute (auto: when available).")
+@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
+@click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
+             kernels: tuple[str, ...], max_kernels: int | None, rounds: int, per_round: int, max_candidates: int,
+             budget_s: float, threshold: float, fast_math: bool, use_ncu: str, fresh: bool, report: bool,
+             command: tuple[str, ...]) -> None:
+    """Find faster, verified variants of every Triton kernel a program launches.
+
+    Each kernel: baseline timed, profiled (ncu when available), then up to --rounds rounds of
+    candidates (launch configs, Inductor blocks, IR passes, cache hints), each built, verified on
+    3 fresh input sets and timed in an isolated worker; a candidate is kept only when it verified
+    and is >= --threshold faster, confirmed by interleaved re-timing.
+    """
+    from tritune.arbiter import ArbiterSettings
+    from tritune.loop import LoopSettings, OptimizeError
+    from tritune.loop import optimize as run_loop
+
+    given = [name for name, value in (("-- COMMAND", command), ("--launches", launches),
+                                      ("--inductor-dir", inductor_dir)) if value]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of -- COMMAND, --launches DIR, --inductor-dir DIR"
+                               + (f" (got {', '.join(given)})" if given else ""))
+    try:
+        settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
+                                per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
+                                fast_math=fast_math, use_ncu=use_ncu)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    root = launches or _launches_from(command, inductor_dir, out_dir)
+    text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
+    console = _console()
+    try:
+        with _progress(console) as (progress, log):
+            results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
+                               max_kernels=max_kernels, command=text, fresh=fresh, progress=progress, log=log)
+    except OptimizeError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
+        sys.exit(130)
+    _summary(console, results, out_dir)
+    if report:
+        _report(results, out_dir)
+    sys.exit(0 if any(k.get("baseline_ms") for k in results["kernels"]) else 1)
+
+
+def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir: Path) -> Path:
+    """Capture COMMAND (or load Inductor's modules) into OUT/capture, unless already there."""
+    from tritune.capture.spec import SpecError, read_launches
+
+    target = out_dir / "capture"
+    try:
+        if read_launches(target):
+            click.echo(f"tritune optimize: using the capture already in {target} (delete it to capture again)")
+            return target
+    except SpecError:
+        pass
+    if inductor_dir is not None:
+        return _inductor(inductor_dir, target)
+    from tritune.capture.program import CaptureError, describe_exit, run
+
+    try:
+        captured = run(list(command), target, mode="replace")
+    except CaptureError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if captured.returncode != 0 or not captured.specs:
+        why = describe_exit(captured.returncode) if captured.returncode else "launched no Triton kernel"
+        click.echo(f"tritune optimize: the command {why}; nothing to optimize", err=True)
+        sys.exit(2)
+    click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
+    return target
+
+
+def _inductor(modules: Path, target: Path) -> Path:
+    from tritune.loop.jobs import INDUCTOR_LAUNCHES_JOB
+    from tritune.worker import Worker
+
+    with Worker(1800.0, preload=("torch",)) as worker:
+        outcome = worker.call(INDUCTOR_LAUNCHES_JOB, {"modules": str(modules), "out": str(target)})
+    if not outcome.ok:
+        click.echo(f"tritune optimize: loading Inductor modules failed: {outcome.failure.message}", err=True)
+        sys.exit(2)
+    for error in outcome.value["errors"]:
+        click.echo(f"tritune optimize: skipped {error}", err=True)
+    if not outcome.value["launches"]:
+        click.echo(f"tritune optimize: no Inductor kernel module under {modules}", err=True)
+        sys.exit(2)
+    click.echo(f"{outcome.value['launches']} launches from {outcome.value['modules']} Inductor modules -> {target}")
+    return target
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
+
+
+class _progress:
+    """A rich progress bar over kernels, with the loop's log lines printed above it."""
+
+    def __init__(self, console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=console, transient=True)
+        self.task = None
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self.advance, self.log
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def advance(self, kernel: str, done: int, total: int) -> None:
+        if self.task is None:
+            self.task = self.bar.add_task("optimizing", total=total)
+        self.bar.update(self.task, completed=done, description=f"optimizing {kernel}" if kernel else "done")
+
+    def log(self, line: str) -> None:
+        self.bar.console.print(line, highlight=False, markup=False)
+
+
+def _summary(console, results: dict, out_dir: Path) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for column, justify in (("kernel", "left"), ("category", "left"), ("baseline ms", "right"),
+                            ("best ms", "right"), ("speedup", "right"), ("decision", "left"), ("finish", "left")):
+        table.add_column(column, justify=justify)
+    for k in results["kernels"]:
+        table.add_row(k["kernel"], k["category"], _ms(k["baseline_ms"]), _ms(k["best_ms"]),
+                      f"{k['speedup']:.2f}x" if k.get("speedup") else "-",
+                      k["decision"] or (k.get("failure") and f"failed: {k['failure']}") or "-", k.get("finish") or "-")
+    console.print(table)
+    ran = [k for k in results["kernels"] if k.get("baseline_ms")]
+    better = [k for k in ran if k.get("accepted")]
+    console.print(f"{len(better)} of {len(ran)} kernels improved; store {results['store']}; results "
+                  f"{out_dir / 'optimize.json'}", highlight=False)
+    if not results.get("meaningful"):
+        console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
+                      "nothing is accepted on them", style="bold red")
+
+
+def _report(results: dict, out_dir: Path) -> None:
+    try:
+        from tritune.report import write_report
+    except ImportError as exc:
+        click.echo(f"tritune optimize: no report ({exc})", err=True)
+        return
+    written = write_report(results, out_dir)
+    click.echo("report: " + ", ".join(str(p) for p in written.values() if Path(p).suffix in (".md", ".html")))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"

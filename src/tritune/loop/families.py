@@ -1,0 +1,83 @@
+"""Proposer families behind one interface, and how each family's candidates are verified.
+
+A family wraps a proposer (``tritune.search``) with the verification mode its variants need:
+
+    launch-config   num_warps, num_stages, maxnreg, grid blocks, Inductor's XBLOCK/YBLOCK/R0_BLOCK
+                    -> ``tolerance``: another block or warp count may reorder a reduction
+    passes          tritune's exact IR passes -> ``bitwise``; the fast-math set (only with
+                    ``--fast-math``) -> ``fast_math`` (max relative error 1e-4, NaN/Inf parity)
+    cache-hints     eviction policy per load -> ``bitwise``: a cache hint changes no arithmetic
+
+The bottleneck classifier names families in its own vocabulary (``tritune.profile.FAMILIES``);
+``inductor-blocks`` is the launch-config search over Inductor's block knobs, the same proposer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from tritune.capture.spec import LaunchSpec
+from tritune.replay import Variant
+from tritune.search import space
+from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, Trial
+
+ALIASES = {"inductor-blocks": "launch-config"}
+DEFAULT_ORDER = ["launch-config", "passes", "cache-hints"]
+DEFAULT_KNOBS = ("block", "num_warps", "num_stages")
+
+
+@dataclasses.dataclass
+class Family:
+    name: str
+    proposer: Any  # a tritune.search Proposer
+    mode: Callable[[Variant], str]
+
+    def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int, knob_roles: tuple[str, ...]) -> list[Variant]:
+        if isinstance(self.proposer, LaunchConfigSearch):
+            self.proposer.order = _knob_order(spec, knob_roles)
+        return self.proposer.propose(spec, trials, limit)
+
+
+def families_for(spec: LaunchSpec, fast_math: bool = False) -> list[Family]:
+    found = [Family("launch-config", LaunchConfigSearch(), _tolerance),
+             Family("passes", PassSetProposer(fast_math=fast_math), _pass_mode)]
+    hints = _cache_hint_proposer()
+    if hints is not None:
+        found.append(Family("cache-hints", hints, _bitwise))
+    return found
+
+
+def order_of(bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:
+    """(family names most promising first, knob roles first) from a bottleneck's JSON."""
+    if not bottleneck:
+        return list(DEFAULT_ORDER), DEFAULT_KNOBS
+    names = [ALIASES.get(n, n) for n in bottleneck.get("proposers") or DEFAULT_ORDER]
+    return list(dict.fromkeys(names + DEFAULT_ORDER)), tuple(bottleneck.get("knobs") or DEFAULT_KNOBS)
+
+
+def _knob_order(spec: LaunchSpec, roles: tuple[str, ...]) -> list[str]:
+    from tritune.profile.bottleneck import Bottleneck, order_knobs
+
+    names = [k.name for k in space.knobs(spec)]
+    return order_knobs(Bottleneck("given", "", (), (), tuple(roles)), names)
+
+
+def _cache_hint_proposer() -> Any | None:
+    try:
+        from tritune.search.cache_hints import CacheHintProposer
+    except ImportError:
+        return None
+    return CacheHintProposer()
+
+
+def _tolerance(variant: Variant) -> str:
+    return "tolerance"
+
+
+def _bitwise(variant: Variant) -> str:
+    return "bitwise"
+
+
+def _pass_mode(variant: Variant) -> str:
+    return "fast_math" if variant.fast_math else "bitwise"

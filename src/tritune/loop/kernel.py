@@ -1,0 +1,302 @@
+"""The loop for one kernel: TritonForge's Algorithm 1 with model-free proposers.
+
+    baseline  <- bench(captured launch)                       (do_bench median twice: the noise)
+    profile   <- ncu, else timing + static analysis; classify the bottleneck
+    repeat, at most ``max_rounds`` times:
+        Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
+        BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench
+        Remediation  a failure is classified and recorded; the proposers learn from its kind
+        Arbiter      the fastest verified candidates, fastest first: screen, then confirm by
+                     interleaved re-timing; accept -> a decision in the store
+        RefineHint   after an acceptance the new best is profiled; the profile delta gives hints
+                     and the new bottleneck re-orders the proposers
+        finish on the round cap, diminishing returns, the roofline, an exhausted space or the budget
+
+Every candidate is recorded in the store before it is evaluated and finished after, so an
+interrupted run resumes here: ``add_candidate`` returns what was already evaluated, it becomes a
+``Trial`` without running again, and the proposers (deterministic given their trials) walk the
+same path. Round progress is the best *verified* benchmark time (the descent's position);
+acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
+earlier one's confirmed ratio by more than the noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+from tritune.arbiter import ArbiterSettings, Decision, Round, Verdict, judge_candidate, next_step, screen_candidate
+from tritune.capture.spec import LaunchSpec
+from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
+from tritune.loop.families import Family, families_for, order_of
+from tritune.profile import Facts, hints_from_delta
+from tritune.replay import Variant
+from tritune.search.proposers import Trial
+from tritune.store import DecisionKey, DecisionStore
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    arbiter: ArbiterSettings = ArbiterSettings()
+    per_round: int = 4  # candidates built per round (TritonForge proposes one; a descent step has ~2)
+    max_candidates: int = 24  # per kernel: ~1-2 s each on a GPU keeps a kernel near a minute
+    budget_s: float = 900.0  # wall time per kernel; the loop finishes the round it is in
+    fast_math: bool = False  # allow the fast-math pass set (verified with max relative error 1e-4)
+    use_ncu: str = "auto"  # "auto" | "never" | "require"
+
+    def __post_init__(self) -> None:
+        if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0:
+            raise ValueError(f"per_round ({self.per_round}), max_candidates ({self.max_candidates}) and "
+                             f"budget_s ({self.budget_s}) must be positive")
+        if self.use_ncu not in ("auto", "never", "require"):
+            raise ValueError(f"use_ncu must be auto, never or require, not {self.use_ncu!r}")
+
+    def to_json(self) -> dict:
+        body = dataclasses.asdict(self)
+        body["arbiter"] = dataclasses.asdict(self.arbiter)
+        return body
+
+
+class KernelLoop:
+    def __init__(self, spec: LaunchSpec, key: DecisionKey, *, store: DecisionStore, run_id: int,
+                 evaluator: Evaluator, settings: LoopSettings, category: str = "other",
+                 families: list[Family] | None = None, log: Callable[[str], None] | None = None) -> None:
+        self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
+        self.evaluator, self.settings, self.category = evaluator, settings, category
+        self.families = families if families is not None else families_for(spec, settings.fast_math)
+        self.log = log or (lambda message: None)
+        self.trials: list[Trial] = []
+        self.records: list[dict] = []  # per candidate, for the report
+        self._index: dict[str, dict] = {}  # variant key -> its record
+        self._candidate_ids: dict[str, int] = {}  # variant key -> store candidate evaluated in this process
+        self.base_ms: float | None = None
+        self.knob_roles: tuple[str, ...] = ()
+
+    # ----------------------------------------------------------------------------------- run
+
+    def run(self) -> dict:
+        start = time.monotonic()
+        result = self._result()
+        timing, failure = self.evaluator.baseline(self.spec)
+        if failure is not None or not timing or not timing.get("time_ms"):
+            why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
+            result.update(failure=failure.kind if failure is not None else "error",
+                          message=f"baseline could not be timed: {why}", wall_s=time.monotonic() - start)
+            return result
+        base_ms, noise = float(timing["time_ms"]), timing.get("noise")
+        self.base_ms = base_ms
+        result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
+                      roofline_before=timing.get("roofline"), roofline_after=timing.get("roofline"))
+        profile = self._profile(timing)
+        result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
+                      profile_note=profile.get("note", ""))
+        order, self.knob_roles = order_of(profile.get("bottleneck"))
+
+        best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
+                "facts": profile.get("facts") or {}}
+        self._resume_decision(best)
+        descent_ms = min([base_ms] + [t.time_ms for t in self.trials if t.ok and t.time_ms])
+        history: list[Round] = []
+        step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+        hints: list[dict] = []
+        while not step.finished:
+            if self._spent(start):
+                step = Verdict(Decision.FINISH, "budget", self._budget_reason(start))
+                break
+            proposals = self._propose(order)
+            if not proposals:
+                step = next_step(history, self.settings.arbiter, _fraction(best["roofline"]), exhausted=True)
+                break
+            done = [self._evaluate(variant, family, start) for variant, family in proposals]
+            timed = sorted((e for e in done if e is not None and e.trial.ok), key=lambda e: e.trial.time_ms)
+            round_start = descent_ms
+            descent_ms = min([descent_ms] + [e.trial.time_ms for e in timed])
+            accepted = self._arbitrate(timed, base_ms, noise, best)
+            if accepted is not None:
+                after = self.evaluator.profile(self.spec, accepted.timing, accepted.trial.variant)
+                hints = [dict(action=h.action, text=h.text)
+                         for h in hints_from_delta(Facts.from_mapping(best["facts"]),
+                                                   Facts.from_mapping(after.get("facts") or {}))]
+                best["facts"] = after.get("facts") or {}
+                if after.get("bottleneck"):
+                    order, self.knob_roles = order_of(after["bottleneck"])
+                self.store.set_profile(self.key, after, variant=accepted.trial.variant, run_id=self.run_id)
+            history.append(Round(round_start, descent_ms, accepted=int(accepted is not None)))
+            step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+
+        result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
+                      candidates=self.records, wall_s=time.monotonic() - start)
+        if best["ratio"] is not None:
+            result.update(accepted=True, decision=best["variant"].describe(), best_ms=best["ms"],
+                          speedup=best["ratio"], roofline_after=best["roofline"])
+        else:
+            result.update(best_ms=base_ms, speedup=1.0)
+        return result
+
+    # ------------------------------------------------------------------------------ proposal
+
+    def _propose(self, order: list[str]) -> list[tuple[Variant, Family]]:
+        """Up to ``per_round`` untried variants, the most promising family first (the bottleneck's
+        order); later families fill what the first leaves."""
+        left = min(self.settings.per_round, self.settings.max_candidates - len(self.trials))
+        picked: list[tuple[Variant, Family]] = []
+        seen = {t.variant.key() for t in self.trials}
+        for family in sorted(self.families, key=lambda f: _rank(order, f.name)):
+            if left <= 0:
+                break
+            for variant in family.propose(self.spec, self.trials, left, self.knob_roles):
+                if variant.key() in seen or variant.is_baseline:
+                    continue
+                seen.add(variant.key())
+                picked.append((variant, family))
+                left -= 1
+        return picked
+
+    # -------------------------------------------------------------------------- build and run
+
+    def _evaluate(self, variant: Variant, family: Family, start: float) -> Evaluated | None:
+        cand = self.store.add_candidate(self.run_id, self.key, variant)
+        if cand.done:  # evaluated before this run was interrupted: its record, not a rerun
+            verified = bool((cand.verification or {}).get("ok"))
+            trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
+            self.trials.append(trial)
+            self._record(variant, family, trial, reused=True, status=cand.status)
+            return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
+        if self.store.claim(cand.id, self.run_id) is None:  # another optimize process evaluates it
+            trial = Trial(variant, False, failure="busy", message="being evaluated by another run")
+            self.trials.append(trial)
+            return None
+        mode = family.mode(variant)
+        self.log(f"{self.spec.kernel}: {family.name} {variant.describe()} ({mode})")
+        evaluated = self.evaluator.candidate(self.spec, variant, mode)
+        self.trials.append(evaluated.trial)
+        if evaluated.trial.ok:
+            self.store.finish_candidate(cand.id, "verified", verification=evaluated.verification,
+                                        timings=evaluated.timing)
+        else:
+            failure = evaluated.failure or {"kind": evaluated.trial.failure, "message": evaluated.trial.message}
+            self.store.finish_candidate(cand.id, "rejected", failure=failure, verification=evaluated.verification,
+                                        timings=evaluated.timing)
+        self._record(variant, family, evaluated.trial, seconds=evaluated.seconds, mode=mode,
+                     status="verified" if evaluated.trial.ok else "rejected")
+        self._candidate_ids[variant.key()] = cand.id
+        return evaluated
+
+    # ------------------------------------------------------------------------------- arbiter
+
+    def _arbitrate(self, timed: list[Evaluated], base_ms: float, noise: float | None,
+                   best: dict[str, Any]) -> Evaluated | None:
+        """Fastest first: the first candidate the arbiter accepts becomes the decision."""
+        settings = self.settings.arbiter
+        for evaluated in timed:
+            trial = evaluated.trial
+            if trial.time_ms >= best["ms"]:
+                break  # sorted: none after this beats the best either
+            verdict = screen_candidate(True, base_ms, trial.time_ms, noise, settings)
+            if verdict is None:
+                confirmation, failure = self.evaluator.confirm(self.spec, trial.variant)
+                verdict = judge_candidate(True, base_ms, trial.time_ms, noise, confirmation, settings)
+                if failure is not None:
+                    verdict = Verdict(Decision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
+                                      f"{failure.message}", base_ms / trial.time_ms)
+                verdict = self._beats_decision(verdict, best, noise)
+            self._judged(trial.variant, verdict)
+            if not verdict.accepted:
+                continue
+            evidence = {"confirmation": confirmation.to_json(), "verdict": verdict.to_json(), "noise": noise}
+            self.store.set_decision(self.key, trial.variant, baseline_ms=confirmation.base_ms,
+                                    best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id)
+            best.update(variant=trial.variant, ms=trial.time_ms, ratio=confirmation.ratio,
+                        roofline=(evaluated.timing or {}).get("roofline"))
+            self.log(f"{self.spec.kernel}: accepted {trial.variant.describe()}: {verdict.reason}")
+            return evaluated
+        return None
+
+    def _beats_decision(self, verdict: Verdict, best: dict[str, Any], noise: float | None) -> Verdict:
+        if not verdict.accepted or best["ratio"] is None:
+            return verdict
+        needed = best["ratio"] * (1 + max(noise or 0.0, self.settings.arbiter.min_gain))
+        if verdict.confirmed_speedup > needed:
+            return verdict
+        return Verdict(Decision.REJECT, "not_better", f"confirmed {verdict.confirmed_speedup:.3f}x does not beat "
+                       f"the accepted {best['ratio']:.3f}x by more than the noise", verdict.speedup,
+                       verdict.confirmed_speedup)
+
+    def _judged(self, variant: Variant, verdict: Verdict) -> None:
+        record = self._index.get(variant.key())
+        if record is None:
+            return
+        record.update(verdict=verdict.code, reason=verdict.reason, confirmed=verdict.confirmed_speedup)
+        if verdict.accepted:
+            for other in self.records:  # the store moved the previous decision back to verified
+                if other["status"] == "accepted":
+                    other.update(status="verified", verdict="superseded")
+            record["status"] = "accepted"
+            return
+        cand_id = self._candidate_ids.get(variant.key())
+        if cand_id is not None and verdict.code not in ("below_threshold", "inside_noise"):
+            # re-timed and turned down: the store keeps the arbiter's reason with the candidate
+            self.store.finish_candidate(cand_id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
+            record["status"], record["failure"] = "rejected", verdict.code
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _profile(self, timing: dict) -> dict:
+        stored = self.store.profile_for(self.key)
+        if stored:
+            return stored
+        profile = self.evaluator.profile(self.spec, timing)
+        self.store.set_profile(self.key, profile, run_id=self.run_id)
+        return profile
+
+    def _resume_decision(self, best: dict[str, Any]) -> None:
+        """A decision this key already has (an earlier or interrupted run): later ones must beat it."""
+        decision = self.store.decision_for(self.key)
+        if decision is None:
+            return
+        # its benchmark time is from another worker: scaled from this run's baseline by its ratio
+        best.update(variant=decision.variant, ratio=decision.speedup, ms=best["ms"] / decision.speedup,
+                    roofline=None)
+
+    def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
+                mode: str | None = None, reused: bool = False) -> None:
+        speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
+        record = {"variant": variant.describe(), "family": family.name, "mode": mode or family.mode(variant),
+                  "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
+                  "speedup": speedup, "seconds": seconds, "reused": reused}
+        self.records.append(record)
+        self._index[variant.key()] = record
+
+    def _spent(self, start: float) -> bool:
+        return (time.monotonic() - start > self.settings.budget_s
+                or len(self.trials) >= self.settings.max_candidates)
+
+    def _budget_reason(self, start: float) -> str:
+        if len(self.trials) >= self.settings.max_candidates:
+            return f"{len(self.trials)} candidates tried, the cap is {self.settings.max_candidates}"
+        return f"{time.monotonic() - start:.0f} s spent, the budget is {self.settings.budget_s:.0f} s per kernel"
+
+    def _result(self) -> dict:
+        return {"id": self.spec.id, "kernel": self.spec.kernel, "kind": self.spec.kind, "category": self.category,
+                "count": self.spec.count, "key_sha": self.key.sha, "baseline_ms": None, "best_ms": None,
+                "speedup": None, "accepted": False, "decision": None, "bytes": None, "floor_ms": None,
+                "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
+                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "wall_s": 0.0,
+                "failure": None, "message": ""}
+
+
+def _short(bottleneck: dict | None) -> dict | None:
+    if not bottleneck:
+        return None
+    return {"kind": bottleneck.get("kind"), "reason": bottleneck.get("reason"),
+            "missing": list(bottleneck.get("missing") or ()),
+            "hints": [h.get("text") if isinstance(h, dict) else str(h) for h in bottleneck.get("hints") or ()]}
+
+
+def _fraction(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _rank(order: list[str], name: str) -> int:
+    return order.index(name) if name in order else len(order)

@@ -1,0 +1,176 @@
+"""The loop end to end on the CPU: a captured program's kernel through propose, build/verify in
+workers, arbitrate, store. Times come from a scripted ``retime`` (interpreter times measure
+numpy), everything else is real: candidates are built and verified in worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritune.arbiter import ArbiterSettings
+from tritune.capture.spec import read_launches
+from tritune.loop import LoopSettings, optimize
+from tritune.loop.evaluate import Evaluator
+from tritune.loop.families import Family, families_for
+from tritune.replay import Variant
+from tritune.store import DecisionStore
+from tritune.worker import Worker
+
+PROGRAM = Path(__file__).resolve().parent / "programs" / "loop_program.py"
+SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=6, per_round=3)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("loop") / "capture"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
+                           str(PROGRAM)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as w:
+        yield w
+
+
+def block_speed(spec, variant, measured_ms):
+    """Scripted times: a bigger BLOCK is faster (1.0 ms at the captured 64); passes change nothing."""
+    block = variant.constexprs.get("BLOCK", 64)
+    return 64 / block
+
+
+class Planted:
+    """A proposer of fixed source variants (a wrong kernel, a crashing one), proposed once."""
+
+    name = "planted"
+
+    def __init__(self, variants):
+        self.variants = variants
+
+    def propose(self, spec, trials, limit):
+        tried = {t.variant.key() for t in trials}
+        return [v for v in self.variants if v.key() not in tried][:limit]
+
+
+def source_of(root: Path) -> str:
+    spec = read_launches(root)[0]
+    return (root / spec.source).read_text()
+
+
+def run(captured, out, worker, retime=block_speed, families=None, settings=SETTINGS, **kwargs):
+    evaluator = Evaluator(captured, retime=retime, worker=worker)
+    return optimize(captured, out, settings=settings, evaluator=evaluator, families=families, **kwargs)
+
+
+def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, worker):
+    results = run(captured, tmp_path, worker)
+    [kernel] = results["kernels"]
+    assert kernel["accepted"] and kernel["decision"].startswith("BLOCK=")
+    assert kernel["speedup"] >= 2.0 and kernel["baseline_ms"] == 1.0
+    assert results["meaningful"] is False and results["target"]["gpu"] == "interpreter"
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        [decision] = store.decisions()
+        assert decision.variant.constexprs["BLOCK"] > 64 and decision.verified and decision.enabled
+        assert decision.evidence["confirmation"]["order"][:2] == ["AB", "BA"]
+        statuses = {c.variant.describe(): c.status for c in store.candidates()}
+    assert statuses[kernel["decision"]] == "accepted"
+    assert json.loads((tmp_path / "optimize.json").read_text())["finished"] is not None
+
+
+def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):
+    results = run(captured, tmp_path, worker, retime=lambda spec, variant, ms: 1.0)
+    [kernel] = results["kernels"]
+    assert not kernel["accepted"] and kernel["speedup"] == 1.0
+    assert {c["verdict"] for c in kernel["candidates"] if "verdict" in c} <= {"below_threshold"}
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert store.decisions() == []
+
+
+def test_a_planted_wrong_candidate_is_rejected_however_fast(captured, tmp_path, worker):
+    wrong = Variant(name="wrong", source=source_of(captured).replace("x * alpha + y", "x * alpha + y * 1.001"))
+    assert wrong.source != source_of(captured)
+
+    def retime(spec, variant, ms):
+        return 0.01 if variant.source is not None else 1.0  # the wrong one claims 100x
+
+    families = lambda spec: [Family("planted", Planted([wrong]), lambda v: "tolerance")]  # noqa: E731
+    results = run(captured, tmp_path, worker, retime=retime, families=families)
+    [kernel] = results["kernels"]
+    [record] = kernel["candidates"]
+    assert record["status"] == "rejected" and record["failure"] == "wrong_result"
+    assert "out_ptr" in record["message"]  # names the output that differs
+    assert not kernel["accepted"]
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert store.decisions() == []
+        [rejected] = store.rejected(store.keys()[0])
+        assert rejected.failure_kind == "wrong_result" and rejected.verification["ok"] is False
+
+
+def test_a_crashing_candidate_is_survived_and_the_next_one_still_wins(captured, tmp_path, worker):
+    crash = Variant(name="crash", source=source_of(captured) + "\nimport os\nos._exit(7)\n")
+    good = Variant(name="block 256", constexprs={"BLOCK": 256})
+    families = lambda spec: [Family("planted", Planted([crash, good]), lambda v: "tolerance")]  # noqa: E731
+    results = run(captured, tmp_path, worker, families=families)
+    [kernel] = results["kernels"]
+    first, second = kernel["candidates"]
+    assert first["status"] == "rejected" and first["failure"] == "crash"
+    assert second["status"] == "accepted" and kernel["decision"] == "BLOCK=256"
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        crashed = store.rejected(store.keys()[0])
+        assert [c.failure_kind for c in crashed] == ["crash"] and "7" in crashed[0].message
+
+
+def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_path, worker):
+    calls = []
+
+    def interrupting(spec, variant, ms):
+        calls.append(variant.describe())
+        if len(calls) == 3:  # the baseline, one candidate, then Ctrl-C
+            raise KeyboardInterrupt
+        return block_speed(spec, variant, ms)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(captured, tmp_path, worker, retime=interrupting)
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        [first_run] = store.runs()
+        assert first_run.status == "interrupted"
+        done_before = [c.variant.describe() for c in store.candidates() if c.done]
+    assert len(done_before) == 1
+    partial = json.loads((tmp_path / "optimize.json").read_text())
+    assert partial["finished"] is None
+
+    calls.clear()
+    results = run(captured, tmp_path, worker)
+    [kernel] = results["kernels"]
+    reused = [c["variant"] for c in kernel["candidates"] if c["reused"]]
+    assert reused == done_before
+    assert kernel["accepted"] and results["run_id"] == first_run.id
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert [r.status for r in store.runs()] == ["finished"]
+
+    again = run(captured, tmp_path, worker)  # a finished run is not resumed: a new run, all reused
+    assert again["run_id"] != first_run.id
+    assert all(c["reused"] for c in again["kernels"][0]["candidates"])
+
+
+def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(captured):
+    spec = read_launches(captured)[0]
+    modes = {f.name: f.mode for f in families_for(spec, fast_math=True)}
+    assert modes["launch-config"](Variant(options={"num_warps": 8})) == "tolerance"
+    assert modes["passes"](Variant(passes=("exact",))) == "bitwise"
+    assert modes["passes"](Variant(passes=("fast",), fast_math=True)) == "fast_math"
+
+
+def test_settings_refuse_nonsense():
+    with pytest.raises(ValueError, match="per_round"):
+        LoopSettings(per_round=0)
+    with pytest.raises(ValueError, match="use_ncu"):
+        LoopSettings(use_ncu="sometimes")
