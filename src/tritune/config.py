@@ -20,6 +20,18 @@ Environment variables (all optional):
     before tritune is imported (so processes outside a capture pay nothing); the name lives in
     ``tritune.capture.program.ENV_CAPTURE_DIR``.
 
+``TRITUNE_STORE``
+    Path of a decision store whose verified decisions every Python process applies at launch
+    time (``tritune.apply``), for programs one cannot edit; set by ``tritune run --store``. Read
+    by ``capture/_boot/sitecustomize.py`` (first on ``PYTHONPATH``) before tritune is imported;
+    apply starts once the process imports Triton. A missing or unreadable store is one line on
+    stderr and the program runs as written.
+
+``TRITUNE_NCU``
+    Path of the Nsight Compute CLI that ``tritune.profile`` runs. Unset: ``ncu`` on ``PATH``,
+    else ``/usr/local/cuda/bin/ncu``; none of them: profiles fall back to timing + static
+    analysis and say so. A path that is not an executable file is reported as such.
+
 Triton's own ``TRITON_INTERPRET`` is read by ``tritune.replay`` to replay on the CPU.
 
 Code reads ``config.current()``. The scoped switch is ``tritune.compiler.enabled()``: it works
@@ -35,6 +47,8 @@ ENV_PASSES = "TRITUNE_PASSES"
 ENV_FAST_MATH = "TRITUNE_FAST_MATH"
 ENV_STAGES = "TRITUNE_STAGES"
 ENV_DEBUG = "TRITUNE_DEBUG"
+ENV_STORE = "TRITUNE_STORE"  # read by capture/_boot/sitecustomize.py; set by tritune run
+ENV_NCU = "TRITUNE_NCU"  # read by tritune.profile.ncu.find_ncu
 
 _TRUE = {"1", "true", "yes", "on"}
 

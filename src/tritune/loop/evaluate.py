@@ -25,6 +25,7 @@ from tritune.worker import Worker
 from tritune.worker.failures import Failure
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
+NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # compile + 3 verified input sets + do_bench twice + a graph
 PRELOAD = ("torch", "triton")
 
@@ -117,8 +118,8 @@ class Evaluator:
         """The profile JSON (facts, source, note, bottleneck) of ``variant`` (default baseline).
         When the profiler job itself fails, the facts are the timing alone, and the note says so."""
         payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": self.use_ncu,
-                   "variant": variant.to_json() if variant is not None else None}
-        outcome = self.worker.call(PROFILE_JOB, payload)
+                   "variant": variant.to_json() if variant is not None else None, "timeout_s": NCU_TIMEOUT_S}
+        outcome = self.worker.call(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120)
         if outcome.ok:
             return dict(outcome.value)
         return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
