@@ -122,7 +122,7 @@ def test_a_crashing_candidate_is_survived_and_the_next_one_still_wins(captured, 
     [kernel] = results["kernels"]
     first, second = kernel["candidates"]
     assert first["status"] == "rejected" and first["failure"] == "crash"
-    assert second["status"] == "accepted" and kernel["decision"] == "BLOCK=256"
+    assert second["status"] == "accepted" and kernel["decision"] == "block 256"
     with DecisionStore(tmp_path / "decisions.db") as store:
         crashed = store.rejected(store.keys()[0])
         assert [c.failure_kind for c in crashed] == ["crash"] and "7" in crashed[0].message
@@ -174,3 +174,29 @@ def test_settings_refuse_nonsense():
         LoopSettings(per_round=0)
     with pytest.raises(ValueError, match="use_ncu"):
         LoopSettings(use_ncu="sometimes")
+
+
+def test_plan_merges_launches_of_one_key_and_samples_reproducibly(captured):
+    import dataclasses
+
+    from tritune.loop import plan
+
+    spec = read_launches(captured)[0]
+    target = {"gpu": "interpreter", "capability": 0, "triton_version": "3.6.0"}
+    same_key = dataclasses.replace(spec, count=5, grid=[9, 1, 1])  # another launch, same specialization
+    others = [dataclasses.replace(spec, constexprs={**spec.constexprs, "BLOCK": b}) for b in (16, 32, 128, 256)]
+    merged = plan([spec, same_key, *others], target)
+    assert merged.keys == 5 and merged.items[0][0].count == 6 and merged.items[0][0].grid == [9, 1, 1]
+    first, second = plan([spec, *others], target, sample=3), plan([spec, *others], target, sample=3)
+    assert len(first.items) == 3 and first.keys == 5
+    assert [k.sha for _, k in first.items] == [k.sha for _, k in second.items]
+    assert plan([spec, *others], target, kernels=["nope"]).items == []
+
+
+def test_a_deadline_stops_before_the_next_kernel_and_the_run_resumes(captured, tmp_path, worker):
+    results = run(captured, tmp_path, worker, deadline_s=1e-9)
+    assert results["kernels"] == [] and "deadline" in results["stopped"]
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert [r.status for r in store.runs()] == ["interrupted"]
+    resumed = run(captured, tmp_path, worker)
+    assert resumed["run_id"] == results["run_id"] and resumed["kernels"][0]["accepted"]

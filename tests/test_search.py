@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from tritune.capture.spec import ArgSpec, LaunchSpec
 from tritune.replay import Variant
+from tritune.analyze.occupancy import theoretical_occupancy
+from tritune.analyze.targets import SPECS
 from tritune.search import LaunchConfigSearch, PassSetProposer, Trial, config_of, knobs, variant_of
+from tritune.search.space import maxnreg_steps
 
 
 def spec(**changes) -> LaunchSpec:
@@ -36,12 +39,12 @@ def names(variants) -> list[str]:
 
 def test_knobs_are_grid_blocks_and_launch_options_not_other_constexprs():
     found = {k.name: k for k in knobs(spec())}
-    assert list(found) == ["BLOCK", "num_warps", "num_stages"]  # BLOCK_N does not move the grid
+    assert list(found) == ["BLOCK", "num_warps", "num_stages", "maxnreg"]  # BLOCK_N does not move the grid
     assert found["BLOCK"].values == (64, 128, 256, 512, 1024, 2048, 4096, 8192)
     assert (found["num_warps"].current, found["num_stages"].current) == (4, 3)  # Triton's defaults
     unexplained = spec(extra={"grid_unexplained": ["BLOCK"]})
-    assert [k.name for k in knobs(unexplained)] == ["num_warps", "num_stages"]
-    assert [k.name for k in knobs(spec(grid_rule=None))] == ["num_warps", "num_stages"]
+    assert [k.name for k in knobs(unexplained)] == ["num_warps", "num_stages", "maxnreg"]
+    assert [k.name for k in knobs(spec(grid_rule=None))] == ["num_warps", "num_stages", "maxnreg"]
 
 
 def test_inductor_looped_reduction_may_become_a_single_iteration():
@@ -66,7 +69,7 @@ def test_descent_proposes_one_knob_at_a_time_then_moves_to_the_best():
 def test_wrong_or_failed_variants_never_become_the_best():
     s, search = spec(), LaunchConfigSearch()
     trials = [Trial(Variant(), True, 1.0), Trial(Variant(constexprs={"BLOCK": 2048}), False, 0.1, "wrong_result")]
-    assert search.best(s, trials) == {"BLOCK": 1024, "num_warps": 4, "num_stages": 3}
+    assert search.best(s, trials) == {"BLOCK": 1024, "num_warps": 4, "num_stages": 3, "maxnreg": None}
 
 
 def test_a_resource_failure_rules_out_every_bigger_value():
@@ -95,7 +98,9 @@ def test_search_ends_when_no_neighbour_is_left():
         if not batch:
             break
         trials += [Trial(v, True, 2.0) for v in batch]  # nothing beats the baseline
-    assert batch == [] and len(trials) == 1 + 1 + 2 + 2  # BLOCK up; warps down/up; stages down/up
+    # BLOCK up; warps down/up; stages down/up; maxnreg from unset down to the first cap
+    assert batch == [] and len(trials) == 1 + 1 + 2 + 2 + 1
+    assert trials[-1].variant.options == {"maxnreg": 168}
 
 
 def test_order_and_limit():
@@ -107,7 +112,7 @@ def test_config_round_trip():
     s = inductor_red()
     v = variant_of(s, {"R0_BLOCK": 512, "num_warps": 8})
     assert v.constexprs == {"R0_BLOCK": 512} and v.options == {"num_warps": 8}
-    assert config_of(s, v) == {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 8, "num_stages": 1}
+    assert config_of(s, v) == {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 8, "num_stages": 1, "maxnreg": None}
 
 
 def test_pass_sets_exact_by_default_fast_math_only_when_allowed():
@@ -116,3 +121,123 @@ def test_pass_sets_exact_by_default_fast_math_only_when_allowed():
     fast = PassSetProposer(fast_math=True).propose(s, [], 4)
     assert names(fast) == ["passes=exact", "passes=fast fast-math"]
     assert PassSetProposer().propose(s, [Trial(fast[0], True, 1.0)], 4) == []
+
+
+# ------------------------------------------------------------------------------------ maxnreg
+
+def test_maxnreg_is_the_last_knob_unset_at_the_top_of_occupancy_steps():
+    found = {k.name: k for k in knobs(spec())}
+    assert list(found)[-3:] == ["num_warps", "num_stages", "maxnreg"]
+    reg = found["maxnreg"]
+    assert reg.kind == "option" and reg.current is None
+    assert reg.values == (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, None)  # None: unset, the top
+    assert reg.neighbours(None) == [168] and reg.neighbours(32) == [40]
+    captured = {k.name: k for k in knobs(spec(options={"maxnreg": 100}))}["maxnreg"]
+    assert captured.current == 100 and captured.neighbours(100) == [96, 128]
+
+
+def test_every_maxnreg_step_buys_one_more_block_of_four_warps():
+    # Each step is the largest cap at its block count: one register more loses a block.
+    sm = SPECS[90]
+    blocks = [theoretical_occupancy(sm, registers=r, num_warps=4, shared_bytes=0).blocks_per_sm
+              for r in maxnreg_steps()]
+    fewer = [theoretical_occupancy(sm, registers=r + 1, num_warps=4, shared_bytes=0).blocks_per_sm
+             for r in maxnreg_steps()]
+    assert blocks == [16, 12, 10, 9, 8, 7, 6, 5, 4, 3]
+    assert all(f < b for f, b in zip(fewer, blocks))
+    assert theoretical_occupancy(sm, registers=255, num_warps=4, shared_bytes=0).blocks_per_sm == 2
+
+
+def test_known_register_count_offers_only_caps_below_it():
+    trimmed = {k.name: k for k in knobs(spec(), registers=70)}["maxnreg"]
+    assert trimmed.values == (32, 40, 48, 56, 64, None) and trimmed.neighbours(None) == [64]
+    assert {k.name: k for k in knobs(spec(), registers=32)}["maxnreg"].values == (None,)
+    proposed = LaunchConfigSearch(order=["maxnreg"], registers=70).propose(spec(), [], limit=2)
+    assert names(proposed) == ["maxnreg=64"]
+    # a best found with the full ladder (maxnreg=128) is off the trimmed one: nearest on each side
+    trials = [Trial(Variant(), True, 1.0), Trial(Variant(options={"maxnreg": 128}), True, 0.5)]
+    assert names(LaunchConfigSearch(order=["maxnreg"], registers=70).propose(spec(), trials, 4)) == ["maxnreg=64"]
+
+
+def test_descent_steps_maxnreg_down_from_unset_and_on_from_a_better_cap():
+    s, search = spec(), LaunchConfigSearch(order=["maxnreg"])
+    assert names(search.propose(s, [], limit=4)) == ["maxnreg=168"]
+    trials = [Trial(Variant(), True, 1.0), Trial(Variant(options={"maxnreg": 168}), True, 0.9)]
+    assert names(search.propose(s, trials, limit=4)) == ["maxnreg=128"]  # unset was tried
+    assert variant_of(s, {"maxnreg": None}).is_baseline  # unset again is the captured launch
+    captured = spec(options={"maxnreg": 64})
+    assert variant_of(captured, {"maxnreg": None}).options == {"maxnreg": None}  # unset a captured cap
+
+
+def test_resource_failures_and_unset_maxnreg_compare_without_type_errors():
+    oom = "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448"
+    s, search = spec(), LaunchConfigSearch()
+    trials = [Trial(Variant(), True, 1.0),
+              Trial(Variant(options={"maxnreg": 128}), True, 0.8),
+              Trial(Variant(options={"maxnreg": 128}, constexprs={"BLOCK": 2048}), False, None, "compile_error", oom)]
+    # a cap is below unset: setting one is never "bigger", so maxnreg gets no ceiling; BLOCK does
+    assert search.ceilings(s, trials) == {"BLOCK": 2048}
+    assert names(search.propose(s, trials, limit=8)) == ["maxnreg=128, BLOCK=512"]
+    # a captured cap: a failure at a bigger cap, or unset, rules out every bigger value and unset
+    capped = spec(options={"maxnreg": 64})
+    def failed_at(value):
+        return Trial(Variant(options={"maxnreg": value}), False, None, "compile_error", "out of resource: registers")
+
+    def proposed(trials):
+        return names(LaunchConfigSearch(order=["maxnreg"]).propose(capped, trials, limit=8))
+
+    assert proposed([Trial(Variant(), True, 1.0)]) == ["maxnreg=56", "maxnreg=72"]
+    assert search.ceilings(capped, [failed_at(72)]) == {"maxnreg": 72}
+    assert proposed([Trial(Variant(), True, 1.0), failed_at(72)]) == ["maxnreg=56"]
+    assert search.ceilings(capped, [failed_at(None)]) == {"maxnreg": None}
+    assert search.ceilings(capped, [failed_at(None), failed_at(128), failed_at(32)]) == {"maxnreg": 128}
+    # from a best at 168, unset is a neighbour only until unset failed
+    best_168 = [Trial(Variant(), True, 1.0), Trial(Variant(options={"maxnreg": 168}), True, 0.5)]
+    assert proposed(best_168) == ["maxnreg=128", "maxnreg=None"]
+    assert proposed([*best_168, failed_at(None)]) == ["maxnreg=128"]
+
+
+def test_triton_takes_maxnreg_as_a_cuda_launch_option():
+    # Replay passes variant options as keywords to JITFunction.run, which hands them to the CUDA
+    # backend's parse_options, as triton.compile does with ``options``: CUDAOptions.maxnreg
+    # becomes the PTX .maxnreg directive. Fails if Triton renames or drops the option.
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels import SIGNATURES, divide_chain
+
+    signature, constexprs = SIGNATURES["divide_chain"]
+    source = ASTSource(divide_chain, signature=signature, constexprs=constexprs)
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"maxnreg": 40})
+    assert compiled.metadata.maxnreg == 40 and ".maxnreg 40" in compiled.asm["ptx"]
+
+
+def test_a_maxnreg_variant_replays_under_the_interpreter(tmp_path, monkeypatch):
+    # The interpreter drops launch options it does not know: a maxnreg variant runs (and times
+    # the same) on the CPU, so the loop needs no special case for it there.
+    import shutil
+    from pathlib import Path
+
+    import torch
+
+    from tritune.capture.spec import read_launches, write_launches
+    from tritune.replay import Replay, make_args
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    kernels = Path(__file__).parent / "programs" / "replay_kernels.py"
+    (tmp_path / "sources").mkdir()
+    shutil.copy(kernels, tmp_path / "sources" / "replay_kernels.py")
+    n = 300
+    tensors = [ArgSpec(name, "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0",
+                       written=name == "out_ptr") for name in ("x_ptr", "y_ptr", "out_ptr")]
+    write_launches(tmp_path, [spec(kernel="add_kernel", module="replay_kernels", source_file=str(kernels),
+                                   source="sources/replay_kernels.py", grid=[3], constexprs={"BLOCK": 128},
+                                   args=[*tensors, ArgSpec("n", "scalar", value=n, type="int"),
+                                         ArgSpec("BLOCK", "constexpr")])])
+    [captured] = read_launches(tmp_path)
+    variant = variant_of(captured, {"maxnreg": 40})
+    args = make_args(captured, tmp_path)
+    Replay(captured, variant, root=tmp_path)(args)
+    assert variant.options == {"maxnreg": 40}
+    assert torch.equal(args["out_ptr"], args["x_ptr"] + args["y_ptr"])

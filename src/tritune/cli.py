@@ -91,8 +91,9 @@ def _register() -> None:
     from tritune.commands.capture import capture
     from tritune.commands.harvest import harvest
     from tritune.commands.optimize import optimize
+    from tritune.commands.report import report
 
-    for command in (capture, bench, harvest, optimize):
+    for command in (capture, bench, harvest, optimize, report):
         main.add_command(command)
 
 

@@ -35,6 +35,10 @@ import click
               help="Decision store (SQLite). Default: OUT/decisions.db.")
 @click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Only this kernel (or launch id); repeatable.")
 @click.option("--max-kernels", type=click.IntRange(min=1), default=None, help="At most N kernels, most launched first.")
+@click.option("--sample", type=click.IntRange(min=1), default=None,
+              help="A seeded random sample of N kernels (benchmarks over many kernels).")
+@click.option("--deadline-s", type=click.FloatRange(min=1), default=None,
+              help="Start no kernel after this many seconds; the run stays resumable.")
 @click.option("--rounds", type=click.IntRange(1, 64), default=8, show_default=True, help="Round cap per kernel.")
 @click.option("--per-round", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates per round.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=24, show_default=True,
@@ -50,7 +54,8 @@ import click
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
-             kernels: tuple[str, ...], max_kernels: int | None, rounds: int, per_round: int, max_candidates: int,
+             kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
+             rounds: int, per_round: int, max_candidates: int,
              budget_s: float, threshold: float, fast_math: bool, use_ncu: str, fresh: bool, report: bool,
              command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
@@ -82,7 +87,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     try:
         with _progress(console) as (progress, log):
             results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
-                               max_kernels=max_kernels, command=text, fresh=fresh, progress=progress, log=log)
+                               max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, command=text, fresh=fresh, progress=progress, log=log)
     except OptimizeError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
@@ -90,6 +95,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
         sys.exit(130)
     _summary(console, results, out_dir)
+    if results.get("stopped"):
+        click.echo(f"tritune optimize: stopped at the {results['stopped']}", err=True)
     if report:
         _report(results, out_dir)
     sys.exit(0 if any(k.get("baseline_ms") for k in results["kernels"]) else 1)
@@ -200,7 +207,11 @@ def _report(results: dict, out_dir: Path) -> None:
     except ImportError as exc:
         click.echo(f"tritune optimize: no report ({exc})", err=True)
         return
-    written = write_report(results, out_dir)
+    try:
+        written = write_report(results, out_dir)
+    except (ValueError, OSError) as exc:  # ReportError is a ValueError; the results are saved already
+        click.echo(f"tritune optimize: no report ({exc})", err=True)
+        return
     click.echo("report: " + ", ".join(str(p) for p in written.values() if Path(p).suffix in (".md", ".html")))
 
 

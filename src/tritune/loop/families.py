@@ -39,10 +39,12 @@ class Family:
         return self.proposer.propose(spec, trials, limit)
 
 
-def families_for(spec: LaunchSpec, fast_math: bool = False) -> list[Family]:
+def families_for(spec: LaunchSpec, fast_math: bool = False, root: str | None = None) -> list[Family]:
+    """``root``: the capture directory, whose copy of the source the cache hints rewrite (the
+    program's own file may have changed since the capture)."""
     found = [Family("launch-config", LaunchConfigSearch(), _tolerance),
              Family("passes", PassSetProposer(fast_math=fast_math), _pass_mode)]
-    hints = _cache_hint_proposer()
+    hints = _cache_hint_proposer(root)
     if hints is not None:
         found.append(Family("cache-hints", hints, _bitwise))
     return found
@@ -63,12 +65,18 @@ def _knob_order(spec: LaunchSpec, roles: tuple[str, ...]) -> list[str]:
     return order_knobs(Bottleneck("given", "", (), (), tuple(roles)), names)
 
 
-def _cache_hint_proposer() -> Any | None:
-    try:
-        from tritune.search.cache_hints import CacheHintProposer
-    except ImportError:
-        return None
-    return CacheHintProposer()
+def _cache_hint_proposer(root: str | None) -> Any | None:
+    from tritune.search.cache_hints import CacheHintProposer
+
+    return CacheHintProposer(root)
+
+
+def use_registers(families: list[Family], registers: int | None) -> None:
+    """The baseline's register count: ``maxnreg`` then offers only caps below it (each one step
+    of occupancy), not a no-op cap above what the kernel uses."""
+    for family in families:
+        if isinstance(family.proposer, LaunchConfigSearch):
+            family.proposer.registers = registers
 
 
 def _tolerance(variant: Variant) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from tritune.arbiter import ArbiterSettings, Decision, Round, Verdict, judge_candidate, next_step, screen_candidate
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
-from tritune.loop.families import Family, families_for, order_of
+from tritune.loop.families import Family, families_for, order_of, use_registers
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
@@ -64,7 +64,8 @@ class KernelLoop:
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None) -> None:
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.evaluator, self.settings, self.category = evaluator, settings, category
-        self.families = families if families is not None else families_for(spec, settings.fast_math)
+        self.families = families if families is not None else families_for(spec, settings.fast_math,
+                                                                            evaluator.root)
         self.log = log or (lambda message: None)
         self.trials: list[Trial] = []
         self.records: list[dict] = []  # per candidate, for the report
@@ -92,6 +93,7 @@ class KernelLoop:
         result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
                       profile_note=profile.get("note", ""))
         order, self.knob_roles = order_of(profile.get("bottleneck"))
+        use_registers(self.families, (profile.get("facts") or {}).get("registers"))
 
         best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
                 "facts": profile.get("facts") or {}}
@@ -128,7 +130,7 @@ class KernelLoop:
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
                       candidates=self.records, wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
-            result.update(accepted=True, decision=best["variant"].describe(), best_ms=best["ms"],
+            result.update(accepted=True, decision=_name(best["variant"]), best_ms=best["ms"],
                           speedup=best["ratio"], roofline_after=best["roofline"])
         else:
             result.update(best_ms=base_ms, speedup=1.0)
@@ -168,7 +170,7 @@ class KernelLoop:
             self.trials.append(trial)
             return None
         mode = family.mode(variant)
-        self.log(f"{self.spec.kernel}: {family.name} {variant.describe()} ({mode})")
+        self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({mode})")
         evaluated = self.evaluator.candidate(self.spec, variant, mode)
         self.trials.append(evaluated.trial)
         if evaluated.trial.ok:
@@ -209,7 +211,7 @@ class KernelLoop:
                                     best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id)
             best.update(variant=trial.variant, ms=trial.time_ms, ratio=confirmation.ratio,
                         roofline=(evaluated.timing or {}).get("roofline"))
-            self.log(f"{self.spec.kernel}: accepted {trial.variant.describe()}: {verdict.reason}")
+            self.log(f"{self.spec.kernel}: accepted {_name(trial.variant)}: {verdict.reason}")
             return evaluated
         return None
 
@@ -262,7 +264,7 @@ class KernelLoop:
     def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
                 mode: str | None = None, reused: bool = False) -> None:
         speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
-        record = {"variant": variant.describe(), "family": family.name, "mode": mode or family.mode(variant),
+        record = {"variant": _name(variant), "family": family.name, "mode": mode or family.mode(variant),
                   "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
                   "speedup": speedup, "seconds": seconds, "reused": reused}
         self.records.append(record)
@@ -284,6 +286,12 @@ class KernelLoop:
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
                 "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "wall_s": 0.0,
                 "failure": None, "message": ""}
+
+
+def _name(variant: Variant) -> str:
+    """What a variant changes: its proposer's name for it (a cache-hint source rewrite says which
+    loads), else the changed options and constexprs."""
+    return variant.name if variant.name != "baseline" else variant.describe()
 
 
 def _short(bottleneck: dict | None) -> dict | None:

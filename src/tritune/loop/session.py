@@ -18,6 +18,8 @@ import datetime as dt
 import hashlib
 import json
 import os
+import random
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -47,7 +49,10 @@ class Plan:
 
 
 def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = (),
-         max_kernels: int | None = None) -> Plan:
+         max_kernels: int | None = None, sample: int | None = None, seed: int = 0) -> Plan:
+    """One launch per key, most launched first; ``sample``: a seeded random sample of the keys
+    instead (a benchmark over hundreds of Inductor kernels that cannot afford them all; the
+    most-launched order would favour whatever sorts first among equal counts)."""
     wanted = set(kernels)
     by_key: dict[str, tuple[LaunchSpec, DecisionKey, int]] = {}
     for spec in specs:
@@ -63,16 +68,20 @@ def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = 
             by_key[key.sha] = (held[0], held[1], total)
     items = sorted(by_key.values(), key=lambda item: (-item[2], item[0].kernel, item[0].id))
     chosen = [(dataclasses.replace(spec, count=total), key) for spec, key, total in items]
-    return Plan(chosen[:max_kernels] if max_kernels is not None else chosen, len(chosen))
+    if sample is not None and sample < len(chosen):
+        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
+        chosen = [item for i, item in enumerate(chosen) if i in keep]
+    return Plan(chosen[:max_kernels] if max_kernels is not None else chosen, len(items))
 
 
 def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None = None,
              settings: LoopSettings = LoopSettings(), kernels: Iterable[str] = (), max_kernels: int | None = None,
-             command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
+             sample: int | None = None, deadline_s: float | None = None, command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              log: Callable[[str], None] | None = None,
              families: Callable[[LaunchSpec], list] | None = None) -> dict:
     """Optimize the launches captured in ``root``; results in ``out`` (module docstring).
+    ``deadline_s``: no kernel is started after that many seconds; the run stays resumable.
     ``families(spec)`` replaces the proposer families (tests plant candidates through it)."""
     root, out = Path(root), Path(out)
     specs = read_launches(root)
@@ -83,16 +92,18 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
     own_evaluator = evaluator is None
     target = machine(evaluator)
     evaluator = evaluator or Evaluator(root, copy_gbps=target.get("copy_gbps"), use_ncu=settings.use_ncu)
-    chosen = plan(specs, target, kernels=kernels, max_kernels=max_kernels)
+    chosen = plan(specs, target, kernels=kernels, max_kernels=max_kernels, sample=sample)
     if not chosen.items:
         raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
     run_settings = {"loop": settings.to_json(), "launches": _digest(root), "kernels": sorted(kernels),
-                    "max_kernels": max_kernels, "target": {k: target[k] for k in ("gpu", "capability",
+                    "max_kernels": max_kernels, "sample": sample, "target": {k: target[k] for k in ("gpu", "capability",
                                                                                    "triton_version")}}
     results = {"tritune_optimize": RESULTS_FORMAT, "command": command, "started": _now(), "finished": None,
                "target": run_settings["target"], "settings": settings.to_json(), "meaningful": target["meaningful"],
                "copy_gbps": target.get("copy_gbps"), "store": str(store_path), "launches": str(root),
                "kernels": []}
+    results["planned"], results["keys"] = len(chosen.items), chosen.keys
+    started = time.monotonic()
     with DecisionStore(store_path) as store:
         run_id, done = _start(store, run_settings, command, out, fresh)
         results["run_id"] = run_id
@@ -103,6 +114,12 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
                 if key.sha in done:
                     results["kernels"].append(done[key.sha])
                     continue
+                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                    results["stopped"] = (f"deadline: {deadline_s:.0f} s spent, {len(chosen.items) - index} "
+                                          "kernels left; run the same command again to go on")
+                    store.finish_run(run_id, "interrupted")
+                    _write(out / RESULTS_FILE, results)
+                    return results
                 loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator, settings=settings,
                                   category=category_of(spec, root), log=log,
                                   families=families(spec) if families is not None else None)

@@ -10,6 +10,9 @@ faster, and is exhausted when no untried neighbour is left. It spends a budget o
 matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
 It learns from failures: a configuration that fails to compile for resources (shared memory,
 registers) rules out every larger value of that knob, so a bigger form is never retried.
+``maxnreg`` is unset (None) in most captures; None ranks above every cap (``space.rank``), so
+the descent steps down from it and the ceilings compare it without a TypeError. Given the
+baseline's register count (``registers``), its first step is the first cap that changes anything.
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math.
@@ -67,11 +70,12 @@ def variant_of(spec: LaunchSpec, config: dict[str, Any], *, name: str | None = N
 class LaunchConfigSearch:
     name = "launch-config"
 
-    def __init__(self, order: Iterable[str] | None = None) -> None:
+    def __init__(self, order: Iterable[str] | None = None, registers: int | None = None) -> None:
         self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
+        self.registers = registers  # the baseline's registers per thread, when analysed
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
-        knobs = self._ordered(space.knobs(spec))
+        knobs = self._ordered(space.knobs(spec, registers=self.registers))
         tried = {_key(config_of(spec, t.variant)) for t in trials if not t.variant.passes and t.variant.source is None}
         baseline = {k.name: k.current for k in knobs}
         tried.add(_key(baseline))
@@ -80,7 +84,7 @@ class LaunchConfigSearch:
         proposals: list[Variant] = []
         for knob in knobs:
             for value in knob.neighbours(best[knob.name]):
-                if knob.name in ceilings and value >= ceilings[knob.name]:
+                if knob.name in ceilings and not space.above(ceilings[knob.name], value):
                     continue  # failed for resources at a smaller value: never retried bigger
                 config = {**best, knob.name: value}
                 if _key(config) in tried:
@@ -108,8 +112,8 @@ class LaunchConfigSearch:
             if trial.failure != "compile_error" or not _resource_failure(trial.message):
                 continue
             for name, value in config_of(spec, trial.variant).items():
-                if value > currents[name]:
-                    limits[name] = min(value, limits.get(name, value))
+                if space.above(value, currents[name]):
+                    limits[name] = min(value, limits.get(name, value), key=space.rank)
         return limits
 
     def _ordered(self, knobs: list[space.Knob]) -> list[space.Knob]:

@@ -1,0 +1,207 @@
+"""The report as a list of blocks (headings, lists, tables, images), rendered to Markdown and HTML.
+
+Both renderers walk the same blocks, so the two files always hold the same content; each one
+escapes the text for its own format (kernel names and messages come from user code and may hold
+``|``, ``<`` or ``&``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tritune.bench.render import fmt_ms
+from tritune.report.load import KernelFacts, mapping, text
+from tritune.report.plots import MAX_BARS
+
+NOT_MEANINGFUL = ("Times are NOT meaningful: this run used the CPU interpreter (TRITON_INTERPRET=1), "
+                  "which times numpy, not the kernel. Speedups, sums and roofline figures below say "
+                  "nothing about a GPU; they only show that the loop ran.")
+UNKNOWN_MEANING = ("The results do not say whether the times are GPU times: check the command before "
+                   "trusting any speedup.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Para:
+    text: str
+    warning: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Items:
+    items: Sequence[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    headers: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    path: Path  # the PNG on disk
+    relative: str  # its path from the report's folder
+    caption: str
+
+
+Block = Heading | Para | Items | Table | Image
+
+
+def build(results: Mapping[str, Any], summary: Mapping[str, Any], facts: list[KernelFacts],
+          plots: Mapping[str, Path], notes: Sequence[str], out_dir: Path) -> list[Block]:
+    mark = "" if summary["meaningful"] else "*"
+
+    def image(name: str, caption: str) -> list[Block]:
+        path = plots.get(name)
+        return [Image(path, path.relative_to(out_dir).as_posix(), caption)] if path else []
+
+    blocks: list[Block] = [Heading(1, "tritune optimize report"), Items(header_items(results, summary))]
+    if results.get("stopped"):
+        blocks.append(Para(f"The run stopped early: {text(results.get('stopped'))}", warning=True))
+    if summary["meaningful"] is False:
+        blocks.append(Para(NOT_MEANINGFUL, warning=True))
+    elif summary["meaningful"] is None:
+        blocks.append(Para(UNKNOWN_MEANING, warning=True))
+    blocks += [Heading(2, "Summary"), Items(summary_items(summary, mark))]
+    blocks += [Para(note) for note in notes]
+    blocks += image("speedup", "Per-kernel time before and after, normalized to the baseline, by speedup"
+                    + speedup_cut(facts))
+    blocks += image("roofline", "Time per launch against the roofline floor (copy bandwidth)")
+    blocks += [Heading(2, "Kernels"), kernel_table(facts, mark)]
+    if mark:
+        blocks.append(Para("* CPU interpreter time, not a GPU time."))
+    failed = [k for k in facts if not k.ran]
+    if failed:
+        blocks += [Heading(3, "Kernels whose baseline could not run"),
+                   Items([f"{k.label}: {k.failure}" + (f": {k.message}" if k.message else "") for k in failed])]
+    blocks += [Heading(2, "By category"), group_table(summary["by_category"], summary, "category")]
+    blocks += image("categories", "Success rate and mean speedup on success, by category")
+    blocks += [Heading(2, "By kind"), group_table(summary["by_kind"], summary, "kind")]
+    blocks += [Heading(2, "Candidates")]
+    blocks += tally_blocks("Candidates by status", summary["candidates"], "status")
+    blocks += tally_blocks("Candidates that failed to build, run or verify, by kind", summary["failures"], "failure")
+    blocks += tally_blocks("Candidates that ran but the arbiter turned down, by reason", summary["rejected_reasons"], "reason")
+    blocks += tally_blocks("Baselines that could not run, by kind", summary["baseline_failures"], "failure")
+    wall = summary["wall_s"]
+    blocks += [Heading(2, "Optimizer wall time"),
+               Items([f"total: {fmt_s(wall['total'])}", f"median per kernel: {fmt_s(wall['median'])}"])]
+    blocks += image("wall_time", "Optimizer wall time per kernel")
+    return blocks
+
+
+def speedup_cut(facts: list[KernelFacts]) -> str:
+    ran = sum(k.ran for k in facts)
+    if ran <= MAX_BARS:
+        return ""
+    return f" (the {MAX_BARS} costliest of {ran} kernels by baseline x count; the table has them all)"
+
+
+def header_items(results: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+    target = mapping(results.get("target"))
+    gpu = text(target.get("gpu")) or "unknown GPU"
+    details = [f"sm_{target['capability']}" if target.get("capability") else "",
+               f"Triton {target['triton_version']}" if target.get("triton_version") else ""]
+    details = ", ".join(d for d in details if d)
+    started, finished = text(results.get("started")), text(results.get("finished"))
+    date = (started or "unknown") + (f" to {finished}" if finished else " (not finished)")
+    meaningful = {True: "yes (GPU times)", False: "NO (CPU interpreter)", None: "unknown"}[summary["meaningful"]]
+    copy = results.get("copy_gbps")
+    planned = results.get("planned")
+    kernels = len(results.get("kernels") or [])
+    items = [f"GPU: {gpu}" + (f" ({details})" if details else ""), f"date: {date}",
+             f"command: {text(results.get('command')) or 'unknown'}", f"times meaningful: {meaningful}",
+             f"success bar: {summary['threshold']:.2f}x confirmed speedup"]
+    if isinstance(planned, int) and not isinstance(planned, bool) and planned != kernels:
+        items.append(f"kernels in these results: {kernels} of {planned} planned")
+    if isinstance(copy, (int, float)) and not isinstance(copy, bool):
+        items.append(f"copy bandwidth (roofline): {copy:.0f} GB/s")
+    if results.get("store"):
+        items.append(f"decision store: {text(results.get('store'))}")
+    return items
+
+
+def summary_items(s: Mapping[str, Any], mark: str) -> list[str]:
+    roof = s["roofline"]
+    items = [
+        f"kernels: {s['kernels']}; optimized (baseline ran): {s['optimized']}; improved: {s['improved']}",
+        f"success rate (>= {s['threshold']:.2f}x, of optimized): {fmt_pct(s['success_rate'])}",
+        f"geomean speedup over optimized kernels (1.0x when not improved): {fmt_x(s['geomean_speedup'])}",
+        f"mean speedup on success: {fmt_x(s['mean_speedup_on_success'])}",
+        f"sum of per-launch times: {fmt_ms(s['sum_before_ms'], mark)} before, {fmt_ms(s['sum_after_ms'], mark)} after",
+        f"weighted by launch count: {fmt_ms(s['weighted_before_ms'], mark)} before, "
+        f"{fmt_ms(s['weighted_after_ms'], mark)} after ({fmt_x(s['program_speedup'])} overall)",
+    ]
+    if roof["kernels"]:
+        items.append(f"roofline floor ({roof['kernels']} kernel(s) with one, weighted): "
+                     f"{fmt_ms(roof['floor_ms'], mark)}; "
+                     f"before {fmt_ms(roof['before_ms'], mark)} ({fmt_x(roof['before_x_floor'])} the floor), "
+                     f"after {fmt_ms(roof['after_ms'], mark)} ({fmt_x(roof['after_x_floor'])} the floor)")
+    else:
+        items.append("roofline floor: no kernel has one")
+    if roof["excluded"]:
+        items.append(f"{roof['excluded']} kernel(s) left out of the floor: their baseline beats it, so the "
+                     "byte count over-estimates what they move")
+    return items
+
+
+KERNEL_HEADERS = ("kernel", "kind", "category", "count", "baseline", "best", "speedup", "decision",
+                  "bottleneck", "finish", "roofline before", "roofline after", "wall time")
+
+
+def kernel_table(facts: list[KernelFacts], mark: str) -> Table:
+    """Costliest first (baseline x count), kernels that did not run last."""
+    ordered = sorted((k for k in facts if k.ran), key=lambda k: -k.total_before_ms) + [k for k in facts if not k.ran]
+    return Table(KERNEL_HEADERS, [kernel_row(k, mark) for k in ordered])
+
+
+def kernel_row(k: KernelFacts, mark: str) -> list[str]:
+    if not k.ran:
+        decision = f"baseline failed: {k.failure}"
+    elif k.improved:
+        decision = k.decision or "accepted"
+    elif k.accepted:
+        decision = f"kept original (below the bar): {k.decision}" if k.decision else "kept original (below the bar)"
+    else:
+        decision = "kept original"
+    finish = ": ".join(part for part in (k.finish, k.finish_reason) if part) or "-"
+    return [k.label, k.kind, k.category, str(k.count), fmt_ms(k.baseline_ms, mark), fmt_ms(k.best_ms, mark),
+            fmt_x(k.speedup), decision, k.bottleneck or "-", finish, fmt_pct(k.roofline_before, 0),
+            fmt_pct(k.roofline_after, 0), fmt_s(k.wall_s)]
+
+
+def group_table(rows: list[dict[str, Any]], overall: Mapping[str, Any], what: str) -> Table:
+    """TritonForge Table 1: # kernels, success rate, average speedup on success; plus geomean."""
+    def cells(name: str, r: Mapping[str, Any]) -> list[str]:
+        return [name, str(r["kernels"]), str(r["optimized"]), str(r["improved"]), fmt_pct(r["success_rate"]),
+                fmt_x(r["mean_speedup_on_success"]), fmt_x(r["geomean_speedup"])]
+
+    body = [cells(r["name"], r) for r in rows] + [cells("overall", overall)]
+    return Table((what, "kernels", "optimized", "improved", "success rate", "mean speedup on success",
+                  "geomean (all optimized)"), body)
+
+
+def tally_blocks(title: str, counts: Mapping[str, int], what: str) -> list[Block]:
+    if not counts:
+        return [Heading(3, title), Para("none")]
+    return [Heading(3, title), Table((what, "count"), [[name, str(n)] for name, n in counts.items()])]
+
+
+def fmt_x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def fmt_pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+

@@ -1,0 +1,167 @@
+"""The report's numbers, as one JSON-able dict (``summarize``), in TritonForge's terms.
+
+TritonForge (seed 002, §4.2 and Table 1) calls a kernel *successful* when its speedup is >= 1.05x
+(here the run's ``settings.threshold``), gives the success rate over the kernels that ran, and the
+average speedup over the successful ones only. Those two numbers hide the overall effect, so the
+summary adds the geometric mean over every kernel that ran, a kernel not improved counting 1.0x
+(its original runs), and the time sums: per launch, and weighted by how often each launch ran in
+the captured program (``count``) -- the weighted sum is what the program spends.
+
+Candidates are tallied two ways that do not overlap: ``failures``, those that broke (a worker
+failure kind: compile_error, runtime_fault, timeout, crash, error, wrong_result), and
+``rejected_reasons``, those that ran and verified but that the arbiter turned down, by its code
+(below_threshold, inside_noise, unconfirmed, ...) or, without one, their message's first line.
+
+The roofline sums use only kernels with a floor, and leave out a kernel whose baseline already
+beats its floor (``floor_ms > baseline_ms``): its byte count was an over-estimate (a gather or a
+slice reads part of a tensor), the same rule ``tritune bench`` applies.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tritune.report.load import (
+    KernelFacts,
+    kernel_facts,
+    load_results,
+    meaningful_of,
+    mapping,
+    text,
+    threshold_of,
+)
+from tritune.worker.failures import KINDS as FAILURE_KINDS
+
+CATEGORY_ORDER = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
+KIND_ORDER = ("jit", "autotune", "heuristics", "inductor")
+REASON_CHARS = 80  # a rejected candidate without a failure code is tallied by its message, cut here
+
+
+def facts_of(results: Mapping[str, Any]) -> list[KernelFacts]:
+    threshold = threshold_of(results)
+    return [kernel_facts(record, threshold) for record in results.get("kernels") or []]
+
+
+def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    """Every figure the report shows (module docstring); ``results`` is the dict or its path."""
+    results = load_results(results)
+    facts = facts_of(results)
+    ran = [k for k in facts if k.ran]
+    improved = [k for k in ran if k.improved]
+    walls = [k.wall_s for k in facts if k.wall_s is not None]
+    target = mapping(results.get("target"))
+    return {
+        "gpu": text(target.get("gpu")) or None,
+        "meaningful": meaningful_of(results),
+        "threshold": threshold_of(results),
+        **group_stats(facts),
+        "sum_before_ms": _sum(k.baseline_ms for k in ran),
+        "sum_after_ms": _sum(k.after_ms for k in ran),
+        "weighted_before_ms": _sum(k.total_before_ms for k in ran),
+        "weighted_after_ms": _sum(k.total_after_ms for k in ran),
+        "program_speedup": _ratio(_sum(k.total_before_ms for k in ran), _sum(k.total_after_ms for k in ran)),
+        "roofline": roofline_sums(ran),
+        "wall_s": {
+            "total": sum(walls) if walls else None,
+            "median": statistics.median(walls) if walls else None,
+            "per_kernel": [{"id": k.label, "wall_s": k.wall_s}
+                           for k in sorted(facts, key=lambda k: -(k.wall_s or 0.0))],
+        },
+        "improved_ids": [k.label for k in improved],
+        "baseline_failures": tally(k.failure for k in facts if not k.ran),
+        "candidates": tally(text(c.get("status")) or "unknown" for k in facts for c in k.candidates),
+        "failures": tally(text(c.get("failure")) for k in facts for c in k.candidates if broke(c)),
+        "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
+        "by_category": grouped(facts, lambda k: k.category, CATEGORY_ORDER),
+        "by_kind": grouped(facts, lambda k: k.kind, KIND_ORDER),
+    }
+
+
+def group_stats(facts: list[KernelFacts]) -> dict[str, Any]:
+    """TritonForge's Table 1 figures for one group of kernels (the whole run, a category, a kind)."""
+    ran = [k for k in facts if k.ran]
+    improved = [k for k in ran if k.improved]
+    return {
+        "kernels": len(facts),
+        "optimized": len(ran),
+        "improved": len(improved),
+        "success_rate": len(improved) / len(ran) if ran else None,
+        "geomean_speedup": geomean(k.applied_speedup for k in ran),
+        "mean_speedup_on_success": statistics.fmean(k.speedup for k in improved) if improved else None,
+    }
+
+
+def grouped(facts: list[KernelFacts], key, order: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One ``group_stats`` row per group present, known names in ``order`` first, then the rest."""
+    groups: dict[str, list[KernelFacts]] = collections.defaultdict(list)
+    for k in facts:
+        groups[key(k)].append(k)
+    names = [n for n in order if n in groups] + sorted(n for n in groups if n not in order)
+    return [{"name": name, **group_stats(groups[name])} for name in names]
+
+
+def roofline_sums(ran: list[KernelFacts]) -> dict[str, Any]:
+    """Count-weighted time before/after and the floor, over the kernels with a credible floor."""
+    with_floor = [k for k in ran if k.floor_ms is not None]
+    used = [k for k in with_floor if k.floor_ms <= k.baseline_ms]
+    floor = _sum(k.floor_ms * k.count for k in used)
+    before = _sum(k.total_before_ms for k in used)
+    after = _sum(k.total_after_ms for k in used)
+    return {
+        "kernels": len(used),
+        "excluded": len(with_floor) - len(used),
+        "floor_ms": floor,
+        "before_ms": before,
+        "after_ms": after,
+        "before_x_floor": _ratio(before, floor),
+        "after_x_floor": _ratio(after, floor),
+    }
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    logs = [math.log(v) for v in values if v is not None and v > 0]
+    return math.exp(math.fsum(logs) / len(logs)) if logs else None
+
+
+def tally(values: Iterable[str | None]) -> dict[str, int]:
+    """Counts of the non-empty values, most frequent first (ties by name)."""
+    counts = collections.Counter(v for v in values if v)
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def broke(candidate: Mapping[str, Any]) -> bool:
+    """The candidate failed to build, run or verify (a worker failure kind), as opposed to running
+    and losing to the arbiter (below_threshold, inside_noise, ...)."""
+    return text(candidate.get("failure")) in FAILURE_KINDS
+
+
+def rejected_reason(candidate: Mapping[str, Any]) -> str | None:
+    """Why the arbiter turned down a candidate that ran, or None (it broke, won, or was never judged).
+
+    The loop marks a candidate ``rejected`` with the verdict's code as ``failure`` when a re-timing
+    turned it down (unconfirmed, confirmation_disagrees), but leaves one judged below the bar or
+    inside the noise ``verified``, with the code in ``verdict``: both count here. ``superseded``
+    (accepted, then beaten by a later candidate) is no rejection."""
+    if broke(candidate) or candidate.get("status") == "accepted":
+        return None
+    verdict = text(candidate.get("verdict")).strip()
+    if verdict in ("accepted", "superseded"):
+        return None
+    if candidate.get("status") != "rejected":
+        return verdict or None
+    message = text(candidate.get("message")).strip().splitlines()
+    return (text(candidate.get("failure")).strip() or verdict or (message[0][:REASON_CHARS] if message else "")
+            or "unspecified")
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return math.fsum(present) if present else None
+
+
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    return top / bottom if top is not None and bottom else None
