@@ -200,3 +200,30 @@ def test_a_deadline_stops_before_the_next_kernel_and_the_run_resumes(captured, t
         assert [r.status for r in store.runs()] == ["interrupted"]
     resumed = run(captured, tmp_path, worker)
     assert resumed["run_id"] == results["run_id"] and resumed["kernels"][0]["accepted"]
+
+
+def test_the_decision_is_applied_in_the_unmodified_program_and_rolled_back(captured, tmp_path, worker):
+    """optimize -> store -> `tritune run --store` of the same script: the decided BLOCK is what
+    launches (same checksum), and after a rollback the original launch runs again."""
+    results = run(captured, tmp_path, worker)
+    assert results["kernels"][0]["accepted"]
+    store_path = tmp_path / "decisions.db"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+
+    def program(*extra):
+        done = subprocess.run([sys.executable, "-m", "tritune", "run", "--store", str(store_path), "--",
+                               sys.executable, str(PROGRAM), *extra], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    plain = subprocess.run([sys.executable, str(PROGRAM)], env=env, capture_output=True, text=True, timeout=300)
+    applied = program()
+    assert "decisions applied to 1 of 1 launches" in applied.stderr
+    assert applied.stdout == plain.stdout  # the program's own check passed and the checksum is the same
+    other_size = program("5000")  # n=5000 is another shape bucket: no decision, runs as written
+    assert "decisions applied to 0 of 1 launches" in other_size.stderr
+    with DecisionStore(store_path) as store:
+        assert store.rollback_all("scale_add_kernel") == 1
+    rolled_back = program()
+    assert "decisions applied" not in rolled_back.stderr and rolled_back.stdout == plain.stdout

@@ -92,8 +92,9 @@ def _register() -> None:
     from tritune.commands.harvest import harvest
     from tritune.commands.optimize import optimize
     from tritune.commands.report import report
+    from tritune.commands.run import run
 
-    for command in (capture, bench, harvest, optimize, report):
+    for command in (capture, bench, harvest, optimize, report, run):
         main.add_command(command)
 
 

@@ -22,6 +22,13 @@ in place and pass every launch straight through). A launch made while a launch i
 A listener is ``listener(launch) -> after | None``; ``after(result)`` is called once the launch
 ran, with what ``run`` returned (the ``CompiledKernel`` on a GPU, None under the interpreter).
 A listener that raises is reported once per kernel on stderr and never breaks the program.
+
+An *around hook* (``install_around``; ``tritune.apply`` is one) may launch something else in
+place of the launch: ``hook(launch, run) -> result`` calls ``run(chosen)`` with the launch or a
+replacement ``Launch`` (another jit function, arguments, grid) and returns what it returned.
+Listeners always see the launch as the program made it, before any hook. A hook that raises
+before it launched anything is reported once per kernel and the launch runs as written; an
+error of the launch itself (inside ``run``) reaches the program unchanged.
 """
 
 from __future__ import annotations
@@ -81,13 +88,15 @@ class Launch:
 
 
 Listener = Callable[[Launch], "Callable[[Any], None] | None"]
+Around = Callable[[Launch, Callable[[Launch], Any]], Any]
 
 _wrappers: contextvars.ContextVar[tuple] = contextvars.ContextVar("tritune_wrappers", default=())
 _busy: contextvars.ContextVar[bool] = contextvars.ContextVar("tritune_busy", default=False)
 _listeners: list[Listener] = []
+_arounds: list[Around] = []
 _originals: dict[tuple[str, str, str], Callable] = {}
 _lock = threading.Lock()
-_reported: set[str] = set()
+_reported: set = set()
 
 
 class ShimError(RuntimeError):
@@ -114,21 +123,38 @@ def check_targets() -> None:
 
 def install(listener: Listener) -> None:
     """Start calling ``listener`` for every launch; patches Triton on the first listener."""
+    _add(_listeners, listener)
+
+
+def uninstall(listener: Listener) -> None:
+    """Stop calling ``listener``; the last one out (listener or hook) restores Triton's functions."""
+    _remove(_listeners, listener)
+
+
+def install_around(hook: Around) -> None:
+    """Let ``hook`` run every launch (see the module docstring); hooks installed later run inside."""
+    _add(_arounds, hook)
+
+
+def uninstall_around(hook: Around) -> None:
+    _remove(_arounds, hook)
+
+
+def _add(registry: list, item: Callable) -> None:
     with _lock:
         if not _originals:
             check_targets()
             for target in TARGETS:
                 _patch(*target)
-        if listener not in _listeners:
-            _listeners.append(listener)
+        if item not in registry:
+            registry.append(item)
 
 
-def uninstall(listener: Listener) -> None:
-    """Stop calling ``listener``; the last one out restores Triton's functions."""
+def _remove(registry: list, item: Callable) -> None:
     with _lock:
-        if listener in _listeners:
-            _listeners.remove(listener)
-        if _listeners:
+        if item in registry:
+            registry.remove(item)
+        if _listeners or _arounds:
             return
         for (module_name, class_name, attr), original in list(_originals.items()):
             owner = getattr(importlib.import_module(module_name), class_name)
@@ -164,14 +190,20 @@ def _patch(module_name: str, class_name: str, attr: str, role: str) -> None:
 
 
 def _launch_wrapper(original: Callable) -> Callable:
+    def go(chosen: Launch) -> Any:
+        return original(chosen.fn, *chosen.args, grid=chosen.grid, warmup=False, **chosen.kwargs)
+
     def run(self, *args, grid, warmup, **kwargs):
-        if warmup or _busy.get() or not _listeners:
+        if warmup or _busy.get() or not (_listeners or _arounds):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         token = _busy.set(True)
         try:
             launch = Launch(self, args, kwargs, grid, _wrappers.get())  # kwargs: ours, run gets a copy
-            afters = [_safe(listener, launch) for listener in list(_listeners)]
-            result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            afters = [_safe(listener, launch) for listener in list(_listeners)] if _listeners else ()
+            if _arounds:
+                result = _around(tuple(_arounds), launch, go)
+            else:
+                result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
             for after in afters:
                 if after is not None:
                     _safe(after, result, launch=launch)
@@ -180,6 +212,41 @@ def _launch_wrapper(original: Callable) -> Callable:
             _busy.reset(token)
 
     return run
+
+
+def _around(hooks: tuple, launch: Launch, go: Callable[[Launch], Any]) -> Any:
+    """``hooks[0]`` around the launch, the other hooks inside it, ``go`` (Triton's run) innermost."""
+    inner = go if len(hooks) == 1 else (lambda chosen: _around(hooks[1:], chosen, go))
+    return guarded(hooks[0], (launch,), inner, lambda: inner(launch), getattr(launch.fn, "__name__", "?"))
+
+
+def guarded(hook: Callable, args: tuple, inner: Callable, as_written: Callable[[], Any], name: str) -> Any:
+    """``hook(*args, run)`` where ``run`` is ``inner``; a failure of the hook itself (not of a
+    launch it made) is reported once per kernel and the launch runs as written (``as_written``)."""
+    outcome: dict[str, Any] = {}
+
+    def run(*chosen: Any, **kwargs: Any) -> Any:
+        outcome["started"] = True
+        outcome["result"] = result = inner(*chosen, **kwargs)
+        return result
+
+    try:
+        return hook(*args, run)
+    except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
+        if "result" in outcome:  # launched, then failed afterwards: the launch stands
+            _report_hook(name, exc)
+            return outcome["result"]
+        if "started" in outcome:  # the launch itself failed: the program's error
+            raise
+        _report_hook(name, exc)
+        return as_written()
+
+
+def _report_hook(name: str, exc: Exception) -> None:
+    if ("hook", name) not in _reported:
+        _reported.add(("hook", name))
+        print(f"tritune: kernel {name} launched as written (launch hook failed: {type(exc).__name__}: {exc})",
+              file=sys.stderr)
 
 
 def _outer_wrapper(original: Callable) -> Callable:

@@ -10,15 +10,20 @@ the launcher that ran (``self.launchers[0]``; ``self.configs[0]`` under ``TRITON
 as Inductor does). Autotuning trials call the launchers directly and are not recorded.
 
 ``install(add)`` / ``uninstall()`` are reversible; installing twice patches once (the newest
-``add`` wins); ``check_target()`` fails with a clear message if torch renames the target
+``add`` wins). ``install_apply(hook)`` / ``uninstall_apply()`` let one launch hook (``tritune.apply``)
+run each launch: ``hook(tuner, args, kwargs, run)`` launches something else or calls ``run()``
+(Inductor's own ``run`` with the same arguments); a hook that fails before launching is reported
+once per kernel and the launch runs as written. Capture and the hook work together: the spec
+recorded is Inductor's own launch. The patch stays while either is installed.
+``check_target()`` fails with a clear message if torch renames the target
 (``tests/test_capture_inductor.py`` runs it). A recording failure is reported once per kernel on
 stderr and never breaks the program. When ``add`` is a ``Recorder``'s, a repeat launch (same
 tuner, config, layouts and scalars) is only counted (``Recorder.bump``), so capture stays cheap
 in a training loop. While Inductor's ``run`` runs, the plain-JIT shim is told
 that a launch is in hand, so an interpreted Inductor launch is not recorded twice.
 
-Public: ``install``, ``uninstall``, ``recording``, ``installed``, ``check_target``, ``grid_for``,
-``launch_spec``, ``specs_from_modules``.
+Public: ``install``, ``uninstall``, ``install_apply``, ``uninstall_apply``, ``recording``,
+``installed``, ``check_target``, ``grid_for``, ``launch_spec``, ``specs_from_modules``.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ from tritune.capture.inductor_spec import launch_spec
 SHIM_TARGET = ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "run")
 
 Add = Callable[[Any, dict], Any]
+Hook = Callable[[Any, tuple, dict, Callable[[], Any]], Any]
 
 _lock = threading.Lock()
 _local = threading.local()
-_state: dict[str, Any] = {"add": None, "original": None, "pending": None}
+_state: dict[str, Any] = {"add": None, "apply": None, "original": None, "pending": None}
 _reported: set[str] = set()
 
 
@@ -76,22 +82,40 @@ def install(add: Add) -> None:
     The patch goes in now if Inductor's runtime is imported, else as soon as it is (importing it
     here, in the middle of the program importing ``torch._inductor``, could be circular).
     """
-    from tritune.capture import _after_import
-
     with _lock:
         _state["add"] = add
-        if _state["original"] is not None or _state.get("pending") is not None:
-            return
-        if SHIM_TARGET[0] not in sys.modules:
-            _state["pending"] = _after_import.when_imported(SHIM_TARGET[0], _patch_when_imported)
-            return
-        _patch()
+        _ensure_patch()
+
+
+def install_apply(hook: Hook) -> None:
+    """Let ``hook`` run every launch of an Inductor kernel (see the module docstring)."""
+    with _lock:
+        _state["apply"] = hook
+        _ensure_patch()
+
+
+def uninstall_apply() -> None:
+    with _lock:
+        _state["apply"] = None
+        _release_patch()
+
+
+def _ensure_patch() -> None:
+    """Patch now if Inductor's runtime is imported, else as soon as it is (``_lock`` held)."""
+    from tritune.capture import _after_import
+
+    if _state["original"] is not None or _state.get("pending") is not None:
+        return
+    if SHIM_TARGET[0] not in sys.modules:
+        _state["pending"] = _after_import.when_imported(SHIM_TARGET[0], _patch_when_imported)
+        return
+    _patch()
 
 
 def _patch_when_imported(_module: Any) -> None:
     with _lock:
         _state["pending"] = None
-        if _state["add"] is not None and _state["original"] is None:
+        if (_state["add"] is not None or _state["apply"] is not None) and _state["original"] is None:
             _patch()
 
 
@@ -109,18 +133,26 @@ def _patch() -> None:
 def uninstall() -> None:
     """Stop recording and restore ``CachingAutotuner.run`` (unless patched over since ours: then
     ours stays and passes every launch straight through)."""
+    with _lock:
+        _state["add"] = None
+        _release_patch()
+
+
+def _release_patch() -> None:
+    """Restore ``CachingAutotuner.run`` once neither capture nor a hook needs it (``_lock`` held)."""
     from tritune.capture import _after_import
 
-    with _lock:
-        original, _state["original"], _state["add"] = _state["original"], None, None
-        pending, _state["pending"] = _state.get("pending"), None
-        if pending is not None:
-            _after_import.cancel(SHIM_TARGET[0], pending)
-        if original is None:
-            return
-        owner = _owner()
-        if getattr(owner.__dict__.get(SHIM_TARGET[2]), "_tritune_shim", False):
-            setattr(owner, SHIM_TARGET[2], original)
+    if _state["add"] is not None or _state["apply"] is not None:
+        return
+    original, _state["original"] = _state["original"], None
+    pending, _state["pending"] = _state.get("pending"), None
+    if pending is not None:
+        _after_import.cancel(SHIM_TARGET[0], pending)
+    if original is None:
+        return
+    owner = _owner()
+    if getattr(owner.__dict__.get(SHIM_TARGET[2]), "_tritune_shim", False):
+        setattr(owner, SHIM_TARGET[2], original)
 
 
 @contextlib.contextmanager
@@ -140,27 +172,41 @@ def recording(add: Add) -> Iterator[None]:
 
 
 def installed() -> bool:
-    """True once ``install`` was called (the patch may still wait for Inductor's import)."""
+    """True while the patch is in place or waits for Inductor's import (capture or a hook installed)."""
     return _state["original"] is not None or _state["pending"] is not None
 
 
 def _wrap(original: Callable) -> Callable:
     def run(self, *args, **kwargs):
-        add = _state["add"]
-        if add is None or getattr(_local, "busy", False):
+        add, hook = _state["add"], _state["apply"]
+        if (add is None and hook is None) or getattr(_local, "busy", False):
             return original(self, *args, **kwargs)
         _local.busy = True
         try:
-            _count_candidates(self)
+            _count_candidates(self)  # also under a hook alone: capture may be installed later
             with _jit_shim_quiet():
-                result = original(self, *args, **kwargs)
-            _record(add, self, args)
+                if hook is None:
+                    result = original(self, *args, **kwargs)
+                else:
+                    result = _apply(hook, original, self, args, kwargs)
+            if add is not None:
+                _record(add, self, args)
             return result
         finally:
             _local.busy = False
 
     run.__name__ = "run"
     return run
+
+
+def _apply(hook: Hook, original: Callable, tuner: Any, args: tuple, kwargs: dict) -> Any:
+    from tritune.capture._jit_shim import guarded
+
+    def as_written() -> Any:
+        return original(tuner, *args, **kwargs)
+
+    name = getattr(getattr(tuner, "fn", None), "__name__", "?")
+    return guarded(hook, (tuner, args, kwargs), as_written, as_written, name)
 
 
 def _count_candidates(tuner: Any) -> None:

@@ -1,13 +1,27 @@
-"""Python imports ``sitecustomize`` at start-up: ``tritune capture`` puts this folder first on the
-captured command's PYTHONPATH, so every Python process it starts records its Triton launches
-into ``$TRITUNE_CAPTURE_DIR`` (``tritune.capture.program.boot``). Whatever sitecustomize the
-environment had is run afterwards. Nothing here may break the program: failures are one line on
-stderr. The variable's name is ``tritune.capture.program.ENV_CAPTURE_DIR``; it is read here,
-before tritune is imported, so that processes outside a capture pay nothing.
+"""Python imports ``sitecustomize`` at start-up: ``tritune capture`` and ``tritune run`` put this
+folder first on the command's PYTHONPATH, so every Python process it starts records its Triton
+launches into ``$TRITUNE_CAPTURE_DIR`` (``tritune.capture.program.boot``) and/or applies the
+decisions of the store at ``$TRITUNE_STORE`` (``tritune.apply.boot``). Whatever sitecustomize
+the environment had is run afterwards. Nothing here may break the program: failures are one line
+on stderr. The variables are read here, before tritune is imported, so that processes outside a
+capture or a run pay nothing (their names: ``tritune.capture.program.ENV_CAPTURE_DIR``,
+``tritune.config.ENV_STORE``).
 """
 
 import os
 import sys
+
+
+def _tritune_import(name: str):
+    """``tritune.<name>``, from the copy this file is in if this Python has no tritune installed."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"tritune.{name}")
+    except ImportError:
+        here = os.path.abspath(__file__)  # src/tritune/capture/_boot/sitecustomize.py
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here)))))
+        return importlib.import_module(f"tritune.{name}")
 
 
 def _tritune_start() -> None:
@@ -15,15 +29,19 @@ def _tritune_start() -> None:
     if not out_dir:
         return
     try:
-        try:
-            from tritune.capture import program
-        except ImportError:  # a Python without tritune installed: use the copy this file is in
-            here = os.path.abspath(__file__)  # src/tritune/capture/_boot/sitecustomize.py
-            sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here)))))
-            from tritune.capture import program
-        program.boot(out_dir)
+        _tritune_import("capture.program").boot(out_dir)
     except Exception as exc:  # noqa: BLE001
         print(f"tritune capture: not recording in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _tritune_apply() -> None:
+    store = os.environ.get("TRITUNE_STORE")
+    if not store:
+        return
+    try:
+        _tritune_import("apply").boot(store)
+    except Exception as exc:  # noqa: BLE001
+        print(f"tritune apply: decisions not applied in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _tritune_chain() -> None:
@@ -46,4 +64,5 @@ def _tritune_chain() -> None:
 
 
 _tritune_start()
+_tritune_apply()
 _tritune_chain()

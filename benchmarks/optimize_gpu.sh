@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 5's GPU benchmarks, one stage per device call, resumable across calls and machines.
+#   PYTHONPATH=src bash benchmarks/optimize_gpu.sh suite            # the 30-kernel suite, then enable_check
+#   PYTHONPATH=src bash benchmarks/optimize_gpu.sh models bert ...  # harvest + optimize a sample of each model
+# State (captures, stores, results) lives in $STATE (default gpu_state/): the stage tars it into
+# $OUT/state.tgz, and the next call carries it back (device tool: carry ["gpu_state"]), so an
+# interrupted stage continues where it stopped. Logs and results are copied to $OUT.
+set -uo pipefail
+stage=${1:?stage: suite | models NAME...}; shift
+out=${OUT:-runs}
+state=${STATE:-gpu_state}
+mkdir -p "$state" "$out"
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$(mktemp -d)}
+log="$out/$stage.log"
+{
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+date -u +%Y-%m-%dT%H:%M:%SZ
+git log -1 --format='tree of commit %h' 2>/dev/null
+} | tee -a "$log"
+deadline=${DEADLINE_S:-380}
+
+case "$stage" in
+suite)
+  echo "\$ tritune optimize --out \$STATE/suite --budget-s 90 --max-candidates 10 --deadline-s $deadline -- python3 benchmarks/suite/run.py" | tee -a "$log"
+  COLUMNS=160 python3 -m tritune optimize --out "$state/suite" --budget-s 90 --max-candidates 10 \
+      --deadline-s "$deadline" -- python3 benchmarks/suite/run.py 2>&1 | tee -a "$log"
+  if python3 -c "import json,sys; sys.exit(0 if json.load(open('$state/suite/optimize.json')).get('finished') else 1)"; then
+    echo "\$ python3 benchmarks/enable_check.py --store \$STATE/suite/decisions.db" | tee -a "$log"
+    python3 benchmarks/enable_check.py --store "$state/suite/decisions.db" --json "$out/enable_check.json" 2>&1 | tee -a "$log"
+    echo "\$ tritune run --store \$STATE/suite/decisions.db -- python3 benchmarks/suite/run.py --check" | tee -a "$log"
+    python3 -m tritune run --store "$state/suite/decisions.db" -- python3 benchmarks/suite/run.py --check 2>&1 | tail -40 | tee -a "$log"
+  fi
+  cp "$state/suite/optimize.json" "$out/suite.json" 2>/dev/null
+  cp "$state/suite/report.md" "$out/suite_report.md" 2>/dev/null
+  ;;
+models)
+  for model in "$@"; do
+    if [ ! -f "$state/$model/launches.jsonl" ]; then
+      echo "\$ tritune harvest --model $model --out \$STATE/$model" | tee -a "$log"
+      python3 -m tritune harvest --model "$model" --out "$state/$model" 2>&1 | tail -5 | tee -a "$log"
+    fi
+    echo "\$ tritune optimize --out \$STATE/$model-opt --launches \$STATE/$model --sample ${SAMPLE:-12} --ncu never --budget-s 60 --max-candidates 10 --deadline-s $deadline" | tee -a "$log"
+    COLUMNS=160 python3 -m tritune optimize --out "$state/$model-opt" --launches "$state/$model" --sample "${SAMPLE:-12}" \
+        --ncu never --budget-s 60 --max-candidates 10 --deadline-s "$deadline" --no-report 2>&1 | tee -a "$log"
+    cp "$state/$model-opt/optimize.json" "$out/$model.json" 2>/dev/null
+  done
+  ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
+# everything but the Triton/Inductor caches, for the next call to carry back
+tar czf "$out/state.tgz" --exclude='*.tmp' "$state" 2>/dev/null
+ls -la "$out"

@@ -1,0 +1,303 @@
+"""``Applier``: a store's decisions taking effect at launch time, in an unmodified program.
+
+Hooks: the JIT shim's around hook (``capture._jit_shim.install_around``, put in once ``triton``
+is imported) and Inductor's (``capture.inductor.install_apply``, once Inductor's runtime is):
+the one module per patch rule, shared with capture, so capture and apply run together (capture
+records the launch the program made; apply decides what runs).
+
+Cost of a launch (``tests/test_apply.py`` prints it; CPU of the dev machine, 5 arguments):
+  a kernel with no decision on this target   one dict lookup by ``id(fn)`` and a counter: 0.2 us
+                                             (2.3 us with the shim's own wrapper around it);
+  a kernel with decisions, not for this key  + ``Kernel.bind`` and ``LiveKeyer`` (a tuple of the
+                                             arguments' dtype/shape/alignment, a dict lookup): 3-4.5 us;
+  a launch with a decision                   + the rewritten arguments (a fixed grid is recomputed
+                                             once per grid and scalar values): 4-6 us.
+
+What is read when: the store's usable decisions at ``enable`` and ``refresh`` (the target, GPU
+name, capability and Triton version, on the first launch: ``current_target`` would initialise
+CUDA); a key's decision is re-checked in the store (``decision_for``) the first time a launch
+has that key, and kept. ``refresh()`` re-reads everything (decisions rolled back or added since
+take effect from the next launch); ``rollback(kernel)`` rolls the kernel's decisions back in the
+store and refreshes at once. A decision that fails (its source does not load, its launch
+raises) is reported once on stderr and that key runs as written from then on.
+
+``stats()`` per kernel: ``launches`` seen, ``applied`` (launched with a decision), ``skipped``
+(a decision matched but was not applied: its grid could not be recomputed safely, or it failed),
+``decisions`` (usable decisions for this target in the store).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from tritune.apply import index as decision_index
+from tritune.apply.jit import JitEntry, JitPlan
+
+_MISSING = object()
+
+
+class Applier:
+    """Applies one store's decisions; ``tritune.apply.enable`` makes and installs one."""
+
+    def __init__(self, store: Any, *, device: str | None = None):
+        from tritune.store import DecisionStore, StoreError
+
+        if isinstance(store, (str, Path)):
+            if not Path(store).is_file():
+                raise StoreError(f"no decision store at {store}")
+            store = DecisionStore(store)
+        self.store, self.path, self.device = store, Path(store.path), device
+        self._owner_thread = threading.get_ident()
+        self._local = threading.local()
+        self._decisions = self._read()
+        self._target: dict | None = None
+        self._index: decision_index.Index | None = None
+        self._jit: dict[int, JitEntry] = {}
+        self._tuners: dict[int, Any] = {}
+        self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
+        self._reported: set[tuple[str, str]] = set()
+        self._pending: Callable | None = None
+        self.installed = False
+
+    # ------------------------------------------------------------------------ public
+
+    @property
+    def target(self) -> dict:
+        """``{"gpu", "capability", "triton_version"}`` the live keys are made for."""
+        if self._target is None:
+            from tritune.store import current_target
+
+            self._target = current_target(self.device)
+        return self._target
+
+    @property
+    def launches(self) -> int:
+        """Launches seen so far, of every kernel."""
+        return sum(counts[0] for counts in self._counts.values())
+
+    def refresh(self) -> int:
+        """Re-read the store's usable decisions; returns how many are for this target."""
+        self._decisions = self._read()
+        self._index = None
+        self._jit, self._tuners = {}, {}
+        return len(self._get_index().by_sha)
+
+    def rollback(self, kernel: str) -> int:
+        """Roll back every decision of ``kernel`` in the store and stop applying them now."""
+        count = self._store().rollback_all(kernel)
+        self.refresh()
+        return count
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per kernel: launches seen, launches applied and skipped, decisions for this target."""
+        per_kernel = self._get_index().per_kernel
+        stats = {}
+        for name in sorted(set(self._counts) | set(per_kernel)):
+            launches, applied, skipped = self._counts.get(name, (0, 0, 0))
+            stats[name] = {"launches": launches, "applied": applied, "skipped": skipped,
+                           "decisions": per_kernel.get(name, 0)}
+        return stats
+
+    def install(self) -> None:
+        from tritune.capture import _after_import, inductor
+
+        if self.installed:
+            return
+        self.installed = True
+        self._pending = _after_import.when_imported("triton", self._install_jit)
+        inductor.install_apply(self.inductor_hook)
+
+    def uninstall(self) -> None:
+        from tritune.capture import _after_import, _jit_shim, inductor
+
+        if not self.installed:
+            return
+        self.installed = False
+        if self._pending is not None:
+            _after_import.cancel("triton", self._pending)
+            self._pending = None
+        _jit_shim.uninstall_around(self.jit_hook)
+        inductor.uninstall_apply()
+
+    # ------------------------------------------------------------------- the hooks
+
+    def jit_hook(self, launch: Any, run: Callable[[Any], Any]) -> Any:
+        """The JIT shim's around hook: one launch of ``kernel[grid](...)``."""
+        fn = launch.fn
+        entry = self._jit.get(id(fn))
+        if entry is None or entry.fn is not fn:
+            entry = self._jit_entry(fn)
+        entry.counts[0] += 1
+        if entry.keyer is None:
+            return run(launch)
+        bound = entry.kernel.bind(launch.args, launch.kwargs)
+        key = entry.keyer(bound)
+        if key is None:
+            return run(launch)
+        plan = entry.plans.get(key.sha, _MISSING)
+        if plan is _MISSING:
+            plan = entry.plans[key.sha] = self._plan(entry.name, key, lambda decision: JitPlan(entry.kernel, decision))
+        if plan is None:
+            return run(launch)
+        chosen = plan.rewrite(launch, bound)
+        if chosen is None:
+            entry.counts[2] += 1
+            return run(launch)
+        try:
+            result = plan.launch(chosen, run)
+        except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
+            self._failed(entry, entry.plans, key.sha, plan, exc)
+            return run(launch)
+        entry.counts[1] += 1
+        return result
+
+    def inductor_hook(self, tuner: Any, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+        """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)``."""
+        entry = self._tuners.get(id(tuner))
+        if entry is None or entry.tuner is not tuner:
+            entry = self._inductor_entry(tuner)
+        entry.counts[0] += 1
+        if entry.keyer is None:
+            return run()
+        config = entry.settled_config(kwargs)
+        if config is None:
+            result = run()
+            entry.ran = True
+            return result
+        constexprs = entry.constexpr_values(config)
+        kernel_args, extra_args = entry.split(args)
+        bound = dict(zip(entry.positional, kernel_args))
+        bound.update(constexprs)
+        key = entry.keyer(bound)
+        if key is None:
+            return run()
+        plan_key = (key.sha, id(config))
+        plan = entry.plans.get(plan_key, _MISSING)
+        if plan is _MISSING:
+            from tritune.apply.inductor import InductorPlan
+
+            plan = entry.plans[plan_key] = self._plan(entry.name, key,
+                                                      lambda decision: InductorPlan(entry, config, args, decision))
+        if plan is None:
+            return run()
+        try:
+            result = plan.launch(kernel_args, extra_args, constexprs, kwargs.get("stream"))
+        except Exception as exc:  # noqa: BLE001 - the decision failed: Inductor's launch still runs
+            self._failed(entry, entry.plans, plan_key, plan, exc)
+            return run()
+        entry.counts[1] += 1
+        return result
+
+    # ------------------------------------------------------------------------ inside
+
+    def _install_jit(self, _module: Any) -> None:
+        from tritune.capture import _jit_shim
+
+        self._pending = None
+        if self.installed:
+            _jit_shim.install_around(self.jit_hook)
+
+    def _store(self) -> Any:
+        """The store, usable in this thread (sqlite connections belong to their thread)."""
+        if threading.get_ident() == self._owner_thread:
+            return self.store
+        store = getattr(self._local, "store", None)
+        if store is None:
+            from tritune.store import DecisionStore
+
+            store = self._local.store = DecisionStore(self.path)
+        return store
+
+    def _read(self) -> list:
+        return self._store().decisions(usable_only=True)
+
+    def _get_index(self) -> decision_index.Index:
+        index = self._index
+        if index is None:
+            try:
+                index = decision_index.build(self._decisions, self.target)
+            except Exception as exc:  # noqa: BLE001 - e.g. no GPU to name: nothing applies
+                self._report("*", f"no decision applies in this process: {_one_line(exc)}")
+                index = decision_index.Index.empty()
+            self._index = index
+        return index
+
+    def _counter(self, name: str) -> list[int]:
+        counts = self._counts.get(name)
+        if counts is None:
+            counts = self._counts[name] = [0, 0, 0]
+        return counts
+
+    def _jit_entry(self, fn: Any) -> JitEntry:
+        name = getattr(getattr(fn, "fn", None), "__name__", None) or getattr(fn, "__name__", "?")
+        entry = JitEntry(fn, name, self._counter(name))
+        index = self._get_index()
+        if name in index.sources:
+            try:
+                from tritune.capture.jit_launch import Kernel
+                from tritune.store import LiveKeyer
+
+                kernel = Kernel(fn)
+                if kernel.source_hash in index.sources[name]:
+                    entry.kernel = kernel
+                    entry.keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
+                                            gpu=self.target["gpu"], capability=self.target["capability"],
+                                            triton_version=self.target["triton_version"])
+            except Exception as exc:  # noqa: BLE001
+                self._report(name, f"decisions not applied: {_one_line(exc)}")
+        self._jit[id(fn)] = entry
+        return entry
+
+    def _inductor_entry(self, tuner: Any) -> Any:
+        from tritune.apply.inductor import InductorEntry
+
+        name = getattr(tuner.fn, "__name__", "?")
+        entry = InductorEntry(tuner, name, self._counter(name))
+        index = self._get_index()
+        if name in index.sources:
+            try:
+                from tritune.store import LiveKeyer
+
+                source_hash = entry.prepare()
+                if source_hash in index.sources[name]:
+                    entry.keyer = LiveKeyer(name, source_hash, entry.names, entry.constexprs,
+                                            gpu=self.target["gpu"], capability=self.target["capability"],
+                                            triton_version=self.target["triton_version"])
+            except Exception as exc:  # noqa: BLE001
+                self._report(name, f"decisions not applied: {_one_line(exc)}")
+        self._tuners[id(tuner)] = entry
+        return entry
+
+    def _plan(self, name: str, key: Any, make: Callable[[Any], Any]) -> Any:
+        """The plan for ``key``, or None: no usable decision (checked again in the store now), or
+        one that cannot be applied (reported)."""
+        if key.sha not in self._get_index().by_sha:
+            return None
+        try:
+            decision = self._store().decision_for(key)
+            return None if decision is None else make(decision)
+        except Exception as exc:  # noqa: BLE001
+            self._report(name, f"decision for {key.describe()} not applied: {_one_line(exc)}")
+            return None
+
+    def _failed(self, entry: Any, plans: dict, plan_key: Any, plan: Any, exc: Exception) -> None:
+        plans[plan_key] = None
+        entry.counts[2] += 1
+        self._report(entry.name, f"decision {plan.variant.describe()} failed, this key runs as written from now on: "
+                                 f"{_one_line(exc)}")
+
+    def _report(self, name: str, message: str) -> None:
+        if (name, message) in self._reported:
+            return
+        self._reported.add((name, message))
+        prefix = "tritune apply: " if name == "*" else f"tritune apply: kernel {name}: "
+        print(prefix + message, file=sys.stderr)
+
+
+def _one_line(exc: BaseException) -> str:
+    from tritune.analyze.errors import one_line
+
+    return one_line(exc)

@@ -1,0 +1,41 @@
+"""The store's usable decisions for one GPU and Triton version, held in memory.
+
+A launch never queries the store: the applier reads every verified, enabled decision once (at
+``enable`` and at each ``refresh``) and keeps those of this target. A key is the kernel's source,
+specialization, GPU, capability and Triton version, so a decision made on another GPU or Triton
+never matches a live key; the index leaves such decisions out so that a kernel with decisions
+only elsewhere costs a launch one dict lookup, like a kernel with none.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    by_sha: Mapping[str, Any]  # DecisionKey.sha -> Decision
+    sources: Mapping[str, frozenset[str]]  # kernel name -> source hashes that have a decision
+    per_kernel: Mapping[str, int]  # kernel name -> decisions
+
+    @classmethod
+    def empty(cls) -> "Index":
+        return cls({}, {}, {})
+
+
+def same_target(key: Any, target: Mapping[str, Any]) -> bool:
+    return (key.gpu_name, int(key.capability), key.triton_version) == (
+        target["gpu"], int(target["capability"]), target["triton_version"])
+
+
+def build(decisions: Iterable[Any], target: Mapping[str, Any]) -> Index:
+    """The usable decisions among ``decisions`` whose key is for ``target`` (``current_target()``)."""
+    by_sha, sources = {}, collections.defaultdict(set)
+    for decision in decisions:
+        if decision.usable and same_target(decision.key, target):
+            by_sha[decision.key.sha] = decision
+            sources[decision.key.kernel].add(decision.key.source_hash)
+    per_kernel = collections.Counter(d.key.kernel for d in by_sha.values())
+    return Index(by_sha, {name: frozenset(found) for name, found in sources.items()}, dict(per_kernel))

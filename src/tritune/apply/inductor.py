@@ -1,0 +1,181 @@
+"""Decisions at Inductor's launch: ``CachingAutotuner.run`` (torch 2.11 and 2.13).
+
+Inductor launches its kernels through its own launchers, never ``JITFunction.run``; the hook
+``tritune.capture.inductor.install_apply`` (the one module that patches ``CachingAutotuner.run``)
+lets the applier run each launch, and tells the JIT shim the launch is in hand (under the
+interpreter Inductor launches through ``InterpretedFunction.run``: not handled twice).
+
+When a decision applies: once the tuner's config is settled. Under the interpreter that is
+``configs[0]`` (what Inductor launches there). On a GPU it is after Inductor's own first ``run``
+(it autotunes, saves the kernel, leaves one launcher: ``launchers[0].config``), unless a
+coordinate-descent or combo tuning of that launcher is still to come or a plugin intercepts
+launches. A benchmark run (``benchmark_run=True``, other keyword arguments) runs as Inductor
+wrote it. So on a GPU the first launch of each Inductor kernel is Inductor's own.
+
+Key: ``LiveKeyer`` over what ``inductor_spec.launch_spec`` records: ``fn.arg_names``, the
+launcher's non-constexpr arguments in order, constexprs from the config's kwargs and
+``triton_meta["constants"]``.
+
+Launch: the variant's jit function (``kernels.variant_kernel(tuner.fn, ...)``) with every
+parameter by name and the spec's options (Inductor's compile options that the JIT accepts, from
+``launch_spec``) updated with the decision's: what replay, verify and bench ran. The grid is
+Inductor's own grid code for the new block sizes (``inductor_grid.grid_for``), cached per scalar
+arguments. On a GPU the kernel is compiled once per plan (``run(warmup=True)``; the key fixes
+every specialization Triton makes) and then launched as Inductor's launcher does, straight into
+the compiled kernel on Inductor's stream, without the JIT's dispatch. Under the interpreter it
+runs through ``run``. cpp-wrapper code and CUDA-graph replays do not call ``run``: not covered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritune.apply.kernels import Passes, variant_kernel
+from tritune.apply.jit import ApplyError
+
+_GRID_CACHE_LIMIT = 4096
+
+
+class InductorEntry:
+    """One ``CachingAutotuner`` as the applier sees it (see ``JitEntry``)."""
+
+    __slots__ = ("tuner", "name", "counts", "keyer", "names", "constexprs", "constants", "positional", "extra",
+                 "ran", "plans", "values")
+
+    def __init__(self, tuner: Any, name: str, counts: list[int]):
+        self.tuner, self.name, self.counts = tuner, name, counts
+        self.keyer = None
+        self.ran = False  # Inductor's own run went first (GPU: autotuned, saved, one launcher)
+        self.plans: dict[tuple, InductorPlan | None] = {}
+        self.values: dict[int, tuple[Any, dict]] = {}  # id(config) -> (config, constexpr values)
+
+    def prepare(self) -> str:
+        """What every launch of this tuner shares (as ``inductor_spec`` computes it); returns the
+        kernel's source hash."""
+        from tritune.capture.inductor_spec import constexpr_names, kernel_source_text
+        from tritune.capture.spec import source_hash
+
+        fn, tuner = self.tuner.fn, self.tuner
+        self.names = list(fn.arg_names)
+        self.constexprs = constexpr_names(fn)
+        constants = dict(tuner.triton_meta.get("constants") or {})
+        self.constants = {k: v for k, v in constants.items() if k in self.constexprs}
+        self.positional = [n for n in self.names if n not in self.constexprs]
+        self.extra = list(tuner.inductor_meta.get("extra_launcher_args") or ())
+        return source_hash(kernel_source_text(fn))
+
+    def settled_config(self, kwargs: dict) -> Any | None:
+        """The config Inductor launches now, or None while it is not settled (see the docstring)."""
+        if kwargs.get("benchmark_run") or any(k not in ("stream", "benchmark_run") for k in kwargs):
+            return None
+        tuner = self.tuner
+        if getattr(tuner, "triton_interpret", False):
+            return tuner.configs[0]
+        if not self.ran or getattr(tuner, "_plugins", None):
+            return None
+        launchers = getattr(tuner, "launchers", None) or ()
+        if len(launchers) != 1:
+            return None
+        config = launchers[0].config
+        meta = tuner.inductor_meta
+        if meta.get("coordinate_descent_tuning") and not getattr(config, "found_by_coordesc", False):
+            return None
+        if meta.get("combo_tuning_groups") and not getattr(config, "found_by_combo_autotune", False):
+            return None
+        return config
+
+    def constexpr_values(self, config: Any) -> dict:
+        """The constexprs a launch with ``config`` gets (``launch_spec``'s rule), cached per config."""
+        found = self.values.get(id(config))
+        if found is not None and found[0] is config:
+            return found[1]
+        chosen = dict(getattr(config, "kwargs", {}) or {})
+        for name in ("num_warps", "num_stages"):  # a kernel may take these as constexprs
+            if name in self.constexprs and name not in chosen and name not in self.constants:
+                chosen[name] = getattr(config, name)
+        values = {n: chosen[n] if n in chosen else self.constants[n] for n in self.constexprs
+                  if n in chosen or n in self.constants}
+        self.values[id(config)] = (config, values)
+        return values
+
+    def split(self, args: tuple) -> tuple[tuple, tuple]:
+        """The launcher's arguments: the kernel's, then ``extra_launcher_args`` (grid only)."""
+        if not self.extra:
+            return args, ()
+        return args[:len(args) - len(self.extra)], args[len(args) - len(self.extra):]
+
+
+class InductorPlan:
+    """One decision for one tuner, key and config."""
+
+    def __init__(self, entry: InductorEntry, config: Any, args: tuple, decision: Any):
+        from tritune.capture.inductor_spec import launch_spec
+
+        variant = decision.variant
+        unknown = sorted(set(variant.constexprs) - set(entry.constexprs))
+        if unknown:
+            raise ApplyError(f"decision sets {unknown}, which are not constexprs of {entry.name} "
+                             f"(its constexprs: {sorted(entry.constexprs)})")
+        spec, _ = launch_spec(entry.tuner, args, config, config_from="first")
+        self.entry, self.variant = entry, variant
+        self.rule = spec.grid_rule
+        self.options = {**spec.options, **variant.options}
+        self.overrides = dict(variant.constexprs)
+        self.fn = variant_kernel(live_kernel(entry.tuner), variant)
+        self.order = list(self.fn.arg_names)
+        self.interpreted = getattr(entry.tuner, "triton_interpret", False)
+        self.passes = Passes(variant)
+        self.compiled = None
+        self._grids: dict[tuple, tuple] = {}
+
+    def params(self, kernel_args: tuple, constexprs: dict) -> dict:
+        params = dict(zip(self.entry.positional, kernel_args))
+        params.update(constexprs)
+        params.update(self.overrides)
+        return params
+
+    def grid(self, params: dict, extra_args: tuple) -> tuple:
+        from tritune.capture.inductor_grid import grid_for
+
+        scalars = {n: params[n] for n in self.entry.positional if _is_int(params[n])}
+        scalars.update((n, v) for n, v in zip(self.entry.extra, extra_args) if _is_int(v))
+        cache_key = tuple(scalars.values())
+        found = self._grids.get(cache_key)
+        if found is None:
+            found = grid_for(self.rule, {n: params[n] for n in self.entry.constexprs if n in params}, scalars)
+            if len(self._grids) >= _GRID_CACHE_LIMIT:
+                self._grids.clear()
+            self._grids[cache_key] = found
+        return found
+
+    def launch(self, kernel_args: tuple, extra_args: tuple, constexprs: dict, stream: Any) -> Any:
+        params = self.params(kernel_args, constexprs)
+        grid = self.grid(params, extra_args)
+        fn = self.fn
+        if self.interpreted:
+            return self.passes.run(fn, None, lambda: fn.run(grid=grid, warmup=False, **params, **self.options))
+        if self.compiled is None:
+            compiled = self.passes.run(fn, None, lambda: fn.run(grid=grid, warmup=True, **params, **self.options))
+            self.compiled = compiled.result() if hasattr(compiled, "result") else compiled  # an async compile
+        return self.compiled[grid](*[params[n] for n in self.order], stream=stream)
+
+
+def live_kernel(tuner: Any) -> Any:
+    """``tuner.fn`` with its Python function. A tuner compiled in one of Inductor's worker
+    processes reaches the program without it (``prepare_for_pickle`` sets ``fn.fn = None``);
+    Inductor reloads it the same way when it needs to compile in the parent (coordinate descent)."""
+    if getattr(tuner.fn, "fn", None) is not None:
+        return tuner.fn
+    ensure = getattr(tuner, "_ensure_kernel_loaded", None)  # torch 2.13
+    reload = getattr(tuner, "_reload_kernel", None)
+    if callable(ensure):
+        ensure()
+    elif callable(reload):
+        tuner.fn = reload().fn
+    if getattr(tuner.fn, "fn", None) is None:
+        raise ApplyError("the kernel was compiled in a worker process and Inductor cannot reload it here")
+    return tuner.fn
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

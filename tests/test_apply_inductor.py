@@ -1,0 +1,247 @@
+"""Apply on Inductor kernels: under the interpreter end to end (a subprocess: capture the launch,
+decide, launch again through Inductor's real ``run``), and the GPU path's steps on the CPU with
+Inductor's launcher and Triton's compiled kernel replaced by recorders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tritune import apply  # noqa: E402
+from tritune.capture import inductor  # noqa: E402
+from tritune.replay import Variant  # noqa: E402
+from tritune.store import DecisionStore, current_target, key_for  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+POI = REPO / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
+CPU = current_target("cpu")
+
+
+def decide(store, key, variant):
+    run = store.start_run({"test": True})
+    cand = store.add_candidate(run, key, variant)
+    store.finish_candidate(cand.id, "verified", verification={"ok": True})
+    store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+
+
+@pytest.fixture(autouse=True)
+def disabled():
+    yield
+    apply.disable()
+    assert not inductor.installed()
+
+
+class FakeCompiled:
+    """Stands for Triton's CompiledKernel: ``compiled[grid](*args, stream=...)``."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, stream=None: self.launches.append((grid, args, stream))
+
+
+def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    from tritune.analyze.discover import import_file
+    from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+    from tritune.capture.inductor_spec import launch_spec
+
+    module = import_file(POI)
+    module.rand_strided = host_rand_strided
+    tuner = autotuner_of(module)
+    assert not tuner.triton_interpret and type(tuner.fn).__name__ == "JITFunction"
+    inductors = []
+
+    def launcher(*args, stream):
+        inductors.append(stream)
+
+    launcher.config = tuner.configs[1]
+    launcher.cache_hash, launcher.store_cubin = "fake", False
+    tuner.launchers = [launcher]
+    args = module.get_args()
+    spec, _ = launch_spec(tuner, args, launcher.config, config_from="autotuned")
+    xblock = spec.constexprs["XBLOCK"]
+    assert xblock != 64
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+    compiled, compiles = FakeCompiled(), []
+
+    def compile_run(*a, grid, warmup, **kwargs):  # JITFunction.run(warmup=True) -> the CompiledKernel
+        compiles.append((a, grid, warmup, kwargs))
+        return compiled
+
+    original = CachingAutotuner.__dict__["run"]
+    tuner.fn.run = compile_run
+    applier = apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=7)
+    tuner.run(*args, stream=7, benchmark_run=True)  # a benchmark run is Inductor's own
+    assert inductors == [7, 7]  # the first launch (Inductor settles, saves) and the benchmark run
+    ((a, grid, warmup, kwargs),) = compiles  # compiled once
+    assert a == () and warmup is True and grid == (1024000 // 64, 1, 1)
+    assert kwargs["XBLOCK"] == 64 and kwargs["num_warps"] == 2 and kwargs["xnumel"] == 1024000
+    assert kwargs["num_stages"] == spec.options["num_stages"] and kwargs["sanitize_overflow"] is False
+    assert len(compiled.launches) == 2
+    for grid, values, stream in compiled.launches:
+        assert grid == (16000, 1, 1) and stream == 7
+        assert values[:3] == args[:3] and values[3:] == (1024000, 64)  # fn.arg_names order
+    assert applier.stats()["triton_poi_fused_add_gelu_mul_0"] == {"launches": 4, "applied": 2, "skipped": 0,
+                                                                  "decisions": 1}
+    launcher.config = tuner.configs[0]  # another config: another key, no decision
+    tuner.run(*args, stream=7)
+    assert inductors == [7, 7, 7] and len(compiled.launches) == 2
+    apply.disable()
+    assert CachingAutotuner.__dict__["run"] is original
+
+
+def test_a_kernel_compiled_in_a_worker_is_reloaded_as_inductor_does():
+    import types
+
+    from tritune.apply.inductor import live_kernel
+
+    loaded = types.SimpleNamespace(fn=lambda: None)
+    tuner = types.SimpleNamespace(fn=types.SimpleNamespace(fn=None),
+                                  _reload_kernel=lambda: types.SimpleNamespace(fn=loaded))
+    assert live_kernel(tuner) is loaded and tuner.fn is loaded  # no _ensure_kernel_loaded: the stashed reload
+    with pytest.raises(apply.ApplyError, match="compiled in a worker"):
+        live_kernel(types.SimpleNamespace(fn=types.SimpleNamespace(fn=None)))
+
+
+INTERPRETED = textwrap.dedent("""
+    import json, sys
+    import torch
+    from tritune import apply
+    from tritune.analyze.discover import import_file
+    from tritune.capture import inductor
+    from tritune.capture.inductor_modules import autotuner_of
+    from tritune.capture.recorder import Recorder, finalize
+    from tritune.replay import Variant
+    from tritune.store import DecisionStore, current_target, key_for
+
+    kernel_file, out, db = sys.argv[1:4]
+    module = import_file(kernel_file)
+    module.rand_strided = lambda size, stride, dtype=None, device=None: torch.randn(
+        sum((s - 1) * st for s, st in zip(size, stride)) + 1).as_strided(size, stride)
+    tuner = autotuner_of(module)
+    recorder = Recorder(out)
+    inductor.install(recorder.add)
+    tuner.run(*module.get_args(), stream=0)
+    inductor.uninstall()
+    recorder.close()
+    (spec,) = finalize(out)
+    key = key_for(spec, **current_target())
+
+    store = DecisionStore(db)
+    def decide(variant):
+        run = store.start_run({})
+        cand = store.add_candidate(run, key, variant)
+        store.finish_candidate(cand.id, "verified", verification={"ok": True})
+        store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+
+    grids = []
+    real_run = tuner.fn.run
+    def spy(*args, grid, warmup, **kwargs):
+        grids.append([list(grid), kwargs.get("XBLOCK")])
+        return real_run(*args, grid=grid, warmup=warmup, **kwargs)
+    tuner.fn.run = spy
+
+    def launch():
+        args = module.get_args()
+        tuner.run(*args, stream=0)
+        a, b, y = args[:3]
+        ref = (0.5 * a * (1 + torch.erf(a * 0.7071067811865476))) * b + 1
+        return round(float((y - ref).abs().max()), 3)
+
+    report = {"captured": [spec.grid, spec.constexprs]}
+    decide(Variant(name="x64", constexprs={"XBLOCK": 64}))
+    applier = apply.enable(db)
+    report["x64"] = [launch(), grids[-1]]
+    apply.rollback(spec.kernel)
+    report["rolled_back"] = [launch(), grids[-1]]
+    decide(Variant(name="plus two", source=open(kernel_file).read().replace(
+        "tmp11 = tmp10 + tmp6", "tmp11 = tmp10 + tmp6 + tmp6")))
+    applier.refresh()
+    report["source"] = launch()
+    report["stats"] = applier.stats()[spec.kernel]
+    apply.disable()
+    report["disabled"] = launch()
+    print(json.dumps(report))
+""")
+
+
+def test_interpreted_inductor_kernel_uses_its_decisions(tmp_path):
+    # The example at a small size with libdevice.erf spelled tl.math.erf (see test_capture_inductor)
+    source = POI.read_text()
+    for old, new in (("1024000", "4096"), ("(1024, 1000), (1000, 1)", "(4, 1024), (1024, 1)"),
+                     ("libdevice.erf(tmp4)", "tl.math.erf(tmp4)"), ("'x': 1048576", "'x': 4096")):
+        assert old in source
+        source = source.replace(old, new)
+    kernel = tmp_path / "triton_poi_fused_add_gelu_mul_0.py"
+    kernel.write_text(source)
+    script = tmp_path / "run.py"
+    script.write_text(INTERPRETED)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    result = subprocess.run([sys.executable, str(script), str(kernel), str(tmp_path / "out"), str(tmp_path / "d.db")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    grid, constexprs = report["captured"]
+    assert constexprs["XBLOCK"] != 64 and grid == [4096 // constexprs["XBLOCK"], 1, 1]
+    assert report["x64"] == [0.0, [[64, 1, 1], 64]]  # Inductor's grid for XBLOCK 64, the same result
+    assert report["rolled_back"][0] == 0.0 and report["rolled_back"][1] == [grid, constexprs["XBLOCK"]]
+    assert report["source"] == 1.0  # the replacement text ran: + 1 more
+    assert report["stats"] == {"launches": 3, "applied": 2, "skipped": 0, "decisions": 1}
+    assert report["disabled"] == 0.0
+
+
+def test_a_failing_inductor_hook_launches_as_written(capfd):
+    from tritune.analyze.discover import import_file
+    from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+
+    module = import_file(POI)
+    module.rand_strided = host_rand_strided
+    tuner = autotuner_of(module)
+    calls = []
+
+    def launcher(*args, stream):
+        calls.append(stream)
+
+    launcher.config = tuner.configs[0]
+    launcher.cache_hash, launcher.store_cubin = "fake", False
+    tuner.launchers = [launcher]
+
+    def broken(tuner, args, kwargs, run):
+        raise RuntimeError("planted")
+
+    inductor.install_apply(broken)
+    try:
+        tuner.run(*module.get_args(), stream=3)
+    finally:
+        inductor.uninstall_apply()
+    assert calls == [3]
+    assert "launched as written (launch hook failed: RuntimeError: planted)" in capfd.readouterr().err
+
+
+def test_inductor_still_settles_its_config_as_apply_assumes():
+    """apply.inductor reads the launched config the way ``CachingAutotuner.run`` chooses it; this
+    fails when torch changes that (``check_target`` covers the patch itself)."""
+    import inspect
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    source = inspect.getsource(inspect.unwrap(CachingAutotuner.__dict__["run"]))
+    # (plugins and combo tuning, newer than torch 2.11, are read with defaults where present)
+    for needle in ("self.triton_interpret", "self.configs[0]", "len(self.launchers) != 1",
+                   "coordinate_descent_tuning", "found_by_coordesc", "benchmark_run", "(launcher,) = self.launchers"):
+        assert needle in source, f"CachingAutotuner.run no longer has {needle!r}: check tritune.apply.inductor"
+    assert hasattr(CachingAutotuner, "_ensure_kernel_loaded") or "_reload_kernel" in inspect.getsource(CachingAutotuner)

@@ -1,0 +1,110 @@
+"""``tritune run --store`` and ``TRITUNE_STORE``: decisions applied to a program that is not
+modified, in subprocesses under the interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+
+from conftest import import_interpreted
+from tritune.capture.program import BOOT_DIR
+from tritune.capture.recorder import capture
+from tritune.capture.spec import read_launches
+from tritune.replay import Variant
+from tritune.store import DecisionStore, current_target, key_for
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+    tl.store(seen_ptr + pid, BLOCK)
+"""
+PROGRAM = """
+import os, sys
+import torch, triton
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_kernels import scale_kernel
+
+x, out, seen = torch.arange(100.0), torch.zeros(100), torch.zeros(64, dtype=torch.int32)
+scale_kernel[(triton.cdiv(100, 32),)](x, out, seen, 100, BLOCK=32)
+assert torch.equal(out, x * 2)
+ran = seen[seen != 0]
+print(len(ran), sorted(set(ran.tolist())), "torch" in sys.modules)
+sys.exit(int(sys.argv[1]))
+"""
+RUN = [sys.executable, "-c", "from tritune.commands.run import run; run(prog_name='tritune run')"]
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    """The program, its kernel file and a store with a verified decision (BLOCK 32 -> 64) keyed
+    from a capture of the kernel's launch."""
+    root = tmp_path_factory.mktemp("apply_run")
+    (root / "run_kernels.py").write_text(KERNEL)
+    (root / "prog.py").write_text(PROGRAM)
+    kernels = import_interpreted(root / "run_kernels.py", "run_kernels_captured")
+    with capture(root / "cap"):
+        x = torch.arange(100.0)
+        kernels.scale_kernel[(triton.cdiv(100, 32),)](x, torch.zeros(100), torch.zeros(64, dtype=torch.int32), 100,
+                                                      BLOCK=32)
+    (spec,) = read_launches(root / "cap")
+    key = key_for(spec, **current_target("cpu"))
+    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
+    with DecisionStore(root / "decisions.db") as store:
+        run = store.start_run({})
+        cand = store.add_candidate(run, key, variant)
+        store.finish_candidate(cand.id, "verified", verification={"ok": True})
+        store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+    return root
+
+
+def interpreted(command: list[str], **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, env={**os.environ, "TRITON_INTERPRET": "1", **env}, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_tritune_run_applies_the_store_and_passes_the_exit_code_through(program):
+    done = interpreted([*RUN, "--store", str(program / "decisions.db"), "--",
+                        sys.executable, str(program / "prog.py"), "3"])
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stdout.strip() == "2 [64] True"  # cdiv(100, 64) programs of BLOCK 64
+    assert "tritune apply: decisions applied to 1 of 1 launches of kernels with decisions " \
+           "(scale_kernel 1/1)" in done.stderr
+
+
+def test_without_the_store_the_program_runs_as_written(program):
+    done = interpreted([sys.executable, str(program / "prog.py"), "0"])
+    assert done.returncode == 0 and done.stdout.strip() == "4 [32] True"
+
+
+def test_a_store_that_is_not_there_is_one_line_and_the_program_runs(program):
+    missing = program / "missing.db"
+    done = interpreted([sys.executable, str(program / "prog.py"), "0"], PYTHONPATH=str(BOOT_DIR),
+                       TRITUNE_STORE=str(missing))
+    assert done.returncode == 0 and done.stdout.strip() == "4 [32] True"
+    assert done.stderr.strip() == f"tritune apply: decisions not applied in this process: StoreError: " \
+                                  f"no decision store at {missing}"
+    usage = interpreted([*RUN, "--store", str(missing), "--", sys.executable, "-c", "pass"])
+    assert usage.returncode == 2 and usage.stderr.strip() == f"tritune run: no decision store at {missing}"
+    absent = interpreted([*RUN, "--store", str(program / "decisions.db"), "--", "no-such-command-here"])
+    assert absent.returncode == 127 and "command not found: no-such-command-here" in absent.stderr
+
+
+def test_a_process_that_never_imports_triton_pays_nothing(program):
+    check = ("import sys, tritune; tritune.enable; "
+             "print(sorted(m for m in ('torch', 'triton', 'tritune.store') if m in sys.modules))")
+    done = interpreted([sys.executable, "-c", check], PYTHONPATH=str(BOOT_DIR),
+                       TRITUNE_STORE=str(program / "decisions.db"))
+    assert done.returncode == 0 and done.stdout.strip() == "[]" and done.stderr == ""
