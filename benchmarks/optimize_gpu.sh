@@ -21,6 +21,18 @@ git log -1 --format='tree of commit %h' 2>/dev/null
 deadline=${DEADLINE_S:-380}
 
 case "$stage" in
+smoke)  # three suite kernels and a torch.compile'd block, end to end, small budgets
+  only=vector_add,row_softmax,matmul
+  python3 -m tritune optimize --out "$state/smoke" --max-candidates 6 --budget-s 60 \
+      -- python3 benchmarks/suite/run.py --only $only 2>&1 | tee -a "$log"
+  python3 benchmarks/enable_check.py --store "$state/smoke/decisions.db" --only $only --json "$out/enable_smoke.json" 2>&1 | tee -a "$log"
+  python3 -m tritune run --store "$state/smoke/decisions.db" -- python3 benchmarks/suite/run.py --only $only --check 2>&1 | tee -a "$log"
+  cp "$state/smoke/optimize.json" "$out/smoke.json"
+  python3 -m tritune optimize --out "$state/block" --max-kernels 3 --max-candidates 6 --budget-s 60 --ncu never \
+      -- python3 examples/compiled_model.py 2>&1 | tee -a "$log"
+  python3 -m tritune run --store "$state/block/decisions.db" -- python3 examples/compiled_model.py 2>&1 | tail -5 | tee -a "$log"
+  cp "$state/block/optimize.json" "$out/block.json"
+  ;;
 suite)
   echo "\$ tritune optimize --out \$STATE/suite --budget-s 90 --max-candidates 10 --deadline-s $deadline -- python3 benchmarks/suite/run.py" | tee -a "$log"
   COLUMNS=160 python3 -m tritune optimize --out "$state/suite" --budget-s 90 --max-candidates 10 \
