@@ -16,7 +16,6 @@ log="$out/$stage.log"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 date -u +%Y-%m-%dT%H:%M:%SZ
-git log -1 --format='tree of commit %h' 2>/dev/null
 } | tee -a "$log"
 deadline=${DEADLINE_S:-380}
 
@@ -52,9 +51,10 @@ models)
       echo "\$ tritune harvest --model $model --out \$STATE/$model" | tee -a "$log"
       python3 -m tritune harvest --model "$model" --out "$state/$model" 2>&1 | tail -5 | tee -a "$log"
     fi
-    echo "\$ tritune optimize --out \$STATE/$model-opt --launches \$STATE/$model --sample ${SAMPLE:-12} --ncu never --budget-s 60 --max-candidates 10 --deadline-s $deadline" | tee -a "$log"
-    COLUMNS=160 python3 -m tritune optimize --out "$state/$model-opt" --launches "$state/$model" --sample "${SAMPLE:-12}" \
-        --ncu never --budget-s 60 --max-candidates 10 --deadline-s "$deadline" --no-report 2>&1 | tee -a "$log"
+    left=$((deadline - SECONDS)); [ "$left" -lt 30 ] && left=30
+    echo "\$ tritune optimize --out \$STATE/$model-opt --launches \$STATE/$model --sample ${SAMPLE:-24} --ncu never --budget-s 60 --max-candidates 10 --deadline-s $left" | tee -a "$log"
+    COLUMNS=160 python3 -m tritune optimize --out "$state/$model-opt" --launches "$state/$model" --sample "${SAMPLE:-24}" \
+        --ncu never --budget-s 60 --max-candidates 10 --deadline-s "$left" --no-report 2>&1 | tee -a "$log"
     cp "$state/$model-opt/optimize.json" "$out/$model.json" 2>/dev/null
   done
   ;;

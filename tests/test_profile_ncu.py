@@ -253,3 +253,14 @@ def test_importing_the_profile_package_loads_neither_torch_nor_triton():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(Path(ncu.__file__).parents[2])})
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_an_extra_non_numeric_ncu_column_is_skipped_but_a_wanted_metric_must_be_a_number():
+    from tritune.profile.ncu_csv import CsvError, facts, parse_raw
+
+    head = '"ID","Kernel Name","Grid Size","Block Size","device__attribute_cc_mode","gpu__time_duration.sum"'
+    units = '"","","","","","nsecond"'
+    [row] = parse_raw("\n".join([head, units, '"0","k","(4, 1, 1)","(128, 1, 1)","No-CC","2,000"']))
+    assert facts(row)["duration_ms"] == 0.002
+    with pytest.raises(CsvError, match="No-CC"):
+        parse_raw("\n".join([head, units, '"0","k","(4, 1, 1)","(128, 1, 1)","No-CC","No-CC"']))

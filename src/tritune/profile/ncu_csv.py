@@ -68,6 +68,9 @@ _TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _MISSING = {"", "n/a", "N/A"}
 
 
+_WANTED = set(FACT_METRICS) | set(STALL_METRICS)
+
+
 class CsvError(ValueError):
     """The text holds no raw-page table, or one that does not read as one."""
 
@@ -145,7 +148,17 @@ def _is_units_row(record: list[str], header: list[str]) -> bool:
 
 
 def _row(fields: dict[str, str], units: dict[str, str]) -> Row:
-    metrics = {name: (number(text), units[name]) for name, text in fields.items() if "__" in name}
+    """The metrics tritune asked for must be numbers; any other ``__`` column ncu adds on its own
+    is kept when numeric and skipped when not (ncu 2025 on the H100 prints one holding "No-CC")."""
+    metrics = {}
+    for name, text in fields.items():
+        if "__" not in name:
+            continue
+        try:
+            metrics[name] = (number(text), units[name])
+        except CsvError:
+            if name in _WANTED:
+                raise
     return Row(kernel=fields.get(KERNEL_COLUMN, ""), grid=_triple(fields.get(GRID_COLUMN)),
                block=_triple(fields.get(BLOCK_COLUMN)), metrics=metrics)
 
