@@ -33,10 +33,10 @@ smoke)  # three suite kernels and a torch.compile'd block, end to end, small bud
   cp "$state/block/optimize.json" "$out/block.json"
   ;;
 suite)
-  echo "\$ tritune optimize --out \$STATE/suite --budget-s 90 --max-candidates 10 --deadline-s $deadline -- python3 benchmarks/suite/run.py" | tee -a "$log"
-  COLUMNS=160 python3 -m tritune optimize --out "$state/suite" --budget-s 90 --max-candidates 10 \
+  echo "\$ tritune optimize --out \$STATE/suite --budget-s 60 --max-candidates 10 --deadline-s $deadline -- python3 benchmarks/suite/run.py" | tee -a "$log"
+  COLUMNS=160 python3 -m tritune optimize --out "$state/suite" --budget-s 60 --max-candidates 10 \
       --deadline-s "$deadline" -- python3 benchmarks/suite/run.py 2>&1 | tee -a "$log"
-  if python3 -c "import json,sys; sys.exit(0 if json.load(open('$state/suite/optimize.json')).get('finished') else 1)"; then
+  if [ -z "${SKIP_CHECK:-}" ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$state/suite/optimize.json')).get('finished') else 1)"; then
     echo "\$ python3 benchmarks/enable_check.py --store \$STATE/suite/decisions.db" | tee -a "$log"
     python3 benchmarks/enable_check.py --store "$state/suite/decisions.db" --json "$out/enable_check.json" 2>&1 | tee -a "$log"
     echo "\$ tritune run --store \$STATE/suite/decisions.db -- python3 benchmarks/suite/run.py --check" | tee -a "$log"
@@ -44,6 +44,14 @@ suite)
   fi
   cp "$state/suite/optimize.json" "$out/suite.json" 2>/dev/null
   cp "$state/suite/report.md" "$out/suite_report.md" 2>/dev/null
+  ;;
+check)  # the suite's decisions (carried in $STATE/suite) applied: enable_check and the suite's own --check
+  echo "\$ python3 benchmarks/enable_check.py --store \$STATE/suite/decisions.db" | tee -a "$log"
+  python3 benchmarks/enable_check.py --store "$state/suite/decisions.db" --json "$out/enable_check.json" 2>&1 | tee -a "$log"
+  echo "\$ tritune run --store \$STATE/suite/decisions.db -- python3 benchmarks/suite/run.py --check" | tee -a "$log"
+  python3 -m tritune run --store "$state/suite/decisions.db" -- python3 benchmarks/suite/run.py --check 2>&1 | tail -40 | tee -a "$log"
+  shift 0
+  [ $# -gt 0 ] && exec env DEADLINE_S=$((deadline - SECONDS)) bash "$0" models "$@"
   ;;
 models)
   for model in "$@"; do
@@ -60,6 +68,7 @@ models)
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
-# everything but the Triton/Inductor caches, for the next call to carry back
-tar czf "$out/state.tgz" --exclude='*.tmp' "$state" 2>/dev/null
+# stores and results (not the captures: saved index tensors reach 64 MiB), for the next call to carry
+find "$state" \( -name '*.db' -o -name '*.json' -o -name '*.jsonl' -o -name '*.md' \) -not -path '*/capture/*' \
+    -not -path '*/sources/*' -print0 | tar czf "$out/state.tgz" --null -T - 2>/dev/null
 ls -la "$out"

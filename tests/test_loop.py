@@ -227,3 +227,26 @@ def test_the_decision_is_applied_in_the_unmodified_program_and_rolled_back(captu
         assert store.rollback_all("scale_add_kernel") == 1
     rolled_back = program()
     assert "decisions applied" not in rolled_back.stderr and rolled_back.stdout == plain.stdout
+
+
+def test_a_candidate_the_arbiter_rejected_is_never_decided_in_a_later_run(captured, tmp_path, worker):
+    """Run 1: the benchmark says BLOCK=256 is 2x but the interleaved re-timing disagrees: rejected.
+    A later run (other settings: a new run over the same store) reuses that record and must not
+    promote it, even when its re-timing would now agree."""
+    from tritune.arbiter.confirm import Confirmation
+
+    class Disagreeing(Evaluator):
+        def confirm(self, spec, variant):
+            return Confirmation(1.0, 1.0, 1.0, 0.0, ((1.0, 1.0),), ("AB",), False, "scripted"), None
+
+    only = lambda spec: [Family("planted", Planted([Variant(name="b256", constexprs={"BLOCK": 256})]),  # noqa: E731
+                                lambda v: "tolerance")]
+    first = optimize(captured, tmp_path, settings=SETTINGS, families=only,
+                     evaluator=Disagreeing(captured, retime=block_speed, worker=worker))
+    assert first["kernels"][0]["candidates"][0]["status"] == "rejected"
+    other = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=5, per_round=3)
+    second = run(captured, tmp_path, worker, families=only, settings=other)
+    [kernel] = second["kernels"]
+    assert second["run_id"] != first["run_id"] and not kernel["accepted"]
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert store.decisions() == []

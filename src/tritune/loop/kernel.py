@@ -71,6 +71,7 @@ class KernelLoop:
         self.records: list[dict] = []  # per candidate, for the report
         self._index: dict[str, dict] = {}  # variant key -> its record
         self._candidate_ids: dict[str, int] = {}  # variant key -> store candidate evaluated in this process
+        self._final: set[str] = set()  # variant keys the store holds as rejected
         self.base_ms: float | None = None
         self.knob_roles: tuple[str, ...] = ()
 
@@ -160,6 +161,8 @@ class KernelLoop:
     def _evaluate(self, variant: Variant, family: Family, start: float) -> Evaluated | None:
         cand = self.store.add_candidate(self.run_id, self.key, variant)
         if cand.done:  # evaluated before this run was interrupted: its record, not a rerun
+            if cand.status == "rejected":  # the store's verdict is final: never judged again
+                self._final.add(variant.key())
             verified = bool((cand.verification or {}).get("ok"))
             trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
             self.trials.append(trial)
@@ -195,6 +198,8 @@ class KernelLoop:
             trial = evaluated.trial
             if trial.time_ms >= best["ms"]:
                 break  # sorted: none after this beats the best either
+            if trial.variant.key() in self._final:
+                continue  # rejected by the arbiter in an earlier run: its record is final
             verdict = screen_candidate(True, base_ms, trial.time_ms, noise, settings)
             if verdict is None:
                 confirmation, failure = self.evaluator.confirm(self.spec, trial.variant)
