@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tritune.ir import ModuleView, parse_module
@@ -52,3 +54,21 @@ def import_interpreted(path, name: str):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     return module
+
+
+INDUCTOR_POI = Path(__file__).resolve().parent.parent / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
+
+
+@pytest.fixture
+def small_inductor_poi(tmp_path) -> Path:
+    """The example Inductor pointwise kernel at a small size, with libdevice.erf spelled
+    tl.math.erf: the interpreter has no libdevice (its generic stubs return None), and a real
+    model's kernel at full size is slow."""
+    source = INDUCTOR_POI.read_text()
+    for old, new in (("1024000", "4096"), ("(1024, 1000), (1000, 1)", "(4, 1024), (1024, 1)"),
+                     ("libdevice.erf(tmp4)", "tl.math.erf(tmp4)"), ("'x': 1048576", "'x': 4096")):
+        assert old in source
+        source = source.replace(old, new)
+    kernel = tmp_path / INDUCTOR_POI.name
+    kernel.write_text(source)
+    return kernel

@@ -24,24 +24,22 @@ def _tritune_import(name: str):
         return importlib.import_module(f"tritune.{name}")
 
 
+# (variable, module whose boot(value) starts it, what a failure means), in the order they start
+_TRITUNE_BOOTS = (
+    ("TRITUNE_CAPTURE_DIR", "capture.program", "tritune capture: not recording in this process"),
+    ("TRITUNE_STORE", "apply", "tritune apply: decisions not applied in this process"),
+)
+
+
 def _tritune_start() -> None:
-    out_dir = os.environ.get("TRITUNE_CAPTURE_DIR")
-    if not out_dir:
-        return
-    try:
-        _tritune_import("capture.program").boot(out_dir)
-    except Exception as exc:  # noqa: BLE001
-        print(f"tritune capture: not recording in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def _tritune_apply() -> None:
-    store = os.environ.get("TRITUNE_STORE")
-    if not store:
-        return
-    try:
-        _tritune_import("apply").boot(store)
-    except Exception as exc:  # noqa: BLE001
-        print(f"tritune apply: decisions not applied in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
+    for variable, module, failed in _TRITUNE_BOOTS:
+        value = os.environ.get(variable)
+        if not value:
+            continue
+        try:
+            _tritune_import(module).boot(value)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{failed}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _tritune_chain() -> None:
@@ -64,5 +62,4 @@ def _tritune_chain() -> None:
 
 
 _tritune_start()
-_tritune_apply()
 _tritune_chain()
