@@ -54,12 +54,13 @@ check)  # the suite's decisions (carried in $STATE/suite) applied: enable_check 
   [ $# -gt 0 ] && exec env DEADLINE_S=$((deadline - SECONDS)) bash "$0" models "$@"
   ;;
 models)
+  remaining=$#
   for model in "$@"; do
     if [ ! -f "$state/$model/launches.jsonl" ]; then
       echo "\$ tritune harvest --model $model --out \$STATE/$model" | tee -a "$log"
       python3 -m tritune harvest --model "$model" --out "$state/$model" 2>&1 | tail -5 | tee -a "$log"
     fi
-    left=$((deadline - SECONDS)); [ "$left" -lt 30 ] && left=30
+    left=$(( (deadline - SECONDS) / remaining )); remaining=$((remaining - 1)); [ "$left" -lt 30 ] && left=30
     echo "\$ tritune optimize --out \$STATE/$model-opt --launches \$STATE/$model --sample ${SAMPLE:-24} --ncu never --budget-s 60 --max-candidates 10 --deadline-s $left" | tee -a "$log"
     COLUMNS=160 python3 -m tritune optimize --out "$state/$model-opt" --launches "$state/$model" --sample "${SAMPLE:-24}" \
         --ncu never --budget-s 60 --max-candidates 10 --deadline-s "$left" --no-report 2>&1 | tee -a "$log"
