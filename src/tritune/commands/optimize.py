@@ -83,7 +83,9 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     out_dir.mkdir(parents=True, exist_ok=True)
     root = launches or _launches_from(command, inductor_dir, out_dir)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
-    console = _console()
+    from tritune.analyze.render import console_for
+
+    console = console_for(sys.stdout)
     try:
         with _progress(console) as (progress, log):
             results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
@@ -146,12 +148,6 @@ def _inductor(modules: Path, target: Path) -> Path:
         sys.exit(2)
     click.echo(f"{outcome.value['launches']} launches from {outcome.value['modules']} Inductor modules -> {target}")
     return target
-
-
-def _console():
-    from rich.console import Console
-
-    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
 
 
 class _progress:

@@ -40,9 +40,6 @@ class Evaluated:
     seconds: float = 0.0
     failure: Failure | None = None  # the worker's failure (with its detail), when the job failed
 
-    def to_json(self) -> dict:
-        return {"verification": self.verification, "timing": self.timing, "seconds": self.seconds}
-
 
 class Evaluator:
     def __init__(self, root: str | Path, *, timeout_s: float = CANDIDATE_TIMEOUT_S, input_sets: int = 3,

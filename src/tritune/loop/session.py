@@ -87,11 +87,24 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
     specs = read_launches(root)
     if not specs:
         raise OptimizeError(f"{root}: no launches to optimize")
+    job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
+               deadline_s=deadline_s, command=command, fresh=fresh, progress=progress, log=log, families=families)
+    if evaluator is not None:
+        return _optimize(root, out, specs, evaluator, **job)
+    owned = Evaluator(root, use_ncu=settings.use_ncu)
+    try:
+        return _optimize(root, out, specs, owned, **job)
+    finally:
+        owned.close()
+
+
+def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluator, *, store_path, settings,
+              kernels, max_kernels, sample, deadline_s, command, fresh, progress, log, families) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     store_path = Path(store_path) if store_path else out / "decisions.db"
-    own_evaluator = evaluator is None
-    target = machine(evaluator)
-    evaluator = evaluator or Evaluator(root, copy_gbps=target.get("copy_gbps"), use_ncu=settings.use_ncu)
+    target = machine(evaluator.worker)  # the same warm worker then builds the candidates
+    if evaluator.copy_gbps is None:
+        evaluator.copy_gbps = target.get("copy_gbps")
     chosen = plan(specs, target, kernels=kernels, max_kernels=max_kernels, sample=sample)
     if not chosen.items:
         raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
@@ -133,23 +146,15 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
             store.finish_run(run_id, "interrupted")
             _write(out / RESULTS_FILE, results)
             raise
-        finally:
-            if own_evaluator:
-                evaluator.close()
         store.finish_run(run_id)
     results["finished"] = _now()
     _write(out / RESULTS_FILE, results)
     return results
 
 
-def machine(evaluator: Evaluator | None = None) -> dict:
+def machine(worker: Worker) -> dict:
     """The target decisions are keyed by, from a worker (the parent never touches the GPU)."""
-    worker = evaluator.worker if evaluator is not None else Worker(300.0, preload=("torch",))
-    try:
-        outcome = worker.call(TARGET_JOB, {})
-    finally:
-        if evaluator is None:
-            worker.close()
+    outcome = worker.call(TARGET_JOB, {})
     if not outcome.ok:
         raise OptimizeError(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
     return outcome.value
