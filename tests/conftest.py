@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tritune.ir import ModuleView, parse_module
+
+# Stores are signed with a per-user secret under TRITUNE_HOME: the tests (and the programs they
+# start, which inherit the environment) get a home of their own, never the developer's ~/.tritune.
+os.environ["TRITUNE_HOME"] = tempfile.mkdtemp(prefix="tritune-home-")
 
 PTR = "tensor<128x!tt.ptr<f32>>"
 F32 = "tensor<128xf32>"
@@ -72,3 +78,33 @@ def small_inductor_poi(tmp_path) -> Path:
     kernel = tmp_path / INDUCTOR_POI.name
     kernel.write_text(source)
     return kernel
+
+
+_HASHES: dict[tuple[str, str], str] = {}
+
+
+def kernel_hash(text: str, name: str) -> str:
+    """The ``source_hash`` capture records for kernel ``name`` defined in the file ``text`` (replay
+    refuses a capture whose kernel does not hash to it)."""
+    import importlib.util
+    import sys
+
+    from tritune.capture.spec import source_hash
+
+    found = _HASHES.get((text, name))
+    if found is None:
+        path = Path(tempfile.mkdtemp(prefix="tritune-hash-")) / f"hashed_{len(_HASHES)}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module  # dataclasses and the like look their module up
+        spec.loader.exec_module(module)
+        fn = getattr(module, name, None)
+        if fn is None:  # a test of a kernel the file lacks: any hash, replay fails before using it
+            return "0" * 64
+        while hasattr(fn, "fn"):  # down to the Python function, through any wrapper
+            fn = fn.fn
+        from triton.runtime.jit import JITFunction
+
+        found = _HASHES[(text, name)] = source_hash(JITFunction(fn).src)
+    return found

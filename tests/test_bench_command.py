@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import kernel_hash
+
 from tritune.bench import render
-from tritune.capture.spec import ArgSpec, LaunchSpec, source_hash, write_launches
+from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
 from tritune.commands.bench import bench
 
 KERNELS = '''
@@ -45,7 +47,7 @@ def tensor(name: str, n: int, written: bool = False) -> ArgSpec:
 
 def launch(kernel: str, args: list[ArgSpec], source: str = "sources/kernels.py", **changes) -> LaunchSpec:
     fields = dict(kernel=kernel, kind="jit", module="kernels", source_file="kernels.py", source=source,
-                  source_hash=source_hash(KERNELS), args=args, constexprs={"BLOCK": 256},
+                  source_hash=kernel_hash(KERNELS, kernel), args=args, constexprs={"BLOCK": 256},
                   options={"num_warps": 4}, grid=[4], count=1)
     fields.update(changes)
     return LaunchSpec(**fields)

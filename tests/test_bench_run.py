@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tritune.bench import run
-from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, source_hash, write_launches
+from conftest import kernel_hash
+from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, write_launches
 
 KERNEL = (Path(__file__).parent / "programs" / "replay_kernels.py").read_text()  # add_kernel, gather_kernel
 
@@ -25,7 +26,7 @@ def add_spec(n: int = 1000, block: int = 128, count: int = 5) -> LaunchSpec:
 
     return LaunchSpec(
         kernel="add_kernel", kind="jit", module="kernels", source_file="kernels.py", source="sources/kernels.py",
-        source_hash=source_hash(KERNEL),
+        source_hash=kernel_hash(KERNEL, "add_kernel"),
         args=[tensor("x_ptr"), tensor("y_ptr"), tensor("out_ptr", True), ArgSpec("n", "scalar", value=n, type="int"),
               ArgSpec("BLOCK", "constexpr")],
         constexprs={"BLOCK": block}, options={"num_warps": 4}, grid=[-(-n // block)], count=count,

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import kernel_hash
+
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS
-from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, source_hash, write_launches
+from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, write_launches
 from tritune.profile import NcuUnavailable, profile_job, profile_launch
 from tritune.profile import ncu as ncu_cli
 from tritune.profile import runner
@@ -53,7 +55,7 @@ def tensor(name: str, n: int, written: bool = False) -> ArgSpec:
 def add_spec(n: int = 1000, block: int = 128) -> LaunchSpec:
     return LaunchSpec(
         kernel="add_kernel", kind="jit", module="replay_kernels", source_file=str(KERNELS),
-        source="sources/replay_kernels.py", source_hash="0" * 64,
+        source="sources/replay_kernels.py", source_hash=kernel_hash(KERNELS.read_text(), "add_kernel"),
         args=[tensor("x_ptr", n), tensor("y_ptr", n), tensor("out_ptr", n, True),
               ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")],
         constexprs={"BLOCK": block}, options={"num_warps": 4}, grid=[-(-n // block)],
@@ -64,7 +66,7 @@ def add_spec(n: int = 1000, block: int = 128) -> LaunchSpec:
 def red_spec(rows: int = 64, r0_numel: int = 512, r0_block: int = 64) -> LaunchSpec:
     return LaunchSpec(
         kernel="triton_red_fused_sum_0", kind="inductor", module="red", source_file="red.py",
-        source="sources/red.py", source_hash=source_hash(RED_KERNEL),
+        source="sources/red.py", source_hash=kernel_hash(RED_KERNEL, "triton_red_fused_sum_0"),
         args=[ArgSpec("in_ptr0", "tensor", shape=[rows, r0_numel], stride=[r0_numel, 1], dtype="float32",
                       device="cuda:0"),
               tensor("out_ptr0", rows, True), ArgSpec("xnumel", "scalar", value=rows, type="int"),

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import kernel_hash
+
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
 from tritune.replay import KernelLoadError, Replay, Variant, make_args, outputs
 
@@ -33,13 +35,14 @@ def tensor(name, n, dtype="float32", **kw) -> ArgSpec:
 def add_spec(n=1000, block=128, **changes) -> LaunchSpec:
     fields = dict(
         kernel="add_kernel", kind="jit", module="replay_kernels", source_file=str(KERNELS),
-        source="sources/replay_kernels.py", source_hash="0" * 64,
+        source="sources/replay_kernels.py",
         args=[tensor("x_ptr", n), tensor("y_ptr", n), tensor("out_ptr", n, written=True),
               ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")],
         constexprs={"BLOCK": block}, options={"num_warps": 4}, grid=[-(-n // block)],
         grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]},
     )
     fields.update(changes)
+    fields.setdefault("source_hash", kernel_hash(KERNELS.read_text(), fields["kernel"]))
     return LaunchSpec(**fields)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from conftest import kernel_hash
 from tritune.capture.spec import ArgSpec, LaunchSpec
 from tritune.replay import Variant
 from tritune.analyze.occupancy import theoretical_occupancy
@@ -233,6 +234,7 @@ def test_a_maxnreg_variant_replays_under_the_interpreter(tmp_path, monkeypatch):
                        written=name == "out_ptr") for name in ("x_ptr", "y_ptr", "out_ptr")]
     write_launches(tmp_path, [spec(kernel="add_kernel", module="replay_kernels", source_file=str(kernels),
                                    source="sources/replay_kernels.py", grid=[3], constexprs={"BLOCK": 128},
+                                   source_hash=kernel_hash(kernels.read_text(), "add_kernel"),
                                    args=[*tensors, ArgSpec("n", "scalar", value=n, type="int"),
                                          ArgSpec("BLOCK", "constexpr")])])
     [captured] = read_launches(tmp_path)

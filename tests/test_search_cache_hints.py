@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import kernel_hash
+
 from tritune.analyze import discover
 from tritune.analyze.compile import compile_kernel
 from tritune.analyze.launch import infer_launch
@@ -316,7 +318,7 @@ def replay_spec(kernel: str, n: int = 1000, block: int = 128) -> LaunchSpec:
                    ArgSpec("out_ptr", "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0", written=True)]
     return LaunchSpec(
         kernel=kernel, kind="jit", module="replay_kernels", source_file=str(REPLAY_KERNELS),
-        source="sources/replay_kernels.py", source_hash="0" * 64,
+        source="sources/replay_kernels.py", source_hash=kernel_hash(REPLAY_KERNELS.read_text(), kernel),
         args=[*tensors, ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")],
         constexprs={"BLOCK": block}, options={}, grid=[-(-n // block)],
         grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})

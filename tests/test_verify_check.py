@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import kernel_hash  # noqa: E402
 from tritune.capture.spec import ArgSpec, LaunchSpec  # noqa: E402
 from tritune.replay import Variant  # noqa: E402
 from tritune.verify import WRONG_RESULT, verify, verify_job  # noqa: E402
@@ -41,7 +42,7 @@ def spec_of(root: Path, kernel: str, args: list[ArgSpec], n: int, block: int = 1
     shutil.copy(KERNELS, root / "sources" / "kernels.py")
     return LaunchSpec(
         kernel=kernel, kind="jit", module="kernels", source_file=str(KERNELS), source="sources/kernels.py",
-        source_hash="0" * 64, args=[*args, ArgSpec("BLOCK", "constexpr")], constexprs={**constexprs, "BLOCK": block},
+        source_hash=kernel_hash(SOURCE, kernel), args=[*args, ArgSpec("BLOCK", "constexpr")], constexprs={**constexprs, "BLOCK": block},
         options={"num_warps": 4}, grid=[-(-n // block)],
         grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
 

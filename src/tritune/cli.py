@@ -93,8 +93,9 @@ def _register() -> None:
     from tritune.commands.optimize import optimize
     from tritune.commands.report import report
     from tritune.commands.run import run
+    from tritune.commands.store import store
 
-    for command in (capture, bench, harvest, optimize, report, run):
+    for command in (capture, bench, harvest, optimize, report, run, store):
         main.add_command(command)
 
 

@@ -32,6 +32,12 @@ Environment variables (all optional):
     else ``/usr/local/cuda/bin/ncu``; none of them: profiles fall back to timing + static
     analysis and say so. A path that is not an executable file is reported as such.
 
+``TRITUNE_HOME``
+    Where tritune keeps per-user state: the secret that signs decision stores
+    (``store.key``, see ``tritune.store.signing``). Default ``~/.tritune``, created with mode
+    0700 on first use. Stores signed under one home are not trusted under another: tests and
+    sandboxes that set it get a store of their own.
+
 Triton's own ``TRITON_INTERPRET`` is read by ``tritune.replay`` to replay on the CPU.
 
 Code reads ``config.current()``. The scoped switch is ``tritune.compiler.enabled()``: it works
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 ENV_PASSES = "TRITUNE_PASSES"
 ENV_FAST_MATH = "TRITUNE_FAST_MATH"
@@ -49,6 +56,7 @@ ENV_STAGES = "TRITUNE_STAGES"
 ENV_DEBUG = "TRITUNE_DEBUG"
 ENV_STORE = "TRITUNE_STORE"  # read by capture/_boot/sitecustomize.py; set by tritune run
 ENV_NCU = "TRITUNE_NCU"  # read by tritune.profile.ncu.find_ncu
+ENV_HOME = "TRITUNE_HOME"
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -87,3 +95,19 @@ def _split(text: str) -> tuple[str, ...]:
 def current() -> Config:
     """The config in force, read from the environment at each call."""
     return Config.from_env()
+
+
+class ConfigError(ValueError):
+    """A variable's value cannot be used; the message names the variable and the value."""
+
+
+def home() -> Path:
+    """``$TRITUNE_HOME`` (default ``~/.tritune``), created with mode 0700 if missing."""
+    path = Path(os.environ.get(ENV_HOME) or Path.home() / ".tritune").expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{ENV_HOME}={path}: exists and is not a directory")
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{ENV_HOME}={path}: cannot be created ({exc.strerror})") from None
+    return path

@@ -18,7 +18,8 @@ name, capability and Triton version, on the first launch: ``current_target`` wou
 CUDA); a key's decision is re-checked in the store (``decision_for``) the first time a launch
 has that key, and kept. ``refresh()`` re-reads everything (decisions rolled back or added since
 take effect from the next launch); ``rollback(kernel)`` rolls the kernel's decisions back in the
-store and refreshes at once. A decision that fails (its source does not load, its launch
+store and refreshes at once. Only decisions signed by this user (``store.signing``) are read:
+a store made elsewhere runs no code here, and each kernel it has decisions for is named once. A decision that fails (its source does not load, its launch
 raises) is reported once on stderr and that key runs as written from then on.
 
 ``stats()`` per kernel: ``launches`` seen, ``applied`` (launched with a decision), ``skipped``
@@ -52,13 +53,13 @@ class Applier:
         self.store, self.path, self.device = store, Path(store.path), device
         self._owner_thread = threading.get_ident()
         self._local = threading.local()
+        self._reported: set[tuple[str, str]] = set()
         self._decisions = self._read()
         self._target: dict | None = None
         self._index: decision_index.Index | None = None
         self._jit: dict[int, JitEntry] = {}
         self._tuners: dict[int, Any] = {}
         self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
-        self._reported: set[tuple[str, str]] = set()
         self._pending: Callable | None = None
         self.installed = False
 
@@ -212,7 +213,13 @@ class Applier:
         return store
 
     def _read(self) -> list:
-        return self._store().decisions(usable_only=True)
+        """The usable decisions; a decision this user's tritune did not sign (another store's, or
+        edited since) is never applied, and each kernel with one is named once on stderr."""
+        found = self._store().decisions()
+        for name in sorted({d.key.kernel for d in found if d.verified and d.enabled and not d.signed}):
+            self._report("*", f"decision for {name} not signed by this user: skipped; "
+                              "`tritune store import` re-verifies it")
+        return [d for d in found if d.usable]
 
     def _get_index(self) -> decision_index.Index:
         index = self._index

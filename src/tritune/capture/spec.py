@@ -35,7 +35,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Iterable, Iterator
 
 VERSION = 1
@@ -247,7 +247,24 @@ def read_launches(directory: str | Path) -> list[LaunchSpec]:
         path = path / LAUNCHES
     if not path.exists():
         raise SpecError(f"{path}: no such file (is this a `tritune capture` directory?)")
-    return list(iter_launches(path))
+    specs = list(iter_launches(path))
+    for spec in specs:
+        if spec.source:  # "" when the program's file could not be copied: nothing to import
+            confined_source(path.parent, spec)
+    return specs
+
+
+def confined_source(root: str | Path, spec: LaunchSpec) -> Path:
+    """``root/spec.source``, refused unless it is a relative path that stays inside ``root``: a
+    launches file names the kernel file replay imports, and an import runs the file."""
+    relative = PurePath(spec.source)
+    if not spec.source or relative.is_absolute() or ".." in relative.parts:
+        raise SpecError(f"{spec.id}: kernel source {spec.source!r} is outside the capture directory: refused "
+                        "(a launches file may only name files under its own directory)")
+    path = Path(root) / relative
+    if not path.resolve().is_relative_to(Path(root).resolve()):  # a link pointing out
+        raise SpecError(f"{spec.id}: kernel source {spec.source!r} leads outside the capture directory: refused")
+    return path
 
 
 def iter_launches(path: Path) -> Iterator[LaunchSpec]:

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from tritune.analyze.discover import import_file
 from tritune.analyze.errors import one_line
-from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.capture.spec import LaunchSpec, SpecError, confined_source, source_hash
 
 _WRAPPER_DEPTH = 8
 
@@ -57,12 +57,17 @@ def innermost(obj: Any) -> Any | None:
 
 
 def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -> Any:
-    """The kernel of ``spec``: from ``root/spec.source``, or from ``source`` text when given."""
+    """The kernel of ``spec``: from ``root/spec.source``, or from ``source`` text when given.
+    The capture's copy must lie inside ``root`` and hold the kernel whose hash the spec names."""
     if source is None:
-        path = Path(root) / spec.source
+        path = confined_source(root, spec)
         if not path.exists():
             raise SpecError(f"{spec.id}: kernel source {path} is missing from the capture directory")
-        return _kernel_in(path, spec.kernel, _program_dir(spec))
+        found = _kernel_in(path, spec.kernel, _program_dir(spec))
+        if spec.source_hash and spec.source_hash not in _hashes(found):
+            raise SpecError(f"{spec.id}: {path} holds another {spec.kernel} than the one captured (its source hash "
+                            "differs from the spec's): refused; capture again")
+        return found
     # Each text gets its own file, kept until exit: the interpreter and error messages read the
     # kernel's source lines from the file after the import.
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -70,6 +75,19 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
     return _kernel_in(path, spec.kernel, _program_dir(spec))
+
+
+def _hashes(fn: Any) -> set[str]:
+    """The hashes capture may have recorded for ``fn``: of ``JITFunction.src`` (plain launches)
+    or of ``inspect.getsource`` (Inductor's fallback when a kernel has no ``src``)."""
+    import inspect
+
+    from triton.runtime.jit import JITFunction
+
+    found = set()
+    for text in (getattr(fn, "src", None) or JITFunction(fn.fn).src, inspect.getsource(fn.fn)):
+        found.add(source_hash(text))
+    return found
 
 
 @functools.cache

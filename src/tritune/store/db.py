@@ -20,10 +20,16 @@ evaluating back to ``pending`` (after ``MAX_ATTEMPTS`` interruptions a candidate
 ``interrupted``: one that takes the optimizer down every time is not tried forever).
 A run is "live" while its status is ``running`` and its process exists (checked on this host;
 a run from another host counts as live until it finishes or is resumed with ``force``).
+
+Trust (``signing``): every candidate is signed when it is added and its outcome when it is
+finished; a candidate whose signatures do not verify under this user's secret (a store made
+elsewhere, or edited) is never reused: ``add_candidate`` takes it back to ``pending`` with this
+process's own variant, so it is built and verified again here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -37,6 +43,7 @@ from tritune.store.decisions import DecisionsMixin, key_sha
 from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
 from tritune.store.schema import StoreError
+from tritune.store.signing import Signer, local_signer
 
 MAX_ATTEMPTS = 3
 INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on MAX_ATTEMPTS times
@@ -46,9 +53,17 @@ FINISH_STATUSES = ("verified", "rejected")
 class DecisionStore(DecisionsMixin):
     """The decision store at ``path`` (created if missing). A context manager; one per thread."""
 
-    def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S, signer: Signer | None = None):
         self.path = Path(path)
+        self._signer = signer
         self._db = Connection(self.path, timeout_s=timeout_s)
+
+    @property
+    def signer(self) -> Signer:
+        """This user's signer (made on first use: opening a store to read its runs needs none)."""
+        if self._signer is None:
+            self._signer = local_signer()
+        return self._signer
 
     def __enter__(self) -> "DecisionStore":
         return self
@@ -124,10 +139,14 @@ class DecisionStore(DecisionsMixin):
         with self._db.write() as conn:
             conn.execute("UPDATE runs SET status = 'running', finished = NULL, host = ?, pid = ?, "
                          "resumed = resumed + 1 WHERE id = ?", (socket.gethostname(), os.getpid(), run_id))
-            conn.execute("UPDATE candidates SET status = 'rejected', failure_kind = ?, message = ?, updated = ? "
-                         "WHERE run_id = ? AND status = 'running' AND attempts >= ?",
-                         (INTERRUPTED, f"the optimizer stopped {MAX_ATTEMPTS} times while evaluating it",
-                          now, run_id, MAX_ATTEMPTS))
+            given_up = [row[0] for row in conn.execute(
+                "SELECT id FROM candidates WHERE run_id = ? AND status = 'running' AND attempts >= ?",
+                (run_id, MAX_ATTEMPTS))]
+            for candidate_id in given_up:
+                conn.execute("UPDATE candidates SET status = 'rejected', failure_kind = ?, message = ?, updated = ? "
+                             "WHERE id = ?", (INTERRUPTED, f"the optimizer stopped {MAX_ATTEMPTS} times while "
+                                              "evaluating it", now, candidate_id))
+                self._sign_outcome(conn, candidate_id)
             conn.execute("UPDATE candidates SET status = 'pending', updated = ? "
                          "WHERE run_id = ? AND status = 'running'", (now, run_id))
         return self.run(run_id)
@@ -139,15 +158,21 @@ class DecisionStore(DecisionsMixin):
         returned as it is (``done`` if evaluated); an unfinished one of a run that is no longer
         live is taken over by ``run_id``."""
         body, digest, now = variant_json(variant), variant_hash(variant), time.time()
+        signature = self.signer.candidate(key.sha, body)
         with self._db.write() as conn:
             self._ensure_key(conn, key)
             conn.execute(
-                "INSERT INTO candidates (run_id, key_sha, variant, variant_hash, status, created, updated) "
-                "VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (key_sha, variant_hash) DO NOTHING",
-                (run_id, key.sha, to_text(body), digest, now, now))
-            row = conn.execute("SELECT * FROM candidates WHERE key_sha = ? AND variant_hash = ?",
-                               (key.sha, digest)).fetchone()
-            found = Candidate.from_row(row)
+                "INSERT INTO candidates (run_id, key_sha, variant, variant_hash, status, created, updated, signature) "
+                "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (key_sha, variant_hash) DO NOTHING",
+                (run_id, key.sha, to_text(body), digest, now, now, signature))
+            found = self._checked(conn.execute("SELECT * FROM candidates WHERE key_sha = ? AND variant_hash = ?",
+                                               (key.sha, digest)).fetchone())
+            if not found.signed:  # not made (or not judged) here: start it over with our own variant
+                conn.execute("UPDATE candidates SET run_id = ?, variant = ?, signature = ?, status = 'pending', "
+                             "failure_kind = NULL, message = NULL, detail = NULL, verification = NULL, "
+                             "timings = NULL, outcome_signature = NULL, attempts = 0, updated = ? WHERE id = ?",
+                             (run_id, to_text(body), signature, now, found.id))
+                return self._candidate_in(conn, found.id)
             if found.done or found.run_id == run_id:
                 return found
             owner = Run.from_row(conn.execute("SELECT * FROM runs WHERE id = ?", (found.run_id,)).fetchone())
@@ -155,7 +180,7 @@ class DecisionStore(DecisionsMixin):
                 return found
             conn.execute("UPDATE candidates SET run_id = ?, status = 'pending', updated = ? WHERE id = ?",
                          (run_id, now, found.id))
-            return Candidate.from_row(conn.execute("SELECT * FROM candidates WHERE id = ?", (found.id,)).fetchone())
+            return self._candidate_in(conn, found.id)
 
     def claim(self, candidate_id: int, run_id: int) -> Candidate | None:
         """``pending`` -> ``running`` for ``run_id``; None if it is not pending (someone else has it)."""
@@ -197,13 +222,15 @@ class DecisionStore(DecisionsMixin):
                 "UPDATE candidates SET status = ?, failure_kind = ?, message = ?, detail = ?, "
                 "verification = COALESCE(?, verification), timings = COALESCE(?, timings), updated = ? WHERE id = ?",
                 (status, kind, message, detail, ver_text, time_text, time.time(), candidate_id))
+            self._sign_outcome(conn, candidate_id)
         return self.candidate(candidate_id)
 
     def reset_candidate(self, candidate_id: int) -> Candidate:
         """Back to ``pending`` (e.g. a timeout on a busy machine), to be evaluated again."""
         with self._db.write() as conn:
             conn.execute("UPDATE candidates SET status = 'pending', failure_kind = NULL, message = NULL, "
-                         "detail = NULL, attempts = 0, updated = ? WHERE id = ? AND status != 'accepted'",
+                         "detail = NULL, outcome_signature = NULL, attempts = 0, updated = ? "
+                         "WHERE id = ? AND status != 'accepted'",
                          (time.time(), candidate_id))
         return self.candidate(candidate_id)
 
@@ -211,7 +238,25 @@ class DecisionStore(DecisionsMixin):
         rows = self._db.query("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
         if not rows:
             raise StoreError(f"{self.path}: no candidate {candidate_id}")
-        return Candidate.from_row(rows[0])
+        return self._checked(rows[0])
+
+    def _candidate_in(self, conn, candidate_id: int) -> Candidate:
+        return self._checked(conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)).fetchone())
+
+    def _checked(self, row) -> Candidate:
+        """The candidate with ``signed`` set: its variant signed here, and its outcome too once done."""
+        found = Candidate.from_row(row)
+        signed = self.signer.candidate_ok(found.signature, found.key_sha, found.variant_json)
+        if signed and found.done:
+            signed = self.signer.outcome_ok(found.outcome_signature, *_outcome_fields(found))
+        return dataclasses.replace(found, signed=signed)
+
+    def _sign_outcome(self, conn, candidate_id: int) -> None:
+        """Sign a finished candidate's outcome, only if this user made the candidate."""
+        found = self._candidate_in(conn, candidate_id)
+        made_here = self.signer.candidate_ok(found.signature, found.key_sha, found.variant_json)
+        signature = self.signer.outcome(*_outcome_fields(found)) if made_here and found.done else None
+        conn.execute("UPDATE candidates SET outcome_signature = ? WHERE id = ?", (signature, candidate_id))
 
     def candidates(self, run_id: int | None = None, key: DecisionKey | str | None = None,
                    status: str | None = None) -> list[Candidate]:
@@ -222,7 +267,7 @@ class DecisionStore(DecisionsMixin):
                 where.append(f"{column} = ?")
                 params.append(value)
         sql = "SELECT * FROM candidates" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
-        return [Candidate.from_row(r) for r in self._db.query(sql, params)]
+        return [self._checked(r) for r in self._db.query(sql, params)]
 
     def pending(self, run_id: int) -> list[Candidate]:
         """What ``run_id`` still has to evaluate (after ``resume_run``, what was interrupted too)."""
@@ -234,6 +279,10 @@ class DecisionStore(DecisionsMixin):
 
     def evaluated(self, key: DecisionKey | str) -> list[Candidate]:
         return [c for c in self.candidates(key=key) if c.status in DONE]
+
+
+def _outcome_fields(found: Candidate) -> tuple:
+    return (found.key_sha, found.variant_hash, found.status, found.failure_kind, found.verification, found.timings)
 
 
 def _canonical(settings: Any) -> str:

@@ -5,10 +5,14 @@ holds as verified, with a verification record that passed (``set_decision`` refu
 else), and it is used only while enabled: ``rollback`` switches it off without losing it,
 ``enable`` switches it back on. ``decision_for`` is what the apply step asks; it answers None
 for a key with no usable decision, and the kernel then runs exactly as written.
+
+A decision is signed when it is set (``signing``), and usable only while its signature
+verifies under this user's secret: one from another store or edited since is never applied.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from pathlib import Path
@@ -35,6 +39,7 @@ class DecisionsMixin:
     """The decision, profile and export methods of ``DecisionStore`` (which provides ``_db``)."""
 
     path: Path
+    signer: Any
 
     def _ensure_key(self, conn: sqlite3.Connection, key: DecisionKey) -> None:
         conn.execute(
@@ -60,7 +65,10 @@ class DecisionsMixin:
             if row is None:
                 raise UnverifiedDecision(f"{key.describe()}: the store holds no candidate for this variant: "
                                          "evaluate and verify it before deciding on it")
-            cand = Candidate.from_row(row)
+            cand = self._checked(row)
+            if not cand.signed:
+                raise UnverifiedDecision(f"{key.describe()}: candidate {cand.id} was not made and verified by this "
+                                         "user's tritune: evaluate it here first (`tritune store import`)")
             if cand.status not in ("verified", "accepted"):
                 raise UnverifiedDecision(f"{key.describe()}: candidate {cand.id} is {cand.status}, not verified: "
                                          "only a verified variant becomes a decision")
@@ -76,19 +84,28 @@ class DecisionsMixin:
             conn.execute("UPDATE candidates SET status = 'accepted', updated = ? WHERE id = ?", (now, cand.id))
             conn.execute(
                 "INSERT INTO decisions (key_sha, candidate_id, run_id, variant, variant_hash, baseline_ms, best_ms, "
-                "speedup, evidence, verified, enabled, created, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 1, ?, ?) "
+                "speedup, evidence, verified, enabled, created, updated, signature) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 1, ?, ?, ?) "
                 "ON CONFLICT (key_sha) DO UPDATE SET candidate_id = excluded.candidate_id, run_id = excluded.run_id, "
                 "variant = excluded.variant, variant_hash = excluded.variant_hash, baseline_ms = excluded.baseline_ms, "
                 "best_ms = excluded.best_ms, speedup = excluded.speedup, evidence = excluded.evidence, verified = 1, "
-                "enabled = 1, updated = excluded.updated",
+                "enabled = 1, updated = excluded.updated, signature = excluded.signature",
                 (key.sha, cand.id, run_id if run_id is not None else cand.run_id, to_text(body), digest,
-                 float(baseline_ms), float(best_ms), baseline_ms / best_ms, to_text(full), now, now))
+                 float(baseline_ms), float(best_ms), baseline_ms / best_ms, to_text(full), now, now,
+                 self.signer.decision(key.sha, body)))
         return self._decision(key.sha)
 
     def _decision(self, sha: str) -> Decision | None:
         rows = self._db.query(DECISION_SELECT + " WHERE d.key_sha = ?", (sha,))
-        return Decision.from_row(rows[0]) if rows else None
+        return self._checked_decision(rows[0]) if rows else None
+
+    def _checked_decision(self, row: sqlite3.Row) -> Decision:
+        """The decision with ``signed`` set. The key's sha is recomputed from its fields, so a
+        decision moved to another key, GPU or Triton version no longer verifies."""
+        found = Decision.from_row(row)
+        signed = row["key_sha"] == found.key.sha and self.signer.decision_ok(found.signature, found.key.sha,
+                                                                               found.variant_json)
+        return dataclasses.replace(found, signed=signed)
 
     def decision_for(self, key: DecisionKey | str) -> Decision | None:
         """The decision to apply for ``key``: only a verified, enabled one; else None."""
@@ -101,7 +118,7 @@ class DecisionsMixin:
         if kernel is not None:
             sql += " WHERE k.kernel = ?"
             params.append(kernel)
-        found = [Decision.from_row(r) for r in self._db.query(sql + " ORDER BY k.kernel, d.key_sha", params)]
+        found = [self._checked_decision(r) for r in self._db.query(sql + " ORDER BY k.kernel, d.key_sha", params)]
         return [d for d in found if d.usable] if usable_only else found
 
     def rollback(self, key: DecisionKey | str) -> bool:

@@ -87,6 +87,9 @@ class Candidate:
     attempts: int
     created: float
     updated: float
+    signature: str | None = None
+    outcome_signature: str | None = None
+    signed: bool = False  # set by the store: made (and, when done, judged) by this user's tritune
 
     @property
     def variant(self) -> Any:
@@ -121,6 +124,8 @@ class Decision:
     enabled: bool
     created: float
     updated: float
+    signature: str | None = None
+    signed: bool = False  # set by the store: the signature verifies under this user's secret
 
     @property
     def variant(self) -> Any:
@@ -128,7 +133,8 @@ class Decision:
 
     @property
     def usable(self) -> bool:
-        return self.verified and self.enabled
+        """Verified, enabled, and signed by this user: the only decisions that are applied."""
+        return self.verified and self.enabled and self.signed
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Decision":

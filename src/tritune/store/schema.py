@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 STATUSES = ("pending", "running", "verified", "rejected", "accepted")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
@@ -67,6 +67,8 @@ CREATE TABLE candidates (
     attempts INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
     updated REAL NOT NULL,
+    signature TEXT,
+    outcome_signature TEXT,
     UNIQUE (key_sha, variant_hash),
     CHECK (status != 'rejected' OR failure_kind IS NOT NULL)
 );
@@ -84,7 +86,8 @@ CREATE TABLE decisions (
     verified INTEGER NOT NULL CHECK (verified IN (0, 1)),
     enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),
     created REAL NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    signature TEXT
 );
 CREATE TABLE profiles (
     key_sha TEXT NOT NULL REFERENCES keys(sha),
@@ -96,8 +99,18 @@ CREATE TABLE profiles (
 );
 """
 
+
+
+def _signatures(conn: sqlite3.Connection) -> None:
+    """Version 2: signatures (``tritune.store.signing``). Entries of a version-1 store stay
+    unsigned, so they are not used until ``tritune store import`` verifies them again."""
+    conn.execute("ALTER TABLE candidates ADD COLUMN signature TEXT")
+    conn.execute("ALTER TABLE candidates ADD COLUMN outcome_signature TEXT")
+    conn.execute("ALTER TABLE decisions ADD COLUMN signature TEXT")
+
+
 # version -> the step from version - 1 to it, run inside the opening transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures}
 
 
 class StoreError(RuntimeError):

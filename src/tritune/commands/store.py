@@ -1,0 +1,117 @@
+"""``tritune store verify DB`` and ``tritune store import OTHER --into MINE --launches DIR``.
+
+Decisions and candidates are used only when this user's tritune signed them
+(``tritune.store.signing``). ``verify`` says, per decision, whether it is signed here and why
+not; ``import`` judges another store's decisions again on this GPU (``tritune.loop.imports``)
+and signs those that pass into the target store.
+
+Exit status: ``verify`` 0 when every decision is signed, 1 when some are not; ``import`` 0 when
+it ran (whatever it imported), 2 for a usage error or an unusable input (one line).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def store() -> None:
+    """Check and import decision stores (signed per user; see `tritune store verify --help`)."""
+
+
+def _open(path: Path, *, must_exist: bool = True):
+    from tritune.store import DecisionStore, StoreError
+
+    if must_exist and not path.is_file():
+        _fail(f"{path}: no such decision store")
+    try:
+        return DecisionStore(path)
+    except StoreError as exc:
+        _fail(str(exc))
+
+
+def _fail(message: str) -> None:
+    click.echo(f"tritune store: {message}", err=True)
+    sys.exit(2)
+
+
+def why_unsigned(decision) -> str:
+    if not decision.signature:
+        return "no signature (written before stores were signed, or not by tritune)"
+    return "signature does not verify: signed under another TRITUNE_HOME, or edited after signing"
+
+
+@store.command("verify")
+@click.argument("db", type=click.Path(path_type=Path, dir_okay=False))
+def verify(db: Path) -> None:
+    """Say which decisions of DB are signed by this user (and so applied), and why others are not."""
+    from tritune.store import StoreError
+
+    opened = _open(db)
+    try:
+        decisions, candidates = opened.decisions(), opened.candidates()
+    except StoreError as exc:
+        _fail(str(exc))
+    unsigned = 0
+    for decision in decisions:
+        state = "enabled" if decision.enabled else "rolled back"
+        if decision.signed:
+            line = f"signed      {decision.key.kernel}  {decision.variant.describe()}  ({state})"
+        else:
+            unsigned += 1
+            line = f"NOT signed  {decision.key.kernel}  {decision.variant.describe()}  ({state}): {why_unsigned(decision)}"
+        click.echo(line)
+    foreign = sum(not c.signed for c in candidates)
+    click.echo(f"{len(decisions) - unsigned} of {len(decisions)} decisions signed by this user; "
+               f"{len(candidates) - foreign} of {len(candidates)} candidates"
+               + (f" ({foreign} are evaluated again before any use)" if foreign else ""))
+    if unsigned:
+        click.echo(f"`tritune store import {db} --into MINE.db --launches DIR` verifies and times them again here",
+                   err=True)
+    sys.exit(1 if unsigned else 0)
+
+
+@store.command("import")
+@click.argument("other", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--into", "into", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The store to sign the imported decisions into (created if missing).")
+@click.option("--launches", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+              help="A `tritune capture` directory of the program the decisions are for.")
+@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+              help="Speedup each decision must show again here, confirmed by interleaved re-timing.")
+@click.option("--fast-math", is_flag=True, help="Also import fast-math decisions (max relative error 1e-4).")
+def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math: bool) -> None:
+    """Verify and time OTHER's decisions again on this GPU; sign those that pass into --into."""
+    from tritune.arbiter import ArbiterSettings
+    from tritune.capture.spec import SpecError, read_launches
+    from tritune.loop.evaluate import Evaluator
+    from tritune.loop.imports import IMPORTED, import_decisions
+    from tritune.loop.session import machine
+    from tritune.store import StoreError
+
+    if other.resolve() == into.resolve():
+        _fail(f"{other}: importing a store into itself verifies nothing new; give another --into")
+    try:
+        specs = read_launches(launches)
+    except SpecError as exc:
+        _fail(str(exc))
+    foreign, mine = _open(other), _open(into, must_exist=False)
+    evaluator = Evaluator(launches)
+    try:
+        target = machine(evaluator.worker)
+        evaluator.copy_gbps = target.get("copy_gbps")
+        results = import_decisions(foreign, mine, specs, evaluator, target,
+                                   settings=ArbiterSettings(threshold=threshold), fast_math=fast_math,
+                                   command=f"tritune store import {other} --into {into}", log=click.echo)
+    except StoreError as exc:
+        _fail(str(exc))
+    finally:
+        evaluator.close()
+    for result in results:
+        if result.status != IMPORTED:
+            click.echo(f"{result.status}: {result.kernel} {result.variant}: {result.reason}")
+    imported = sum(r.status == IMPORTED for r in results)
+    click.echo(f"{imported} of {len(results)} decisions of {other} verified, timed and signed into {into}")

@@ -1,0 +1,141 @@
+"""``tritune store import``: decisions made elsewhere, verified and timed again here, then signed.
+
+A foreign store is untrusted (``tritune.store.signing``): none of its decisions is applied and
+none of its candidates is reused until this tritune has judged it. Import takes each verified,
+enabled decision of the other store whose key is for this GPU and Triton version, finds the
+launch it is for in the user's own capture (``--launches DIR``: the key names the kernel source,
+its specialization and shape bucket, so a launch of the same key is the same problem), and runs
+it through the loop's gates, in the loop's isolated worker:
+
+    baseline   the captured launch timed (the noise from two timings)
+    candidate  the foreign variant built, verified on fresh input sets (guard regions, poisoned
+               outputs; the mode its kind of change needs, as in ``loop.families``) and timed
+    arbiter    >= the threshold and beyond the noise, confirmed by interleaved re-timing
+
+A decision that passes becomes a candidate and a decision of the target store, signed there; one
+that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
+that carries source runs that source, in the worker: importing is the user saying so. An
+options-only variant runs no code of the other store's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from tritune.arbiter import ArbiterSettings, Verdict, judge_candidate, screen_candidate
+from tritune.arbiter import Decision as ArbiterDecision
+from tritune.capture.spec import LaunchSpec
+from tritune.loop.evaluate import Evaluator
+from tritune.replay import Variant
+from tritune.store import DecisionStore, key_for
+from tritune.store.records import Decision
+
+IMPORTED, REJECTED, SKIPPED = "imported", "rejected", "skipped"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportResult:
+    kernel: str
+    key_sha: str
+    variant: str  # what the variant changes
+    status: str  # IMPORTED, REJECTED or SKIPPED
+    reason: str
+    speedup: float | None = None  # confirmed here
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def verification_mode(variant: Variant) -> str:
+    """The gate a foreign variant must pass, by what it changes (``loop.families``' rule): passes
+    alone are exact (bitwise) unless fast-math; anything that may reorder arithmetic (options,
+    constexprs, new source) is checked against the tolerance table."""
+    if variant.passes and not (variant.options or variant.constexprs or variant.source):
+        return "fast_math" if variant.fast_math else "bitwise"
+    return "tolerance"
+
+
+def import_decisions(other: DecisionStore, mine: DecisionStore, specs: list[LaunchSpec], evaluator: Evaluator,
+                     target: dict, *, settings: ArbiterSettings = ArbiterSettings(), fast_math: bool = False,
+                     command: str = "", log: Callable[[str], None] | None = None) -> list[ImportResult]:
+    """Judge every usable-looking decision of ``other`` here and sign those that pass into ``mine``."""
+    log = log or (lambda line: None)
+    by_sha = {}
+    for spec in specs:
+        key = key_for(spec, gpu=target["gpu"], capability=target["capability"],
+                      triton_version=target["triton_version"])
+        by_sha.setdefault(key.sha, spec)
+    results, run_id = [], None
+    for decision in other.decisions():
+        skip = _skip_reason(decision, mine, by_sha, target, fast_math)
+        if skip is not None:
+            results.append(_result(decision, SKIPPED, skip))
+            continue
+        if run_id is None:
+            run_id = mine.start_run({"import": str(other.path)}, command)
+        result = _judge(decision, by_sha[decision.key.sha], other, mine, run_id, evaluator, settings)
+        log(f"{result.kernel}: {result.status}: {result.reason}")
+        results.append(result)
+    if run_id is not None:
+        mine.finish_run(run_id)
+    return results
+
+
+def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: dict, fast_math: bool) -> str | None:
+    key = decision.key
+    if not (decision.verified and decision.enabled):
+        return "rolled back or unverified in its store"
+    if (key.gpu_name, key.capability, key.triton_version) != (target["gpu"], target["capability"],
+                                                              target["triton_version"]):
+        return (f"made for {key.gpu_name} (sm_{key.capability}) with Triton {key.triton_version}; this machine is "
+                f"{target['gpu']} (sm_{target['capability']}) with Triton {target['triton_version']}")
+    if key.sha not in by_sha:
+        return "no launch of the capture has its key (kernel source, specialization, shape bucket)"
+    if decision.variant.fast_math and not fast_math:
+        return "a fast-math decision: import it with --fast-math"
+    held = mine.decision_for(key)
+    if held is not None and held.variant_hash == decision.variant_hash:
+        return "already decided and signed in the target store"
+    return None
+
+
+def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: DecisionStore, run_id: int,
+           evaluator: Evaluator, settings: ArbiterSettings) -> ImportResult:
+    variant = decision.variant
+    cand = mine.add_candidate(run_id, decision.key, variant)
+    if mine.claim(cand.id, run_id) is None:
+        return _result(decision, SKIPPED, f"candidate {cand.id} is {cand.status} in the target store already")
+    timing, failure = evaluator.baseline(spec)
+    if failure is not None or not timing or not timing.get("time_ms"):
+        why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
+        mine.reset_candidate(cand.id)
+        return _result(decision, SKIPPED, f"the baseline could not be timed here: {why}")
+    base_ms, noise = float(timing["time_ms"]), timing.get("noise")
+    evaluated = evaluator.candidate(spec, variant, verification_mode(variant))
+    if not evaluated.trial.ok:
+        failure = evaluated.failure or {"kind": evaluated.trial.failure, "message": evaluated.trial.message}
+        mine.finish_candidate(cand.id, "rejected", failure=failure, verification=evaluated.verification,
+                              timings=evaluated.timing)
+        return _result(decision, REJECTED, f"{evaluated.trial.failure}: {evaluated.trial.message}")
+    mine.finish_candidate(cand.id, "verified", verification=evaluated.verification, timings=evaluated.timing)
+    verdict = screen_candidate(True, base_ms, evaluated.trial.time_ms, noise, settings)
+    confirmation = None
+    if verdict is None:
+        confirmation, failure = evaluator.confirm(spec, variant)
+        verdict = judge_candidate(True, base_ms, evaluated.trial.time_ms, noise, confirmation, settings)
+        if failure is not None:
+            verdict = Verdict(ArbiterDecision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
+                              f"{failure.message}", verdict.speedup)
+    if not verdict.accepted:
+        mine.finish_candidate(cand.id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
+        return _result(decision, REJECTED, f"{verdict.code}: {verdict.reason}", verdict.confirmed_speedup)
+    evidence = {"imported_from": str(other.path), "foreign_evidence": decision.evidence,
+                "confirmation": confirmation.to_json(), "verdict": verdict.to_json(), "noise": noise}
+    mine.set_decision(decision.key, variant, baseline_ms=confirmation.base_ms, best_ms=confirmation.cand_ms,
+                      evidence=evidence, run_id=run_id)
+    return _result(decision, IMPORTED, verdict.reason, confirmation.ratio)
+
+
+def _result(decision: Decision, status: str, reason: str, speedup: float | None = None) -> ImportResult:
+    return ImportResult(decision.key.kernel, decision.key.sha, decision.variant.describe(), status, reason, speedup)

@@ -1,0 +1,133 @@
+"""Signatures that prove this user's tritune wrote a store entry: nothing else is run or trusted.
+
+A store holds code: a decision's variant may carry kernel source that ``tritune run`` imports, and
+an evaluated candidate's record tells ``optimize`` it need not run again. A store made elsewhere
+(a colleague, a CI cache, an edit with sqlite3) is therefore used only through ``tritune store
+import``, which verifies and times it again here. Everything tritune writes is signed with an
+HMAC-SHA256 under a per-user secret, and only entries whose signature verifies are used:
+
+    decision    HMAC(secret, ["tritune-decision/1", key sha, variant])     at ``set_decision``
+    candidate   HMAC(secret, ["tritune-candidate/1", key sha, variant])    at ``add_candidate``
+    outcome     HMAC(secret, ["tritune-outcome/1", key sha, variant hash,
+                              verified|rejected, failure kind, verification, timings])
+                                                                           at ``finish_candidate``
+
+The key sha is recomputed from the key's fields (kernel, source hash, specialization, GPU,
+capability, Triton version), so moving a signed variant to another key or GPU breaks it; the
+variant is its canonical JSON (sorted keys), so any edit of options, constexprs, passes or
+source breaks it. The secret is 32 random bytes in ``$TRITUNE_HOME/store.key`` (default
+``~/.tritune``; the folder is 0700, the file 0600), made on first use; a key file that others
+can read is refused, as ssh refuses such a key: anyone who can read it can forge entries.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+from tritune import config
+from tritune.store.schema import StoreError
+
+KEY_FILE = "store.key"
+_KEY_BYTES = 32
+
+DECISION, CANDIDATE, OUTCOME = "tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1"
+
+
+class Signer:
+    """Signs and checks store entries with one secret."""
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 16:
+            raise StoreError("a store signing secret needs at least 16 bytes")
+        self._secret = secret
+
+    def sign(self, kind: str, *fields: Any) -> str:
+        body = json.dumps([kind, *fields], sort_keys=True, separators=(",", ":"), default=str)
+        return hmac.new(self._secret, body.encode(), hashlib.sha256).hexdigest()
+
+    # the three kinds, each signed and checked through one place, so their fields cannot drift
+    def decision(self, key_sha: str, variant: dict) -> str:
+        return self.sign(DECISION, key_sha, variant)
+
+    def candidate(self, key_sha: str, variant: dict) -> str:
+        return self.sign(CANDIDATE, key_sha, variant)
+
+    def outcome(self, key_sha: str, variant_hash: str, status: str, failure_kind: str | None,
+                verification: Any, timings: Any) -> str:
+        # accepted <-> verified is the arbiter's bookkeeping (set_decision), not a new outcome
+        verdict = "verified" if status in ("verified", "accepted") else "rejected"
+        return self.sign(OUTCOME, key_sha, variant_hash, verdict, failure_kind, verification, timings)
+
+    def decision_ok(self, signature: str | None, key_sha: str, variant: dict) -> bool:
+        return _same(signature, self.decision(key_sha, variant))
+
+    def candidate_ok(self, signature: str | None, key_sha: str, variant: dict) -> bool:
+        return _same(signature, self.candidate(key_sha, variant))
+
+    def outcome_ok(self, signature: str | None, *fields: Any) -> bool:
+        return _same(signature, self.outcome(*fields))
+
+
+def _same(signature: str | None, expected: str) -> bool:
+    return isinstance(signature, str) and hmac.compare_digest(signature, expected)
+
+
+def local_signer() -> Signer:
+    """The signer of this user (``$TRITUNE_HOME/store.key``), made on first use."""
+    return _signer_at(str(key_path()))
+
+
+def key_path() -> Path:
+    try:
+        return config.home() / KEY_FILE
+    except config.ConfigError as exc:
+        raise StoreError(str(exc)) from None
+
+
+@functools.lru_cache(maxsize=4)
+def _signer_at(path: str) -> Signer:
+    return Signer(_read_or_make(Path(path)))
+
+
+def _read_or_make(path: Path) -> bytes:
+    if not path.exists():
+        _make(path)
+    try:
+        info = path.stat()
+        if os.name == "posix" and info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise StoreError(f"{path}: the store signing key is readable by others (mode "
+                             f"{stat.S_IMODE(info.st_mode):o}): run `chmod 600 {path}`")
+        text = path.read_text().strip()
+        secret = bytes.fromhex(text)
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: the store signing key cannot be read ({exc})") from None
+    if len(secret) < 16:
+        raise StoreError(f"{path}: the store signing key is too short: remove it and a new one is made "
+                         "(entries signed with the old one then need `tritune store import`)")
+    return secret
+
+
+def _make(path: Path) -> None:
+    """Write a fresh key atomically: two processes starting at once end up with the same key
+    (the second one's link fails and it reads the first one's)."""
+    temporary = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+    finally:
+        temporary.unlink(missing_ok=True)

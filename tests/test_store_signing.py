@@ -1,0 +1,234 @@
+"""Signed stores: a store made by anyone else (another TRITUNE_HOME, or edited with sqlite3) runs
+no code and is not reused; ``tritune store import`` judges it again here and signs what passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from test_apply_run import RUN, interpreted, program  # noqa: F401 - the program fixture
+from tritune.arbiter import ArbiterSettings
+from tritune.capture.spec import read_launches
+from tritune.commands.store import store as store_command
+from tritune.loop.evaluate import Evaluator
+from tritune.loop.imports import IMPORTED, REJECTED, SKIPPED, import_decisions
+from tritune.replay import Variant
+from tritune.store import DecisionStore, StoreError, current_target, key_for
+from tritune.store import signing
+from tritune.worker import Worker
+
+ELSEWHERE = signing.Signer(b"another user's secret, not ours!")
+MARK_LINE = "open({mark!r}, 'w').write('code from the store ran')\n"
+
+
+def foreign_store(path: Path, cap: Path, variant: Variant) -> None:
+    """A store made with tritune's own library by someone else: everything in it is 'verified'."""
+    (spec,) = read_launches(cap)
+    key = key_for(spec, **current_target("cpu"))
+    with DecisionStore(path, signer=ELSEWHERE) as other:
+        run = other.start_run({})
+        cand = other.add_candidate(run, key, variant)
+        other.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
+        other.set_decision(key, variant, baseline_ms=2.0, best_ms=0.02)
+        assert other.decision_for(key) is not None  # usable where it was made
+
+
+def evil_variant(cap: Path, mark: Path) -> Variant:
+    (spec,) = read_launches(cap)
+    source = (cap / spec.source).read_text() + MARK_LINE.format(mark=str(mark))
+    return Variant(name="evil", source=source, constexprs={"BLOCK": 64})
+
+
+# ------------------------------------------------------------------------------ run and enable
+
+def test_a_foreign_store_runs_no_code_and_the_program_runs_as_written(program, tmp_path):
+    mark = tmp_path / "ran"
+    foreign_store(tmp_path / "foreign.db", program / "cap", evil_variant(program / "cap", mark))
+    done = interpreted([*RUN, "--store", str(tmp_path / "foreign.db"), "--", sys.executable,
+                        str(program / "prog.py"), "0"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "4 [32] True"  # as written: BLOCK 32, not the store's 64
+    assert not mark.exists()
+    assert ("tritune apply: decision for scale_kernel not signed by this user: skipped; `tritune store import` "
+            "re-verifies it") in done.stderr
+    assert "decisions applied" not in done.stderr
+
+
+def test_a_variant_edited_after_signing_is_refused(program, tmp_path):
+    path = tmp_path / "mine.db"
+    (spec,) = read_launches(program / "cap")
+    key = key_for(spec, **current_target("cpu"))
+    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
+    with DecisionStore(path) as mine:
+        run = mine.start_run({})
+        mine.finish_candidate(mine.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
+        mine.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+        assert mine.decision_for(key).signed
+    edited = Variant(name="block 64", constexprs={"BLOCK": 16}).to_json()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE decisions SET variant = ?", (json.dumps(edited),))
+    with DecisionStore(path) as mine:
+        (decision,) = mine.decisions()
+        assert not decision.signed and not decision.usable and mine.decision_for(key) is None
+    done = interpreted([*RUN, "--store", str(path), "--", sys.executable, str(program / "prog.py"), "0"])
+    assert done.stdout.strip() == "4 [32] True" and "not signed by this user" in done.stderr
+
+
+def test_a_decision_moved_to_another_gpu_no_longer_verifies(program, tmp_path):
+    path = tmp_path / "moved.db"
+    (spec,) = read_launches(program / "cap")
+    key = key_for(spec, **current_target("cpu"))
+    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
+    with DecisionStore(path) as mine:
+        run = mine.start_run({})
+        mine.finish_candidate(mine.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
+        mine.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE keys SET gpu_name = 'NVIDIA H100 80GB HBM3', capability = 90")
+    with DecisionStore(path) as mine:
+        assert [d.signed for d in mine.decisions()] == [False]
+
+
+def test_optimize_never_reuses_a_foreign_verdict(tmp_path):
+    """A candidate another user's store holds as verified (or rejected) is evaluated again here,
+    with this process's own variant; its foreign record is dropped."""
+    path = tmp_path / "shared.db"
+    (key,) = _keys()
+    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
+    with DecisionStore(path, signer=ELSEWHERE) as other:
+        run = other.start_run({})
+        cand = other.add_candidate(run, key, variant)
+        other.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 1e-6})
+    with DecisionStore(path) as mine:
+        assert [c.signed for c in mine.candidates()] == [False]
+        again = mine.add_candidate(mine.start_run({}), key, variant)
+        assert (again.status, again.verification, again.timings, again.signed) == ("pending", None, None, True)
+        mine.finish_candidate(again.id, "rejected", failure="wrong_result")
+        assert mine.candidate(again.id).signed
+    with sqlite3.connect(path) as conn:  # an edited verdict: rejected -> verified
+        conn.execute("UPDATE candidates SET status = 'verified', failure_kind = NULL")
+    with DecisionStore(path) as mine:
+        assert [c.signed for c in mine.candidates()] == [False]
+        with pytest.raises(StoreError, match="not made and verified by this user"):
+            mine.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+
+
+def _keys():
+    from tritune.store import DecisionKey
+
+    return [DecisionKey("a" * 64, "scale_kernel", "[]", "interpreter", 0, "3.6.0")]
+
+
+# ------------------------------------------------------------------------------------ import
+
+LOOP_PROGRAM = Path(__file__).resolve().parent / "programs" / "loop_program.py"  # scale_add_kernel, BLOCK 64
+
+
+@pytest.fixture(scope="module")
+def loop_capture(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("import") / "capture"
+    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
+                           str(LOOP_PROGRAM)], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as w:
+        yield w
+
+
+def block_speed(spec, variant, measured_ms):
+    return 64 / variant.constexprs.get("BLOCK", 64)  # scripted: BLOCK 128 is twice as fast
+
+
+def _import(cap: Path, worker, foreign: Path, mine: Path):
+    evaluator = Evaluator(cap, retime=block_speed, worker=worker)
+    with DecisionStore(foreign) as other, DecisionStore(mine) as target:
+        return import_decisions(other, target, read_launches(cap), evaluator, current_target("cpu"),
+                                settings=ArbiterSettings(require_meaningful=False))
+
+
+def test_import_verifies_times_and_signs_then_run_applies(loop_capture, worker, tmp_path):
+    variant = Variant(name="block 128", constexprs={"BLOCK": 128})
+    foreign_store(tmp_path / "foreign.db", loop_capture, variant)
+    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert result.status == IMPORTED and result.speedup == pytest.approx(2.0), result
+    with DecisionStore(tmp_path / "mine.db") as mine:
+        (decision,) = mine.decisions()
+        assert decision.usable and decision.evidence["imported_from"] == str(tmp_path / "foreign.db")
+        assert decision.evidence["verification"]["ok"] and len(decision.evidence["verification"]["input_sets"]) >= 3
+    plain = interpreted([sys.executable, str(LOOP_PROGRAM)])
+    done = interpreted([*RUN, "--store", str(tmp_path / "mine.db"), "--", sys.executable, str(LOOP_PROGRAM)])
+    assert done.returncode == 0 and done.stdout == plain.stdout, done.stderr[-2000:]
+    assert "decisions applied to 1 of 1 launches" in done.stderr
+    again = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert [r.status for r in again] == [SKIPPED] and "already decided" in again[0].reason
+
+
+def test_import_rejects_a_wrong_foreign_variant(loop_capture, worker, tmp_path):
+    (spec,) = read_launches(loop_capture)
+    text = (loop_capture / spec.source).read_text()
+    assert text.count("x * alpha + y") == 1
+    wrong = Variant(name="fast and wrong", source=text.replace("x * alpha + y", "x * alpha - y"))
+    foreign_store(tmp_path / "foreign.db", loop_capture, wrong)
+    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert result.status == REJECTED and result.reason.startswith("wrong_result"), result
+    with DecisionStore(tmp_path / "mine.db") as mine:
+        assert mine.decisions() == [] and [c.status for c in mine.candidates()] == ["rejected"]
+
+
+def test_import_skips_decisions_for_another_gpu(loop_capture, worker, tmp_path):
+    (spec,) = read_launches(loop_capture)
+    key = key_for(spec, gpu="NVIDIA H100 80GB HBM3", capability=90, triton_version="3.6.0")
+    variant = Variant(name="block 128", constexprs={"BLOCK": 128})
+    with DecisionStore(tmp_path / "foreign.db", signer=ELSEWHERE) as other:
+        run = other.start_run({})
+        other.finish_candidate(other.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
+        other.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert result.status == SKIPPED and "made for NVIDIA H100" in result.reason
+
+
+# ------------------------------------------------------------------------------ the secret, CLI
+
+def test_the_secret_is_private_and_made_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITUNE_HOME", str(tmp_path / "home"))
+    signing._signer_at.cache_clear()
+    first = signing.local_signer()
+    path = signing.key_path()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    signing._signer_at.cache_clear()
+    assert signing.local_signer().decision("k", {}) == first.decision("k", {})
+    path.chmod(0o644)
+    signing._signer_at.cache_clear()
+    with pytest.raises(StoreError, match="readable by others.*chmod 600"):
+        signing.local_signer()
+    signing._signer_at.cache_clear()
+
+
+def test_store_verify_says_what_is_signed_and_why_not(program, tmp_path):
+    foreign_store(tmp_path / "foreign.db", program / "cap", Variant(name="block 64", constexprs={"BLOCK": 64}))
+    result = CliRunner().invoke(store_command, ["verify", str(tmp_path / "foreign.db")])
+    assert result.exit_code == 1, result.output
+    assert "NOT signed  scale_kernel" in result.output and "signed under another TRITUNE_HOME" in result.output
+    assert "0 of 1 decisions signed by this user" in result.output
+    missing = CliRunner().invoke(store_command, ["verify", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 2 and missing.output.strip() == f"tritune store: {tmp_path / 'nope.db'}: no such " \
+                                                                "decision store"
+
+
+def test_the_store_commands_are_on_the_cli():
+    done = subprocess.run([sys.executable, "-m", "tritune", "store", "--help"], capture_output=True, text=True,
+                          env=os.environ, timeout=120)
+    assert done.returncode == 0 and "verify" in done.stdout and "import" in done.stdout
