@@ -4,6 +4,7 @@ The data flows top to bottom, one module per step:
 
 - ``discover``   import each .py file and collect its ``@triton.jit`` kernels (plain, autotuned,
                  heuristics, Inductor's ``CachingAutotuner``); import errors become records.
+- ``pointers``   which parameters are pointers, and to what, read from their use (for ``launch``).
 - ``launch``     infer the specialization to compile: signature, constexprs, num_warps.
 - ``compile``    ``triton.compile`` for a GPU target on the CPU, in a private Triton cache.
 - ``ttir``       TTIR op counts.

@@ -2,8 +2,9 @@
 
 Per non-constexpr parameter, the type (first that applies):
   ``--signature NAME=TYPE``; Inductor's ``triton_meta["signature"]``; the parameter's annotation;
-  a pointer by name (ends in ``ptr``, or starts with ``in_ptr``/``out_ptr``/``in_out_ptr``) ->
-  ``*fp32``; anything else -> ``i32``.
+  a pointer by use, with its element type (``pointers``: ``tl.load(X + offs)`` makes ``X`` a
+  pointer, whatever its name); a pointer by name (ends in ``ptr``, or starts with
+  ``in_ptr``/``out_ptr``/``in_out_ptr``) -> ``*fp32``; anything else -> ``i32``.
   Pointers are assumed 16-byte aligned (``tt.divisibility=16``, what the JIT sees for torch
   tensors); integers are not assumed divisible by 16. Inductor's kernels carry their own attributes.
 
@@ -25,6 +26,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from tritune.analyze.discover import Kernel
+from tritune.analyze.pointers import infer_pointers
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
@@ -64,7 +66,6 @@ def infer_launch(
     config = kernel.configs[0] if kernel.configs else None
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    types: dict[str, str] = {}
     for param in kernel.fn.params:
         name = param.name
         if name in given_values:
@@ -73,8 +74,7 @@ def infer_launch(
             found = _constexpr(kernel, param, config)
             if found is not None:
                 values[name], sources[name] = found
-        else:
-            types[name] = _param_type(kernel, param, given_types)
+    types = _param_types(kernel, given_types, constants=set(given_values))
     _apply_heuristics(kernel, values, sources)
     _apply_fallbacks(kernel, values, sources)
     order = [p.name for p in kernel.fn.params if p.name in values]  # parameter order
@@ -154,15 +154,23 @@ def _apply_fallbacks(kernel: Kernel, values: dict, sources: dict) -> None:
                 f"cannot infer constexpr {name!r} of {kernel.name}: pass --constexpr {name}=VALUE")
 
 
-def _param_type(kernel: Kernel, param, given_types: Mapping[str, str]) -> str:
+def _param_types(kernel: Kernel, given_types: Mapping[str, str], constants: set[str]) -> dict[str, str]:
+    """Each runtime parameter's type; the source is read only for what nobody declared."""
+    runtime = [p for p in kernel.fn.params if not p.is_constexpr and p.name not in constants]
+    declared = {p.name: t for p in runtime if (t := _declared_type(kernel, p, given_types))}
+    if len(declared) == len(runtime):
+        return declared
+    used = infer_pointers(kernel.fn, known={**declared, **dict.fromkeys(constants, "constexpr")})
+    return {p.name: declared.get(p.name) or used.get(p.name) or default_param_type(p.name) for p in runtime}
+
+
+def _declared_type(kernel: Kernel, param, given_types: Mapping[str, str]) -> str | None:
     name = param.name
     if name in given_types:
         return given_types[name]
     if kernel.signature and kernel.signature.get(name, "constexpr") != "constexpr":
         return kernel.signature[name]
-    if param.annotation_type:
-        return param.annotation_type
-    return default_param_type(name)
+    return param.annotation_type or None
 
 
 def _aligned_pointers(kernel: Kernel, types: Mapping[str, str]) -> dict[tuple[int, ...], list]:
