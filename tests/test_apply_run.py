@@ -12,7 +12,8 @@ import torch
 import triton
 
 from conftest import import_interpreted
-from tritune.capture.program import BOOT_DIR
+from tritune import config
+from tritune.boot import BOOT_DIR
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
 from tritune.replay import Variant
@@ -44,6 +45,8 @@ ran = seen[seen != 0]
 print(len(ran), sorted(set(ran.tolist())), "torch" in sys.modules)
 sys.exit(int(sys.argv[1]))
 """
+# the boot folder first, then what this process has (the tritune under test)
+BOOT_PATH = config.python_path_first(str(BOOT_DIR))
 RUN = [sys.executable, "-c", "from tritune.commands.run import run; run(prog_name='tritune run')"]
 
 
@@ -91,7 +94,7 @@ def test_without_the_store_the_program_runs_as_written(program):
 
 def test_a_store_that_is_not_there_is_one_line_and_the_program_runs(program):
     missing = program / "missing.db"
-    done = interpreted([sys.executable, str(program / "prog.py"), "0"], PYTHONPATH=str(BOOT_DIR),
+    done = interpreted([sys.executable, str(program / "prog.py"), "0"], PYTHONPATH=BOOT_PATH,
                        TRITUNE_STORE=str(missing))
     assert done.returncode == 0 and done.stdout.strip() == "4 [32] True"
     assert done.stderr.strip() == f"tritune apply: decisions not applied in this process: StoreError: " \
@@ -105,6 +108,7 @@ def test_a_store_that_is_not_there_is_one_line_and_the_program_runs(program):
 def test_a_process_that_never_imports_triton_pays_nothing(program):
     check = ("import sys, tritune; tritune.enable; "
              "print(sorted(m for m in ('torch', 'triton', 'tritune.store') if m in sys.modules))")
-    done = interpreted([sys.executable, "-c", check], PYTHONPATH=str(BOOT_DIR),
+    done = interpreted([sys.executable, "-c", check], PYTHONPATH=BOOT_PATH,
                        TRITUNE_STORE=str(program / "decisions.db"))
     assert done.returncode == 0 and done.stdout.strip() == "[]" and done.stderr == ""
+

@@ -1,6 +1,6 @@
 """Capture a whole program: run a command with recording switched on in every Python process.
 
-``run(command, out_dir)`` starts the command with ``PYTHONPATH`` led by ``_boot/`` (whose
+``run(command, out_dir)`` starts the command with tritune's boot folder (``tritune.boot``, whose
 ``sitecustomize.py`` calls ``boot``) and ``TRITUNE_CAPTURE_DIR`` set, so the program, its
 subprocesses and Inductor's compile workers record into ``out_dir/parts/`` (see ``recorder``);
 when the command ends, however it ends, the parts are merged into ``out_dir/launches.jsonl``.
@@ -13,17 +13,15 @@ new launches are merged in; counts of equal launches add up).
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
+from tritune import boot as boot_folder
 from tritune.capture.recorder import PARTS, finalize, start
 from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec
+from tritune.config import ENV_CAPTURE_DIR
 
-ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"  # the captured processes read it (in _boot/sitecustomize.py)
-BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 MODES = ("new", "replace", "append")
 
 
@@ -77,33 +75,17 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def child_env(out_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if environ is None else environ)
-    env[ENV_CAPTURE_DIR] = str(out_dir.resolve())
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
-    return env
-
-
 def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result:
     """Run ``command`` under capture and merge what it recorded (also when it fails or is interrupted)."""
     if not command:
         raise CaptureError("no command given: tritune capture --out DIR -- python your_script.py", exit_code=2)
     out_dir = Path(out_dir)
     prepare(out_dir, mode)
-    if shutil.which(command[0]) is None and not Path(command[0]).is_file():
-        raise CaptureError(f"command not found: {command[0]}", exit_code=127)
-    try:
-        process = subprocess.Popen(command, env=child_env(out_dir))
-    except OSError as exc:  # not executable, bad interpreter line, ...
-        raise CaptureError(f"cannot run {command[0]}: {exc.strerror or exc}", exit_code=126) from None
-    try:
-        returncode = process.wait()
-    except KeyboardInterrupt:  # the child got the SIGINT too: let it finish writing, then merge
-        returncode = process.wait()
+    try:  # an interrupted command has finished writing when this returns: merge it too
+        returncode = boot_folder.run(command, {ENV_CAPTURE_DIR: str(out_dir.resolve())})
+    except boot_folder.CommandError as exc:
+        raise CaptureError(str(exc), exc.exit_code) from None
     specs = finalize(out_dir, command=command)
-    if returncode < 0:
-        returncode = 128 - returncode
     return Result(list(command), returncode, out_dir, specs)
 
 
