@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import tritune
 from tritune import boot, config
-from tritune.capture.spec import read_launches
+from tritune.capture.spec import VERSION, read_launches
 from tritune.commands.capture import capture
 
 SCRIPT = Path(__file__).parent / "programs" / "capture_script.py"
@@ -90,3 +90,30 @@ def test_a_run_inside_a_capture_keeps_both_and_the_boot_folder_once(tmp_path):
     inner = boot.boot_env({config.ENV_STORE: str(tmp_path / "s.db")}, outer)
     assert inner["PYTHONPATH"].split(os.pathsep) == [str(boot.BOOT_DIR), SRC]
     assert config.capture_dir(inner) == str(tmp_path / "cap") and config.store_path(inner) == str(tmp_path / "s.db")
+
+
+def _bad_launches(kind: str) -> bytes:
+    header = b'{"tritune_launches": %d}\n' % VERSION
+    return {"truncated": header + b'{"kernel": "k"',
+            "binary": b"\x89PNG\r\n\x1a\n\xff\xfe\n",
+            "other-version": b'{"tritune_launches": 999}\n',
+            "not-launches": b'{"hello": 1}\n'}[kind]
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("truncated", "last line does not end in a newline"),
+    ("binary", "not a text file"),
+    ("other-version", "written by spec version 999"),
+    ("not-launches", "no tritune_launches header"),
+])
+def test_append_to_an_unusable_capture_fails_before_running_the_program(tmp_path, kind, message):
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "launches.jsonl").write_bytes(_bad_launches(kind))
+    ran = tmp_path / "ran"
+    result = invoke("--out", str(out), "--append", "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and result.output.startswith("tritune capture: cannot append: ")
+    assert message in result.output
+    assert not ran.exists()  # the program did not run
+    assert (out / "launches.jsonl").read_bytes() == _bad_launches(kind)

@@ -7,7 +7,8 @@ when the command ends, however it ends, the parts are merged into ``out_dir/laun
 
 An ``out_dir`` that already holds a capture is refused (``mode="new"``) unless ``mode`` is
 ``"replace"`` (its launches, parts, sources and tensors are removed first) or ``"append"`` (the
-new launches are merged in; counts of equal launches add up).
+new launches are merged in; counts of equal launches add up). The existing ``launches.jsonl``
+is read before the command starts: one it cannot use is refused without running anything.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from tritune import boot as boot_folder
 from tritune.capture.recorder import PARTS, finalize, start
-from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec
+from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec, SpecError, read_launches
 from tritune.config import ENV_CAPTURE_DIR
 
 MODES = ("new", "replace", "append")
@@ -68,11 +69,26 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
     if holds and mode == "new":
         raise CaptureError(f"{out_dir} already holds a capture: pass --force to replace it or --append to add to it",
                            exit_code=2)
+    if mode == "append" and (out_dir / LAUNCHES).exists():
+        _check_appendable(out_dir / LAUNCHES)
     if mode == "replace":
         (out_dir / LAUNCHES).unlink(missing_ok=True)
         for name in (PARTS, SOURCES, TENSORS):
             shutil.rmtree(out_dir / name, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _check_appendable(path: Path) -> None:
+    """Read the capture to append to now, not after the whole program ran (its merge would fail)."""
+    try:
+        read_launches(path)
+    except SpecError as exc:
+        raise CaptureError(f"cannot append: {exc}", exit_code=2) from None
+    except UnicodeDecodeError as exc:
+        raise CaptureError(f"cannot append: {path}: not a text file ({exc.reason} at byte {exc.start})",
+                           exit_code=2) from None
+    except OSError as exc:
+        raise CaptureError(f"cannot append: {path}: {exc.strerror or exc}", exit_code=2) from None
 
 
 def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result:
