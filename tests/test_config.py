@@ -103,5 +103,7 @@ def test_home_defaults_to_dot_tritune_in_the_users_home(tmp_path, monkeypatch):
 
 def test_home_that_is_a_file_is_one_line(tmp_path):
     (tmp_path / "file").write_text("")
-    with pytest.raises(config.ConfigError, match=r"^TRITUNE_HOME: .*file exists and is not a directory$"):
+    with pytest.raises(config.ConfigError, match=r"^TRITUNE_HOME=.*file: exists and is not a directory$"):
         config.home({config.ENV_HOME: str(tmp_path / "file")})
+    with pytest.raises(config.ConfigError, match=r"^TRITUNE_HOME=.*file/sub: cannot be created \(Not a directory\)$"):
+        config.home({config.ENV_HOME: str(tmp_path / "file" / "sub")})

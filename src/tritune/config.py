@@ -38,8 +38,10 @@ tritune's own variables (all optional):
     static analysis and say so. A path that is not an executable file is reported as such.
 
 ``TRITUNE_HOME``
-    Where tritune keeps per-user state (the signing secret of decision stores); default
-    ``~/.tritune``, created 0700 on first use (``home()``).
+    Where tritune keeps per-user state: the secret that signs decision stores (``store.key``,
+    see ``tritune.store.signing``). Default ``~/.tritune``, created with mode 0700 on first use
+    (``home()``). Stores signed under one home are not trusted under another: tests and
+    sandboxes that set it get a store of their own.
 
 Other programs' variables tritune reads or sets:
 
@@ -101,8 +103,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _TRITON_TRUE = {"1", "true", "yes", "on", "y"}
 
 
-class ConfigError(RuntimeError):
-    """A variable whose value cannot be used; the message is one line naming it."""
+class ConfigError(ValueError):
+    """A variable's value cannot be used; the message names the variable and the value."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,9 +187,9 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:
         if not path.is_dir():
-            raise ConfigError(f"{ENV_HOME}: {path} exists and is not a directory") from None
+            raise ConfigError(f"{ENV_HOME}={path}: exists and is not a directory") from None
     except OSError as exc:
-        raise ConfigError(f"{ENV_HOME}: cannot create {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{ENV_HOME}={path}: cannot be created ({exc.strerror or exc})") from None
     else:
         os.chmod(path, 0o700)  # mkdir's mode goes through the umask
     return path
