@@ -4,6 +4,7 @@ modified, in subprocesses under the interpreter."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -12,11 +13,12 @@ import torch
 import triton
 
 from conftest import import_interpreted
-from tritune.capture.program import BOOT_DIR
+from tritune import config
+from tritune.boot import BOOT_DIR
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
 from tritune.replay import Variant
-from tritune.store import DecisionStore, current_target, key_for
+from tritune.store import SCHEMA_VERSION, DecisionStore, current_target, key_for
 
 KERNEL = """
 import triton
@@ -44,6 +46,8 @@ ran = seen[seen != 0]
 print(len(ran), sorted(set(ran.tolist())), "torch" in sys.modules)
 sys.exit(int(sys.argv[1]))
 """
+# the boot folder first, then what this process has (the tritune under test)
+BOOT_PATH = config.python_path_first(str(BOOT_DIR))
 RUN = [sys.executable, "-c", "from tritune.commands.run import run; run(prog_name='tritune run')"]
 
 
@@ -91,13 +95,11 @@ def test_without_the_store_the_program_runs_as_written(program):
 
 def test_a_store_that_is_not_there_is_one_line_and_the_program_runs(program):
     missing = program / "missing.db"
-    done = interpreted([sys.executable, str(program / "prog.py"), "0"], PYTHONPATH=str(BOOT_DIR),
+    done = interpreted([sys.executable, str(program / "prog.py"), "0"], PYTHONPATH=BOOT_PATH,
                        TRITUNE_STORE=str(missing))
     assert done.returncode == 0 and done.stdout.strip() == "4 [32] True"
     assert done.stderr.strip() == f"tritune apply: decisions not applied in this process: StoreError: " \
                                   f"no decision store at {missing}"
-    usage = interpreted([*RUN, "--store", str(missing), "--", sys.executable, "-c", "pass"])
-    assert usage.returncode == 2 and usage.stderr.strip() == f"tritune run: no decision store at {missing}"
     absent = interpreted([*RUN, "--store", str(program / "decisions.db"), "--", "no-such-command-here"])
     assert absent.returncode == 127 and "command not found: no-such-command-here" in absent.stderr
 
@@ -105,6 +107,49 @@ def test_a_store_that_is_not_there_is_one_line_and_the_program_runs(program):
 def test_a_process_that_never_imports_triton_pays_nothing(program):
     check = ("import sys, tritune; tritune.enable; "
              "print(sorted(m for m in ('torch', 'triton', 'tritune.store') if m in sys.modules))")
-    done = interpreted([sys.executable, "-c", check], PYTHONPATH=str(BOOT_DIR),
+    done = interpreted([sys.executable, "-c", check], PYTHONPATH=BOOT_PATH,
                        TRITUNE_STORE=str(program / "decisions.db"))
     assert done.returncode == 0 and done.stdout.strip() == "[]" and done.stderr == ""
+
+
+def _bad_store(root, kind: str):
+    path = root / f"{kind}.db"
+    if kind == "not-sqlite":
+        path.write_text("these are not the decisions you are looking for\n" * 100)
+    elif kind == "newer-schema":
+        DecisionStore(path).close()
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    return path
+
+
+BAD_STORES = [("missing", "no decision store at"), ("not-sqlite", "not a tritune decision store"),
+              ("newer-schema", f"written by store schema version {SCHEMA_VERSION + 1}")]
+SAY_RAN = [sys.executable, "-c", "import sys; print('ran'); sys.exit(3)"]
+
+
+@pytest.mark.parametrize("kind, why", BAD_STORES)
+def test_a_bad_store_runs_the_program_and_says_first_that_nothing_was_applied(tmp_path, kind, why):
+    store = _bad_store(tmp_path, kind)
+    done = subprocess.run([*RUN, "--store", str(store), "--", *SAY_RAN], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert done.returncode == 3  # the program's own
+    warning, ran = done.stdout.splitlines()  # the warning, then the program's output; nothing else
+    assert warning.startswith("tritune run: nothing applied, running the program as written: ") and why in warning
+    assert ran == "ran"
+
+
+@pytest.mark.parametrize("kind, why", BAD_STORES)
+def test_strict_refuses_a_bad_store_without_running_the_program(tmp_path, kind, why):
+    store = _bad_store(tmp_path, kind)
+    done = subprocess.run([*RUN, "--strict", "--store", str(store), "--", *SAY_RAN], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("tritune run: nothing applied, the program was not run (--strict): ") and why in line
+
+
+def test_strict_with_a_good_store_runs_the_program(program):
+    done = interpreted([*RUN, "--strict", "--store", str(program / "decisions.db"), "--",
+                        sys.executable, str(program / "prog.py"), "0"])
+    assert done.returncode == 0 and done.stdout.strip() == "2 [64] True", done.stderr[-2000:]

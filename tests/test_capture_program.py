@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,11 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tritune.capture import program
-from tritune.capture.spec import read_launches
+import tritune
+from tritune import boot, config
+from tritune.capture.spec import VERSION, read_launches
 from tritune.commands.capture import capture
 
 SCRIPT = Path(__file__).parent / "programs" / "capture_script.py"
+SRC = str(Path(tritune.__file__).resolve().parents[1])  # the tritune under test, for the children
 
 
 def invoke(*args: str):
@@ -73,13 +76,44 @@ def test_bootstrap_chains_the_environments_sitecustomize(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.THEIRS_RAN = True\n")
-    env = program.child_env(tmp_path / "cap", {"PYTHONPATH": str(theirs), "PATH": "/usr/bin:/bin"})
-    assert env["PYTHONPATH"].split(":")[0] == str(program.BOOT_DIR)
+    env = boot.boot_env({config.ENV_CAPTURE_DIR: str(tmp_path / "cap")},
+                        {"PYTHONPATH": os.pathsep.join([str(theirs), SRC]), "PATH": "/usr/bin:/bin"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(boot.BOOT_DIR), str(theirs), SRC]
     code = ("import builtins, sys; "
             "print(getattr(builtins, 'THEIRS_RAN', False), 'tritune.capture.recorder' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "True"], done.stderr
 
 
-def test_bootstrap_reads_the_variable_program_sets():
-    assert f'"{program.ENV_CAPTURE_DIR}"' in (program.BOOT_DIR / "sitecustomize.py").read_text()
+def test_a_run_inside_a_capture_keeps_both_and_the_boot_folder_once(tmp_path):
+    outer = boot.boot_env({config.ENV_CAPTURE_DIR: str(tmp_path / "cap")}, {"PYTHONPATH": SRC})
+    inner = boot.boot_env({config.ENV_STORE: str(tmp_path / "s.db")}, outer)
+    assert inner["PYTHONPATH"].split(os.pathsep) == [str(boot.BOOT_DIR), SRC]
+    assert config.capture_dir(inner) == str(tmp_path / "cap") and config.store_path(inner) == str(tmp_path / "s.db")
+
+
+def _bad_launches(kind: str) -> bytes:
+    header = b'{"tritune_launches": %d}\n' % VERSION
+    return {"truncated": header + b'{"kernel": "k"',
+            "binary": b"\x89PNG\r\n\x1a\n\xff\xfe\n",
+            "other-version": b'{"tritune_launches": 999}\n',
+            "not-launches": b'{"hello": 1}\n'}[kind]
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("truncated", "last line does not end in a newline"),
+    ("binary", "not a text file"),
+    ("other-version", "written by spec version 999"),
+    ("not-launches", "no tritune_launches header"),
+])
+def test_append_to_an_unusable_capture_fails_before_running_the_program(tmp_path, kind, message):
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "launches.jsonl").write_bytes(_bad_launches(kind))
+    ran = tmp_path / "ran"
+    result = invoke("--out", str(out), "--append", "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and result.output.startswith("tritune capture: cannot append: ")
+    assert message in result.output
+    assert not ran.exists()  # the program did not run
+    assert (out / "launches.jsonl").read_bytes() == _bad_launches(kind)

@@ -1,6 +1,12 @@
-"""Typed configuration: the one place that reads tritune's environment variables.
+"""Typed configuration: the one place that reads and writes environment variables.
 
-Environment variables (all optional):
+Every other module asks here (``config.interpreting()``, ``config.ncu_path()``...) and builds a
+child's environment here (``config.environment``), so that what tritune reacts to is listed once
+(a test fails when another module touches ``os.environ``). This module imports only the
+standard library and nothing heavy: ``capture/_boot/sitecustomize.py`` imports it in every
+process of a ``tritune capture`` / ``tritune run`` command.
+
+tritune's own variables (all optional):
 
 ``TRITUNE_PASSES``
     Comma-separated pass names to install into Triton's compiler in every process that imports
@@ -16,49 +22,89 @@ Environment variables (all optional):
 
 ``TRITUNE_CAPTURE_DIR``
     Set by ``tritune capture`` for the command it runs: every Python process of that command
-    records its Triton launches into this directory. Read by ``capture/_boot/sitecustomize.py``
-    before tritune is imported (so processes outside a capture pay nothing); the name lives in
-    ``tritune.capture.program.ENV_CAPTURE_DIR``.
+    records its Triton launches into this directory (``capture_dir()``, read by
+    ``capture/_boot/sitecustomize.py`` at start-up).
 
 ``TRITUNE_STORE``
     Path of a decision store whose verified decisions every Python process applies at launch
-    time (``tritune.apply``), for programs one cannot edit; set by ``tritune run --store``. Read
-    by ``capture/_boot/sitecustomize.py`` (first on ``PYTHONPATH``) before tritune is imported;
+    time (``tritune.apply``), for programs one cannot edit; set by ``tritune run --store``
+    (``store_path()``, read by ``capture/_boot/sitecustomize.py``, first on ``PYTHONPATH``);
     apply starts once the process imports Triton. A missing or unreadable store is one line on
     stderr and the program runs as written.
 
 ``TRITUNE_NCU``
-    Path of the Nsight Compute CLI that ``tritune.profile`` runs. Unset: ``ncu`` on ``PATH``,
-    else ``/usr/local/cuda/bin/ncu``; none of them: profiles fall back to timing + static
-    analysis and say so. A path that is not an executable file is reported as such.
+    Path of the Nsight Compute CLI that ``tritune.profile`` runs (``ncu_path()``). Unset: ``ncu``
+    on ``PATH``, else ``/usr/local/cuda/bin/ncu``; none of them: profiles fall back to timing +
+    static analysis and say so. A path that is not an executable file is reported as such.
 
 ``TRITUNE_HOME``
-    Where tritune keeps per-user state: the secret that signs decision stores
-    (``store.key``, see ``tritune.store.signing``). Default ``~/.tritune``, created with mode
-    0700 on first use. Stores signed under one home are not trusted under another: tests and
+    Where tritune keeps per-user state: the secret that signs decision stores (``store.key``,
+    see ``tritune.store.signing``). Default ``~/.tritune``, created with mode 0700 on first use
+    (``home()``). Stores signed under one home are not trusted under another: tests and
     sandboxes that set it get a store of their own.
 
-Triton's own ``TRITON_INTERPRET`` is read by ``tritune.replay`` to replay on the CPU.
+Other programs' variables tritune reads or sets:
 
-Code reads ``config.current()``. The scoped switch is ``tritune.compiler.enabled()``: it works
-through these variables so that processes started inside it (Inductor's workers) inherit it.
+``TRITON_INTERPRET``
+    Triton's switch to run kernels on the CPU, read when a kernel is decorated. tritune reads it
+    (``interpreting()``, parsed as Triton parses it) to replay and verify on the CPU, and sets it
+    around loading a decided variant so that it is made like the kernel it replaces.
+``TRITON_CACHE_MANAGER``
+    Set by ``tritune.compiler.enable`` to tritune's salted cache manager; another manager
+    already set there is refused (``cache_manager()``).
+``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TORCHINDUCTOR_BENCHMARK_KERNEL``,
+``TORCHINDUCTOR_FORCE_DISABLE_CACHES``
+    Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
+``PYTHONPATH``
+    Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
+    (``tritune.boot``), and by tritune's package root for profiled targets.
+``PYTHONUNBUFFERED``
+    Set to ``1`` in worker processes, so that a print just before a crash reaches their log.
+``PATH``
+    Where ``ncu`` is looked for (``search_path()``).
+
+Code reads ``config.current()`` for the pass settings. The scoped switch is
+``tritune.compiler.enabled()``: it works through these variables so that processes started
+inside it (Inductor's workers) inherit it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ENV_PASSES = "TRITUNE_PASSES"
 ENV_FAST_MATH = "TRITUNE_FAST_MATH"
 ENV_STAGES = "TRITUNE_STAGES"
 ENV_DEBUG = "TRITUNE_DEBUG"
-ENV_STORE = "TRITUNE_STORE"  # read by capture/_boot/sitecustomize.py; set by tritune run
-ENV_NCU = "TRITUNE_NCU"  # read by tritune.profile.ncu.find_ncu
+ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"
+ENV_STORE = "TRITUNE_STORE"
+ENV_NCU = "TRITUNE_NCU"
 ENV_HOME = "TRITUNE_HOME"
+ENV_INTERPRET = "TRITON_INTERPRET"
+ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
+ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
+ENV_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+ENV_BENCHMARK_KERNEL = "TORCHINDUCTOR_BENCHMARK_KERNEL"
+ENV_DISABLE_CACHES = "TORCHINDUCTOR_FORCE_DISABLE_CACHES"
+ENV_PYTHONPATH = "PYTHONPATH"
+ENV_UNBUFFERED = "PYTHONUNBUFFERED"
+ENV_PATH = "PATH"
 
+DEFAULT_HOME = "~/.tritune"
 _TRUE = {"1", "true", "yes", "on"}
+# What Triton's getenv_bool takes for true (case-insensitive, not stripped): reading
+# TRITON_INTERPRET any other way could disagree with Triton about where kernels run.
+_TRITON_TRUE = {"1", "true", "yes", "on", "y"}
+
+
+class ConfigError(ValueError):
+    """A variable's value cannot be used; the message names the variable and the value."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +115,8 @@ class Config:
     debug: bool = False
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Config":
-        env = os.environ if environ is None else environ
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Config":
+        env = _env(environ)
         return cls(
             passes=_split(env.get(ENV_PASSES, "")),
             fast_math=env.get(ENV_FAST_MATH, "").strip().lower() in _TRUE,
@@ -92,22 +138,101 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
 def current() -> Config:
     """The config in force, read from the environment at each call."""
     return Config.from_env()
 
 
-class ConfigError(ValueError):
-    """A variable's value cannot be used; the message names the variable and the value."""
+# ------------------------------------------------------------------------------ readers
+# Each takes ``environ`` (default: this process's) so that tests need not touch the real one.
+
+def capture_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    return _env(environ).get(ENV_CAPTURE_DIR) or None
 
 
-def home() -> Path:
-    """``$TRITUNE_HOME`` (default ``~/.tritune``), created with mode 0700 if missing."""
-    path = Path(os.environ.get(ENV_HOME) or Path.home() / ".tritune").expanduser()
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{ENV_HOME}={path}: exists and is not a directory")
+def store_path(environ: Mapping[str, str] | None = None) -> str | None:
+    return _env(environ).get(ENV_STORE) or None
+
+
+def ncu_path(environ: Mapping[str, str] | None = None) -> str:
+    """The ncu the user named, or ``""``."""
+    return _env(environ).get(ENV_NCU, "").strip()
+
+
+def search_path(environ: Mapping[str, str] | None = None) -> str | None:
+    return _env(environ).get(ENV_PATH)
+
+
+def cache_manager(environ: Mapping[str, str] | None = None) -> str | None:
+    return _env(environ).get(ENV_CACHE_MANAGER) or None
+
+
+def interpreting(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether Triton runs kernels decorated now on the CPU (``TRITON_INTERPRET``)."""
+    return _env(environ).get(ENV_INTERPRET, "").lower() in _TRITON_TRUE
+
+
+def home(environ: Mapping[str, str] | None = None) -> Path:
+    """``TRITUNE_HOME`` (default ``~/.tritune``), created with mode 0700 if missing;
+    ``ConfigError`` if it exists and is not a directory, or cannot be made."""
+    from pathlib import Path
+
+    given = _env(environ).get(ENV_HOME, "").strip()
+    path = Path(given or DEFAULT_HOME).expanduser().absolute()
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        if not path.is_dir():
+            raise ConfigError(f"{ENV_HOME}={path}: exists and is not a directory") from None
     except OSError as exc:
-        raise ConfigError(f"{ENV_HOME}={path}: cannot be created ({exc.strerror})") from None
+        raise ConfigError(f"{ENV_HOME}={path}: cannot be created ({exc.strerror or exc})") from None
+    else:
+        os.chmod(path, 0o700)  # mkdir's mode goes through the umask
     return path
+
+
+# ------------------------------------------------------------------------------ writers
+
+def environment(overrides: Mapping[str, str | None] | None = None, *,
+                environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A child process's environment: this one (or ``environ``) with ``overrides`` applied, a
+    value of ``None`` removing the variable."""
+    env = dict(_env(environ))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def python_path_first(folder: str, environ: Mapping[str, str] | None = None) -> str:
+    """``PYTHONPATH`` with ``folder`` first (and nowhere else), for ``environment``."""
+    rest = [p for p in _env(environ).get(ENV_PYTHONPATH, "").split(os.pathsep) if p and p != folder]
+    return os.pathsep.join([folder, *rest])
+
+
+def update(values: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Set (``None``: remove) variables in this process and the children it starts from now on;
+    returns what they were, for ``update`` to put back."""
+    previous = {key: os.environ.get(key) for key in values}
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return previous
+
+
+@contextlib.contextmanager
+def override(values: Mapping[str, str | None] | None = None, /, **more: str | None) -> Iterator[None]:
+    """``update`` for the duration of a block: everything is as before when it exits."""
+    previous = update({**(values or {}), **more})
+    try:
+        yield
+    finally:
+        update(previous)

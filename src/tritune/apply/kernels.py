@@ -26,11 +26,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import os
 import types
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator
 
+from tritune import config
 from tritune.capture._jit_shim import is_interpreted
 
 
@@ -79,18 +79,8 @@ def load_source(fn: Any, text: str) -> Any:
 def _interpreting(on: bool) -> Iterator[None]:
     """``TRITON_INTERPRET`` as ``fn`` was made (``@triton.jit`` reads it when it decorates), so
     the variant is launched by the same ``run`` as the kernel it replaces."""
-    before = os.environ.get("TRITON_INTERPRET")
-    if (before == "1") == on:
+    with config.override({config.ENV_INTERPRET: "1" if on else "0"}):
         yield
-        return
-    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = before
 
 
 class Passes:

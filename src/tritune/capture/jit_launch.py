@@ -16,11 +16,9 @@ recorded as text and named in ``extra["constexprs_as_text"]``: replay must turn 
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import sys
 import types
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Hashable
 
 import torch
 from triton.backends.compiler import GPUTarget
@@ -29,6 +27,7 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tritune.capture import grid_rule
 from tritune.capture._jit_shim import Launch, is_interpreted
+from tritune.capture._language_shim import compilable_language
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
 from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, from_ttir, ttir_params
 
@@ -267,80 +266,13 @@ def ttir_writes(kernel: Kernel, spec: LaunchSpec, compile_args: dict) -> Writes 
     key = repr((compile_args["signature"], compile_args["constexprs"], sorted(compile_args["attrs"].items())))
     if key not in kernel.writes:
         try:
-            with _compilable_language():
+            with compilable_language():
                 ttir = compile_ttir(kernel.jit, compile_args["signature"], compile_args["constexprs"],
                                     compile_args["attrs"])
             kernel.writes[key] = from_ttir(ttir, compile_args["ttir_params"], [a.name for a in spec.tensors])
         except Exception:  # noqa: BLE001 - any compile failure: the caller observes instead
             kernel.writes[key] = None
     return kernel.writes[key]
-
-
-_LANGUAGE_COPIES: dict[int, JITFunction] = {}
-_MISSING = object()
-
-
-def _language_objects() -> list[Any]:
-    import triton.language as tl
-
-    return [tl, tl.core, tl.math, tl.tensor, tl.core.tensor_descriptor_base]
-
-
-# ``triton.language`` as it was when capture loaded, before any kernel was interpreted: the
-# interpreter patches its builtins while a kernel runs and, after a call to a jit helper
-# (``tl.max``...), leaves some patched (``InterpretedFunction.__call__`` never restores them).
-_PRISTINE = [(obj, dict(vars(obj))) for obj in _language_objects()]
-
-
-def _interpreter_patched(value: Any) -> Any | None:
-    """The builtin an interpreter patch wraps (``lambda *args, member=member, **kwargs``), or None."""
-    code = getattr(value, "__code__", None)
-    member = (getattr(value, "__kwdefaults__", None) or {}).get("member")
-    if code is None or member is None or not code.co_filename.endswith("interpreter.py"):
-        return None
-    return member
-
-
-@contextlib.contextmanager
-def _compilable_language() -> Iterator[None]:
-    """``triton.language`` as the compiler needs it, for one compile under the interpreter:
-    its own jit functions (``tl.max``, ``tl.sum``...) as ``JITFunction`` copies (cached), and its
-    builtins as they were before any kernel ran. Everything is put back afterwards."""
-    swapped: list[tuple[Any, str, Any]] = []
-
-    def put(obj: Any, attr: str, value: Any) -> None:
-        swapped.append((obj, attr, getattr(obj, attr, _MISSING)))
-        if value is _MISSING:
-            delattr(obj, attr)
-        else:
-            setattr(obj, attr, value)
-
-    for obj, pristine in _PRISTINE:
-        for attr in set(vars(obj)) | set(pristine):
-            now, then = vars(obj).get(attr, _MISSING), pristine.get(attr, _MISSING)
-            original = _interpreter_patched(now)
-            if original is not None:  # patched before this module loaded: unwrap it
-                put(obj, attr, original)
-            elif now is not then:
-                put(obj, attr, then)
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("triton.language") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if not is_interpreted(value):
-                continue
-            copy = _LANGUAGE_COPIES.get(id(value.fn))
-            if copy is None:
-                copy = _LANGUAGE_COPIES[id(value.fn)] = JITFunction(value.fn, **value.kwargs)
-            put(module, attr, copy)
-    try:
-        yield
-    finally:
-        for obj, attr, value in reversed(swapped):
-            if value is _MISSING:
-                delattr(obj, attr)
-            else:
-                setattr(obj, attr, value)
 
 
 def _returned_writes(result: Any, kernel: Kernel, spec: LaunchSpec, compile_args: dict) -> Writes | None:

@@ -1,29 +1,28 @@
 """Capture a whole program: run a command with recording switched on in every Python process.
 
-``run(command, out_dir)`` starts the command with ``PYTHONPATH`` led by ``_boot/`` (whose
+``run(command, out_dir)`` starts the command with tritune's boot folder (``tritune.boot``, whose
 ``sitecustomize.py`` calls ``boot``) and ``TRITUNE_CAPTURE_DIR`` set, so the program, its
 subprocesses and Inductor's compile workers record into ``out_dir/parts/`` (see ``recorder``);
 when the command ends, however it ends, the parts are merged into ``out_dir/launches.jsonl``.
 
 An ``out_dir`` that already holds a capture is refused (``mode="new"``) unless ``mode`` is
 ``"replace"`` (its launches, parts, sources and tensors are removed first) or ``"append"`` (the
-new launches are merged in; counts of equal launches add up).
+new launches are merged in; counts of equal launches add up). The existing ``launches.jsonl``
+is read before the command starts: one it cannot use is refused without running anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
+from tritune import boot as boot_folder
 from tritune.capture.recorder import PARTS, finalize, start
-from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec
+from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec, SpecError, read_launches
+from tritune.config import ENV_CAPTURE_DIR
 
-ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"  # the captured processes read it (in _boot/sitecustomize.py)
-BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 MODES = ("new", "replace", "append")
 
 
@@ -70,6 +69,8 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
     if holds and mode == "new":
         raise CaptureError(f"{out_dir} already holds a capture: pass --force to replace it or --append to add to it",
                            exit_code=2)
+    if mode == "append" and (out_dir / LAUNCHES).exists():
+        _check_appendable(out_dir / LAUNCHES)
     if mode == "replace":
         (out_dir / LAUNCHES).unlink(missing_ok=True)
         for name in (PARTS, SOURCES, TENSORS):
@@ -77,12 +78,17 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def child_env(out_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if environ is None else environ)
-    env[ENV_CAPTURE_DIR] = str(out_dir.resolve())
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
-    return env
+def _check_appendable(path: Path) -> None:
+    """Read the capture to append to now, not after the whole program ran (its merge would fail)."""
+    try:
+        read_launches(path)
+    except SpecError as exc:
+        raise CaptureError(f"cannot append: {exc}", exit_code=2) from None
+    except UnicodeDecodeError as exc:
+        raise CaptureError(f"cannot append: {path}: not a text file ({exc.reason} at byte {exc.start})",
+                           exit_code=2) from None
+    except OSError as exc:
+        raise CaptureError(f"cannot append: {path}: {exc.strerror or exc}", exit_code=2) from None
 
 
 def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result:
@@ -91,19 +97,11 @@ def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result
         raise CaptureError("no command given: tritune capture --out DIR -- python your_script.py", exit_code=2)
     out_dir = Path(out_dir)
     prepare(out_dir, mode)
-    if shutil.which(command[0]) is None and not Path(command[0]).is_file():
-        raise CaptureError(f"command not found: {command[0]}", exit_code=127)
-    try:
-        process = subprocess.Popen(command, env=child_env(out_dir))
-    except OSError as exc:  # not executable, bad interpreter line, ...
-        raise CaptureError(f"cannot run {command[0]}: {exc.strerror or exc}", exit_code=126) from None
-    try:
-        returncode = process.wait()
-    except KeyboardInterrupt:  # the child got the SIGINT too: let it finish writing, then merge
-        returncode = process.wait()
+    try:  # an interrupted command has finished writing when this returns: merge it too
+        returncode = boot_folder.run(command, {ENV_CAPTURE_DIR: str(out_dir.resolve())})
+    except boot_folder.CommandError as exc:
+        raise CaptureError(str(exc), exc.exit_code) from None
     specs = finalize(out_dir, command=command)
-    if returncode < 0:
-        returncode = 128 - returncode
     return Result(list(command), returncode, out_dir, specs)
 
 

@@ -3,7 +3,8 @@
 Exit status: 0 when the command succeeded and launches were recorded; the command's own status
 when it failed (what it recorded until then is still merged and summarised); 1 when it ran but
 launched no Triton kernel; 2 for a usage error (no command, DIR already holds a capture without
-``--force``/``--append``); 126 / 127 when the command cannot be run / is not found.
+``--force``/``--append``, or with ``--append`` one that cannot be read: checked before the command
+runs); 126 / 127 when the command cannot be run / is not found.
 """
 
 from __future__ import annotations

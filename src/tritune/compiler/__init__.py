@@ -18,7 +18,6 @@ memory; leaving the scope brings back the baseline binaries.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterable, Iterator
 
 from tritune import config, passes
@@ -26,7 +25,7 @@ from tritune.compiler import cache, hook, jit_caches
 
 __all__ = ["disable", "enable", "enabled", "installed_hook"]
 
-_MANAGER_ENV = "TRITON_CACHE_MANAGER"
+_MANAGER_ENV = config.ENV_CACHE_MANAGER
 _ENV_KEYS = (config.ENV_PASSES, config.ENV_FAST_MATH, config.ENV_STAGES, config.ENV_DEBUG, _MANAGER_ENV)
 
 
@@ -41,7 +40,7 @@ def installed_hook() -> hook.PassHook | None:
 def enable(names: Iterable[str] = ("exact",), *, fast_math: bool = False,
            stages: Iterable[str] = ("ttir",), debug: bool = False) -> dict[str, str | None]:
     """Switch the pipeline on in this process and its future children; returns the old env."""
-    manager = os.environ.get(_MANAGER_ENV)
+    manager = config.cache_manager()
     if manager not in (None, "", cache.MANAGER_PATH):
         raise CacheManagerConflict(
             f"{_MANAGER_ENV}={manager} is set; tritune needs {cache.MANAGER_PATH} to keep "
@@ -61,12 +60,7 @@ def disable() -> dict[str, str | None]:
 
 def _apply_env(values: dict[str, str | None]) -> dict[str, str | None]:
     old_salt = cache.salt()
-    previous = {key: os.environ.get(key) for key in values}
-    for key, value in values.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    previous = config.update(values)
     hook.install()
     jit_caches.switch(old_salt, cache.salt())
     return previous

@@ -28,18 +28,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from tritune import config
+from tritune.config import ENV_BENCHMARK_KERNEL, ENV_DISABLE_CACHES, ENV_INDUCTOR_CACHE, ENV_TRITON_CACHE
 from tritune.inductor.models import ModelError, build, default_loss, resolve
 
 MODES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16")
 DEFAULT_DTYPE = {"train": "float32", "infer": "float16"}  # seed 000: BERT train fp32, infer fp16
 MODULES = "modules"
-
-# Environment variables torch/Triton read (in this process and in Inductor's compile workers).
-ENV_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
-ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
-ENV_BENCHMARK_KERNEL = "TORCHINDUCTOR_BENCHMARK_KERNEL"
-ENV_DISABLE_CACHES = "TORCHINDUCTOR_FORCE_DISABLE_CACHES"
 
 Log = Callable[[str], None]
 
@@ -75,7 +71,7 @@ def prepare_environment(work_dir: str | Path) -> dict[str, str]:
     }
     for key in (ENV_INDUCTOR_CACHE, ENV_TRITON_CACHE):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
-    os.environ.update(env)
+    config.update(env)  # read by torch/Triton here and in Inductor's compile workers
     # Config modules imported before this read their environment already (`import torch` imports
     # torch.compiler.config, where force_disable_caches lives; Inductor's is an alias of it).
     compiler_config = sys.modules.get("torch.compiler.config")

@@ -36,6 +36,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from tritune import config
 from tritune.config import ENV_NCU
 from tritune.profile import ncu_csv
 
@@ -68,13 +69,12 @@ class NcuRun:
 
 def find_ncu(environ: Mapping[str, str] | None = None) -> str:
     """The ncu executable to use; ``NcuUnavailable("missing")`` when there is none."""
-    env = os.environ if environ is None else environ
-    given = env.get(ENV_NCU, "").strip()
+    given = config.ncu_path(environ)
     if given:
         if _executable(given):
             return given
         raise NcuUnavailable("missing", f"{ENV_NCU}={given} is not an executable file")
-    found = shutil.which("ncu", path=env.get("PATH"))
+    found = shutil.which("ncu", path=config.search_path(environ))
     if found:
         return found
     if _executable(DEFAULT_NCU):

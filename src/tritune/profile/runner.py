@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune import config
 from tritune.capture.spec import LaunchSpec
 from tritune.profile import ncu as ncu_cli
 from tritune.profile import ncu_csv
@@ -136,11 +136,8 @@ def target_command(payload: str | Path) -> list[str]:
 
 def target_env() -> dict[str, str]:
     """This environment, with tritune importable in the target even when it is not installed."""
-    env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])  # .../src, holding tritune/
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in paths if p != package_root])
-    return env
+    return config.environment({config.ENV_PYTHONPATH: config.python_path_first(package_root)})
 
 
 def profile_job(payload: dict) -> dict:

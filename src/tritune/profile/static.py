@@ -87,7 +87,8 @@ def _from_cpu_compile(spec: LaunchSpec, replay: Any) -> dict[str, Any]:
     from tritune.analyze import resources
     from tritune.analyze.compile import compile_kernel
     from tritune.analyze.launch import Launch
-    from tritune.capture.jit_launch import Kernel, _compilable_language
+    from tritune.capture._language_shim import compilable_language
+    from tritune.capture.jit_launch import Kernel
 
     kernel = Kernel(replay.fn)  # .jit: a compilable JITFunction even of an interpreted kernel
     params = _meta_params(spec, replay.constexprs)
@@ -102,7 +103,7 @@ def _from_cpu_compile(spec: LaunchSpec, replay: Any) -> dict[str, Any]:
         num_warps=int(replay.options.get("num_warps", 4)),
         num_stages=int(replay.options.get("num_stages", 3)),
     )
-    with _compilable_language():  # the interpreter may have left triton.language patched
+    with compilable_language():  # the interpreter may have left triton.language patched
         compiled = compile_kernel(kernel.jit, launch, CPU_TARGET)
     used = resources.measure(compiled.ptx, CPU_TARGET, enable_fp_fusion=compiled.enable_fp_fusion)
     return {"registers": used.registers, "spill_bytes": used.spill_bytes, "shared_bytes": compiled.shared_bytes,

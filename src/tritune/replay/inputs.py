@@ -12,19 +12,14 @@ storage offsets and overlapping views look to the kernel exactly as they did in 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError
+from tritune.config import interpreting  # replay's callers ask it here
 
-INTERPRET_ENV = "TRITON_INTERPRET"  # Triton's own switch; under it kernels run on the CPU
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INT_LOW, _INT_HIGH = -64, 64
-
-
-def interpreting() -> bool:
-    return os.environ.get(INTERPRET_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def device_of(spec: LaunchSpec, device: str | None = None) -> str:

@@ -33,6 +33,7 @@ from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune import config
 from tritune.worker.child import DUMP_SIGNAL
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
 
@@ -327,14 +328,8 @@ class _Child:
 
 
 def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"  # a print just before a segfault still reaches the log
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+    # PYTHONUNBUFFERED: a print just before a segfault still reaches the log
+    return config.environment({config.ENV_UNBUFFERED: "1", **overrides})
 
 
 def _check_env(env: Mapping[str, str | None]) -> dict[str, str | None]:

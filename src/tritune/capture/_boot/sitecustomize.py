@@ -1,11 +1,14 @@
 """Python imports ``sitecustomize`` at start-up: ``tritune capture`` and ``tritune run`` put this
-folder first on the command's PYTHONPATH, so every Python process it starts records its Triton
-launches into ``$TRITUNE_CAPTURE_DIR`` (``tritune.capture.program.boot``) and/or applies the
-decisions of the store at ``$TRITUNE_STORE`` (``tritune.apply.boot``). Whatever sitecustomize
-the environment had is run afterwards. Nothing here may break the program: failures are one line
-on stderr. The variables are read here, before tritune is imported, so that processes outside a
-capture or a run pay nothing (their names: ``tritune.capture.program.ENV_CAPTURE_DIR``,
-``tritune.config.ENV_STORE``).
+folder first on the command's PYTHONPATH (``tritune.boot``), so every Python process it starts
+records its Triton launches into ``$TRITUNE_CAPTURE_DIR`` (``tritune.capture.program.boot``)
+and/or applies the decisions of the store at ``$TRITUNE_STORE`` (``tritune.apply.boot``).
+Whatever sitecustomize the environment had is run afterwards. Nothing here may break the
+program: failures are one line on stderr.
+
+The variables are read through ``tritune.config`` (standard library only, no torch or Triton),
+so their names live in one place; it costs nothing extra in practice, since every process here
+has one of them set and then imports ``tritune.apply`` (which imports what config does) or
+capture (torch). What a boot module starts waits for Triton's import where it can.
 """
 
 import os
@@ -24,16 +27,22 @@ def _tritune_import(name: str):
         return importlib.import_module(f"tritune.{name}")
 
 
-# (variable, module whose boot(value) starts it, what a failure means), in the order they start
+# (tritune.config's reader of the variable, module whose boot(value) starts it, what a failure
+# means), in the order they start
 _TRITUNE_BOOTS = (
-    ("TRITUNE_CAPTURE_DIR", "capture.program", "tritune capture: not recording in this process"),
-    ("TRITUNE_STORE", "apply", "tritune apply: decisions not applied in this process"),
+    ("capture_dir", "capture.program", "tritune capture: not recording in this process"),
+    ("store_path", "apply", "tritune apply: decisions not applied in this process"),
 )
 
 
 def _tritune_start() -> None:
-    for variable, module, failed in _TRITUNE_BOOTS:
-        value = os.environ.get(variable)
+    try:
+        config = _tritune_import("config")
+        values = [getattr(config, read)() for read, _, _ in _TRITUNE_BOOTS]
+    except Exception as exc:  # noqa: BLE001
+        print(f"tritune: nothing started in this process: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    for value, (_, module, failed) in zip(values, _TRITUNE_BOOTS):
         if not value:
             continue
         try:
