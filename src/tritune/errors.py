@@ -81,13 +81,12 @@ def resource_failure_text(message: str) -> bool:
     """Whether a failure message names an ``OutOfResources``.
 
     Only for messages that crossed a process boundary as text (a worker's ``Failure.message``,
-    stored with the trial), where the exception object is gone: the message was made by
-    ``one_line`` in the worker, so it starts with the class name, and Triton's own wording
-    "out of resource" is kept when another exception's message quotes it. Anywhere the exception
-    is at hand, ask ``caused_by(exc, RESOURCES)`` instead.
+    stored with the trial), where the exception object is gone: the worker's ``one_line`` keeps
+    ``str(exc)``, which for an ``OutOfResources`` is Triton's own "out of resource: ..." (quoted
+    too when another exception's message wraps it). Anywhere the exception is at hand, ask
+    ``caused_by(exc, RESOURCES)`` instead.
     """
-    text = message.lower()
-    return text.startswith("outofresources") or _OUT_OF_RESOURCE in text
+    return _OUT_OF_RESOURCE in message.lower()
 
 
 def _text(exc: BaseException) -> str:
