@@ -62,9 +62,9 @@ def loaded_modules() -> dict:
 
 def import_path(path: str, name: str):
     """A fresh module object for ``path`` on every call (``name`` is only a label here)."""
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
 
-    return import_file(path)
+    return import_file(path, fresh=True)
 
 
 def autotuner_of(module):

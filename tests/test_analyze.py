@@ -1,14 +1,19 @@
 """tritune.analyze end to end on CPU: every example kernel compiled once for sm_90 (module fixture)."""
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tritune.analyze import RECORD_KEYS, analyze_path
 from tritune.analyze.render import console_for, render_table, to_json
 from tritune.analyze.report import analysed
+from tritune.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -170,3 +175,52 @@ def test_harvested_inductor_kernel_has_seed000_redundant_load():
     assert record["error"] is None and record["kind"] == "inductor"
     assert record["constexprs"]["R0_BLOCK"] == 512
     assert record["rewrites"]["merge-redundant-loads"] == 1
+
+
+HELPER_CALL = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def _twice(x):
+    return x * 2
+
+@triton.jit
+def twice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, _twice(x) + tl.sum(x, axis=0), mask=mask)
+'''
+
+
+def test_cli_analyses_with_the_interpreter_exported(tmp_path):
+    """A CPU user following the README has TRITON_INTERPRET=1 exported: analyze compiles anyway,
+    a kernel calling a jit helper and Triton's library (tl.sum) included. A fresh process, as the
+    user's: Triton is first imported there, and decorates its library then."""
+    (tmp_path / "twice.py").write_text(textwrap.dedent(HELPER_CALL))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "tritune", "analyze", str(tmp_path / "twice.py"), "--json",
+                           "--kernel", "twice_kernel"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    [record] = json.loads(done.stdout)
+    assert record["error"] is None and record["ttir_ops"]["tt.load"] == 1 and record["ttir_ops"]["tt.reduce"] == 1
+    # ...and says so where Triton was imported under the interpreter before (a library user)
+    code = ("import triton, sys\nfrom tritune.analyze import analyze_path\n"
+            f"analyze_path({str(tmp_path / 'twice.py')!r})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == (
+        "tritune.imports.InterpreterImported: Triton was imported with TRITON_INTERPRET=1 in this process, "
+        "so its library cannot compile for a GPU: analyse in a process started without it")
+
+
+def test_cli_skips_a_file_whose_import_blocks(tmp_path, monkeypatch):
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(1000)\n")
+    (tmp_path / "twice.py").write_text(textwrap.dedent(HELPER_CALL))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["analyze", ".", "--kernel", "twice_kernel", "--timeout", "1"])
+    assert result.exit_code == 0, result.output  # the other file is analysed
+    assert "error hangs.py: import did not finish in 1 s: skipped\n" in result.stdout
+    assert "twice_kernel" in result.stdout
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path / "hangs.py"), "--timeout", "0"])
+    assert result.exit_code == 2 and "--timeout" in result.stderr

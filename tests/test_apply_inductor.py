@@ -52,11 +52,11 @@ class FakeCompiled:
 def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
     from tritune.capture.inductor_spec import launch_spec
 
-    module = import_file(POI)
+    module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
     tuner = autotuner_of(module)
     assert not tuner.triton_interpret and type(tuner.fn).__name__ == "JITFunction"
@@ -121,7 +121,7 @@ INTERPRETED = textwrap.dedent("""
     import json, sys
     import torch
     from tritune import apply
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture import inductor
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.capture.recorder import Recorder, finalize
@@ -198,10 +198,10 @@ def test_interpreted_inductor_kernel_uses_its_decisions(tmp_path, small_inductor
 
 
 def test_a_failing_inductor_hook_launches_as_written(capfd):
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
 
-    module = import_file(POI)
+    module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
     tuner = autotuner_of(module)
     calls = []

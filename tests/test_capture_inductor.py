@@ -194,10 +194,10 @@ def test_shim_check_fails_when_run_changes_signature(monkeypatch):
 def _tuner_with_fake_launcher(config_index: int):
     """The poi example's real CachingAutotuner, whose one launcher records calls instead of
     launching: Inductor's own ``run`` (autotune skipped: one launcher) drives the shim."""
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
 
-    module = import_file(POI)
+    module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
     tuner = autotuner_of(module)
     calls = []
@@ -274,7 +274,7 @@ INTERPRETED = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import torch
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture import _jit_shim, inductor
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.capture.recorder import Recorder, finalize
@@ -329,7 +329,7 @@ def test_interpreted_inductor_kernel_is_captured_once_and_replays(tmp_path, smal
 
 
 def test_values_hold_the_real_tensors(tmp_path):
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_spec
 
     module = import_file(RED)
@@ -340,11 +340,11 @@ def test_values_hold_the_real_tensors(tmp_path):
 
 
 def test_launch_spec_rejects_a_wrong_argument_count():
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
     from tritune.capture.inductor_spec import launch_spec
 
-    module = import_file(POI)
+    module = import_file(POI, fresh=True)
     module.rand_strided = host_rand_strided
     tuner = autotuner_of(module)
     with pytest.raises(SpecError, match="launched with 3 arguments"):
@@ -358,7 +358,7 @@ def test_jsonable_keeps_enums_readable():
 
 
 def test_tuned_autotuners_are_found_by_their_kernel_file():
-    from tritune.analyze.discover import import_file
+    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, tuned_autotuners
 
     tuner = autotuner_of(import_file(PER))

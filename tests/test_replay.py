@@ -11,7 +11,7 @@ import torch
 from conftest import kernel_hash
 
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
-from tritune.replay import KernelLoadError, Replay, Variant, make_args, outputs
+from tritune.replay import KernelLoadError, Replay, Variant, load_kernel, make_args, outputs
 
 KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"
 
@@ -146,6 +146,37 @@ def test_load_errors_are_clear(tmp_path):
     (root / spec.source).unlink()
     with pytest.raises(SpecError, match="missing from the capture directory"):
         Replay(spec, root=root)
+
+
+def test_a_kernel_file_runs_its_top_level_once_per_process_and_content(tmp_path):
+    counter = tmp_path / "runs.txt"
+    text = KERNELS.read_text() + f"\nwith open({str(counter)!r}, 'a') as _runs:\n    _runs.write('ran\\n')\n"
+    root = capture_dir(tmp_path, add_spec(n=300))
+    (root / "sources" / "replay_kernels.py").write_text(text)
+    [spec] = read_launches(root)
+    args = make_args(spec, root)
+    for variant in (Variant(), Variant(constexprs={"BLOCK": 64}), Variant(options={"num_warps": 2}),
+                    Variant(constexprs={"BLOCK": 256}), Variant()):
+        Replay(spec, variant, root=root)(args)
+    assert len(counter.read_text().splitlines()) == 1
+    source = Variant(name="same kernel, other text", source=text + "\n# another text\n")
+    for _ in range(3):
+        Replay(spec, source, root=root)(args)
+    load_kernel(spec, root)
+    assert len(counter.read_text().splitlines()) == 2  # the variant's text is its own module, once
+    torch.testing.assert_close(args["out_ptr"], args["x_ptr"] + args["y_ptr"], rtol=0, atol=0)
+
+
+def test_a_source_that_exits_on_import_is_one_line(tmp_path, capsys):
+    root = capture_dir(tmp_path, add_spec())
+    spec = read_launches(root)[0]
+    text = KERNELS.read_text() + "\nprint('running the script')\nimport sys\nsys.exit(3)\n"
+    with pytest.raises(KernelLoadError) as info:
+        Replay(spec, Variant(source=text), root=root)
+    assert str(info.value) == ('replay_kernels.py: import failed: calls sys.exit(3) on import: '
+                               'guard its top level with `if __name__ == "__main__":`')
+    out, err = capsys.readouterr()
+    assert out == "" and "prints on import (1 line); its top level ran once here" in err
 
 
 def test_variant_round_trips_and_describes_itself():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from conftest import kernel_hash
 from tritune.capture.spec import ArgSpec, LaunchSpec
 from tritune.replay import Variant
@@ -88,6 +90,9 @@ def test_a_resource_failure_rules_out_every_bigger_value():
     other = [*trials[:2], Trial(Variant(constexprs={"BLOCK": 4096}), False, None, "compile_error", "SyntaxError"),
              *trials[3:]]
     assert LaunchConfigSearch().ceilings(s, other) == {}
+    # only Triton's OutOfResources is a resource failure, not a message that mentions resources
+    wordy = "CompilationError: at 3:4: shared memory and registers in the message"
+    assert LaunchConfigSearch().ceilings(s, [*trials[:2], dataclasses.replace(trials[2], message=wordy)]) == {}
     assert "num_warps=8, BLOCK=4096" in names(LaunchConfigSearch().propose(s, other, limit=8))
 
 

@@ -60,8 +60,10 @@ def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
 @click.option("--fast-math", is_flag=True, help="Count fast-math rewrites too (division reassociation).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of per-kernel objects.")
 @click.option("--kernel", "kernel_filter", default=None, metavar="NAME", help="Only the kernel named NAME.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=60, show_default=True,
+              metavar="S", help="Seconds each file's import may take; a file that takes longer is skipped.")
 def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warps: int | None,
-            fast_math: bool, as_json: bool, kernel_filter: str | None) -> None:
+            fast_math: bool, as_json: bool, kernel_filter: str | None, timeout_s: float) -> None:
     """Static analysis of every @triton.jit kernel in PATH (a .py file or a directory); no GPU needed.
 
     Reports per kernel TTIR op counts, what each tritune pass would rewrite, PTX statistics,
@@ -73,13 +75,13 @@ def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warp
 
     records = analyze_path(
         path, target=target, constexprs=constexprs, signature=signature, num_warps=num_warps,
-        fast_math=fast_math, kernel_filter=kernel_filter, progress=path.is_dir(),
+        fast_math=fast_math, kernel_filter=kernel_filter, progress=path.is_dir(), timeout_s=timeout_s,
     )
     if as_json:
         click.echo(to_json(records))
     else:
         render_table(records, console_for(sys.stdout))
-    if not any(r["kernel"] for r in records):
+    if not any(r["kernel"] for r in records) and not any(r["error"] for r in records):  # errors say why
         which = f"named {kernel_filter!r} " if kernel_filter else ""
         click.echo(f"tritune analyze: no @triton.jit kernel {which}found in {path}", err=True)
     sys.exit(0 if analysed(records) else 1)

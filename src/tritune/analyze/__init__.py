@@ -17,6 +17,10 @@ The data flows top to bottom, one module per step:
 ``targets`` holds the per-architecture SM limits that ``compile`` and ``occupancy`` share.
 """
 
-from tritune.analyze.report import RECORD_KEYS, analyze_path
+from tritune.imports import import_triton_compiling
+
+import_triton_compiling()  # before the modules below import Triton: TRITON_INTERPRET=1 may be exported
+
+from tritune.analyze.report import RECORD_KEYS, analyze_path  # noqa: E402
 
 __all__ = ["RECORD_KEYS", "analyze_path"]

@@ -7,31 +7,27 @@ A kernel is reported with what its wrappers know about launching it:
 - Inductor's ``CachingAutotuner`` (``@triton_heuristics.pointwise/reduction/...``): its configs
   and ``triton_meta`` (signature, constants, divisibility attributes).
 
-Each file is imported under a unique module name with its directory on ``sys.path`` for the
-duration of the import. Only kernels defined in the file itself are reported, so a helper kernel
-imported from elsewhere is not counted twice. torch is imported only by files that import it,
-or that are Inductor modules (see ``_inductor_shim``). An import that fails becomes a
-``FileError`` with a one-line message; the other files go on.
+Files are imported by ``tritune.imports.import_file`` (once per process and content, prints kept
+off stdout, ``sys.exit`` and a deadline turned into one-line errors). Only kernels defined in the
+file itself are reported, so a helper kernel imported from elsewhere is not counted twice. torch
+is imported only by files that import it, or that are Inductor modules (see
+``tritune._inductor_shim``). An import that fails becomes a ``FileError`` with a one-line
+message; the other files go on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
-import importlib.util
-import itertools
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction
 
-from tritune.analyze import _inductor_shim
-from tritune.analyze.errors import one_line
+from tritune.errors import one_line
+from tritune.imports import FileError, import_file
 
 INDUCTOR_HEURISTICS = "torch._inductor.runtime.triton_heuristics"
 SKIPPED_DIRS = {"__pycache__"}
@@ -59,12 +55,6 @@ class Kernel:
     attrs: dict[tuple[int, ...], list] | None = None  # Inductor's triton_meta["configs"][0]
 
 
-@dataclasses.dataclass(frozen=True)
-class FileError:
-    file: str
-    error: str
-
-
 def python_files(path: str | Path) -> list[Path]:
     """``path`` itself if it is a file, else every ``*.py`` below it (sorted, caches skipped)."""
     root = Path(path)
@@ -76,9 +66,9 @@ def python_files(path: str | Path) -> list[Path]:
     )
 
 
-def discover_file(path: str | Path) -> tuple[list[Kernel], FileError | None]:
+def discover_file(path: str | Path, *, timeout_s: float | None = None) -> tuple[list[Kernel], FileError | None]:
     try:
-        module = import_file(path)
+        module = import_file(path, timeout_s=timeout_s)
     except BaseException as exc:  # noqa: BLE001 - a user's file may raise anything, SystemExit too
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -86,38 +76,14 @@ def discover_file(path: str | Path) -> tuple[list[Kernel], FileError | None]:
     return kernels_of(module, str(path)), None
 
 
-def discover(path: str | Path) -> tuple[list[Kernel], list[FileError]]:
+def discover(path: str | Path, *, timeout_s: float | None = None) -> tuple[list[Kernel], list[FileError]]:
     kernels: list[Kernel] = []
     errors: list[FileError] = []
     for file in python_files(path):
-        found, error = discover_file(file)
+        found, error = discover_file(file, timeout_s=timeout_s)
         kernels.extend(found)
         errors.extend([error] if error else [])
     return kernels, errors
-
-
-_counter = itertools.count()
-
-
-def import_file(path: str | Path) -> ModuleType:
-    """Import ``path`` as a fresh module; stdout during the import goes to stderr (keeps --json clean)."""
-    path = Path(path).resolve()
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    name = f"_tritune_analyze_{path.stem}_{digest}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    source = path.read_text(errors="replace")
-    shim = _inductor_shim.inductor_without_gpu() if _inductor_shim.needs_inductor(source) else contextlib.nullcontext()
-    sys.modules[name] = module
-    try:
-        with _on_sys_path(str(path.parent)), contextlib.redirect_stdout(sys.stderr), shim:
-            spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 def kernels_of(module: ModuleType, file: str) -> list[Kernel]:
@@ -184,20 +150,3 @@ def _is_caching_autotuner(obj: Any) -> bool:
 
 def _defined_in(fn: JITFunction, module: ModuleType) -> bool:
     return getattr(fn.fn, "__module__", None) == module.__name__
-
-
-@contextlib.contextmanager
-def _on_sys_path(directory: str) -> Iterator[None]:
-    """``directory`` first on sys.path; sibling modules it imports are forgotten afterwards, so
-    a ``helpers.py`` in another analysed directory is not taken for this one's."""
-    before = set(sys.modules)
-    sys.path.insert(0, directory)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(directory)
-        for name in set(sys.modules) - before:
-            file = getattr(sys.modules.get(name), "__file__", None) or ""
-            if file.startswith(directory + os.sep):
-                del sys.modules[name]

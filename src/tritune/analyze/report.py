@@ -3,6 +3,10 @@
 Every record has every key of ``RECORD_KEYS``; what could not be computed is ``None`` and
 ``error`` says why in one line. A file that cannot be imported gives one record with
 ``kernel=None``. Analysis goes on past every error.
+
+Analysis compiles for a GPU target, so it runs with Triton's interpreter switched off even when
+``TRITON_INTERPRET=1`` is exported (a CPU user running tritune's other commands has it set):
+under the interpreter ``@triton.jit`` makes no ``JITFunction`` to compile.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from typing import Any, Iterable, Mapping
 
 from tritune.analyze import discover, launch, occupancy, ptx, resources, ttir
 from tritune.analyze.compile import compile_kernel
-from tritune.analyze.errors import one_line
 from tritune.analyze.targets import DEFAULT_TARGET, SMSpec, parse_target
+from tritune.errors import one_line
+from tritune.imports import interpreter_off
 from tritune.passes import preview
 
 RECORD_KEYS = (
@@ -28,6 +33,7 @@ RECORD_KEYS = (
 
 # Files above this many get a progress bar on stderr.
 PROGRESS_MIN_FILES = 4
+IMPORT_TIMEOUT_S = 60.0  # per file: a top level that blocks is skipped, not waited for
 
 
 def analyze_path(
@@ -40,14 +46,16 @@ def analyze_path(
     fast_math: bool = False,
     kernel_filter: str | None = None,
     progress: bool = False,
+    timeout_s: float | None = IMPORT_TIMEOUT_S,
 ) -> list[dict[str, Any]]:
-    """Analyse every kernel under ``path``; see ``RECORD_KEYS`` for what each dict holds."""
+    """Analyse every kernel under ``path``; see ``RECORD_KEYS`` for what each dict holds.
+    ``timeout_s``: how long each file's import may take (None: no limit)."""
     spec = parse_target(target)
     files = discover.python_files(path)
     records: list[dict[str, Any]] = []
-    with _progress(len(files) if progress else 0) as advance:
+    with _progress(len(files) if progress else 0) as advance, interpreter_off():
         for file in files:
-            kernels, error = discover.discover_file(file)
+            kernels, error = discover.discover_file(file, timeout_s=timeout_s)
             if error is not None:
                 records.append(_record(file=error.file, target=spec.name, error=error.error))
             for kernel in kernels:

@@ -305,6 +305,6 @@ class Applier:
 
 
 def _one_line(exc: BaseException) -> str:
-    from tritune.analyze.errors import one_line
+    from tritune.errors import one_line
 
     return one_line(exc)

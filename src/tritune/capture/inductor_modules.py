@@ -25,18 +25,20 @@ in an Inductor cache), ``loaded_modules``, ``tuned_autotuners`` and ``autotuner_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from unittest import mock
 
-from tritune.analyze.discover import FileError, import_file
-from tritune.analyze.errors import one_line
 from tritune.capture._jit_shim import is_interpreted
 from tritune.capture.inductor_spec import launch_spec
 from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.errors import one_line
+from tritune.imports import FileError, import_file
 
 KERNEL_DEF = re.compile(r"^def (triton_([a-z]+)_\w+)\(", re.MULTILINE)
 
@@ -155,10 +157,13 @@ def specs_from_modules(paths: Iterable[str | Path], out_dir: str | Path, *, laun
             module = import_file(path)
             tuner = autotuner_of(module)
             settled = tuned.get(os.path.realpath(path))
-            if launch and settled is not None:  # call() looks the kernel up by name at call time
-                setattr(module, tuner.fn.__name__, settled)
             if launch and not interpreted(tuner):
-                _launch(module, path, recorder, inductor)
+                # call() looks the kernel up by name at call time; the module is shared (imported
+                # once per process), so the settled autotuner stands in only for this launch
+                swap = (mock.patch.object(module, tuner.fn.__name__, settled, create=True)
+                        if settled is not None else contextlib.nullcontext())
+                with swap:
+                    _launch(module, path, recorder, inductor)
             else:
                 spec, values = host_spec(module, tuner, path)
                 recorder.add(spec, values)
@@ -191,8 +196,9 @@ def _launch(module: Any, path: str, recorder: Any, inductor: Any) -> None:
 
 def host_spec(module: Any, tuner: Any, path: str) -> tuple[LaunchSpec, dict]:
     """The spec of the module's kernel at its first config, built on the host without launching."""
-    module.rand_strided = host_rand_strided  # get_args() looks the name up at call time
-    args = module.get_args()
+    # get_args() looks the name up at call time; the module is shared, so only for this call
+    with mock.patch.object(module, "rand_strided", host_rand_strided):
+        args = module.get_args()
     props = getattr(tuner, "device_props", None)
     device = f"{props.type}:{props.index}" if props is not None and props.index is not None else None
     # an autotuner that compiled its configs has dropped them (torch 2.11+): its results remain

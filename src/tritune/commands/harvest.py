@@ -61,7 +61,7 @@ def harvest(model: str, out_dir: Path, mode: str, batch: int, dtype: str | None,
     except HarvestError as exc:
         _fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the model's own code failed: one line, not a traceback
-        from tritune.analyze.errors import one_line
+        from tritune.errors import one_line
 
         _fail(f"{model} ({mode}) failed: {one_line(exc)}", 2)
     for error in result.errors:

@@ -39,7 +39,7 @@ STATIC_KEYS = (
 
 def static_facts(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None) -> dict:
     """Every key of ``STATIC_KEYS`` (None where unknown); see the module doc for the sources."""
-    from tritune.analyze.errors import one_line
+    from tritune.errors import one_line
     from tritune.replay import Variant, interpreting
 
     variant = Variant() if variant is None else variant

@@ -7,7 +7,9 @@ the kernel is found by name, peeled down to the ``@triton.jit`` function (``JITF
 wrapper: replay launches the exact configuration the program launched, so the wrappers' choice
 is already in the spec.
 
-Importing runs the file's top level. A script whose launches are not under
+Importing runs the file's top level, once per process and file content (``tritune.imports``):
+the candidates of one launch that differ only in options or constexprs share one module, a
+variant's source text gets its own. A script whose launches are not under
 ``if __name__ == "__main__":`` would run them again here; capture records that file anyway.
 Only the kernel's own file is copied: if it imports sibling modules of the program, the
 original file's directory (``spec.source_file``) is searched too, when it exists on this machine.
@@ -25,9 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from tritune.analyze.discover import import_file
-from tritune.analyze.errors import one_line
 from tritune.capture.spec import LaunchSpec, SpecError, confined_source, source_hash
+from tritune.errors import one_line
+from tritune.imports import import_file
 
 _WRAPPER_DEPTH = 8
 

@@ -8,8 +8,9 @@ configuration so far it proposes one-step neighbours of one knob at a time (bloc
 then warps, then stages, or the order the bottleneck asks for), moves to a neighbour when it is
 faster, and is exhausted when no untried neighbour is left. It spends a budget on the knobs that
 matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
-It learns from failures: a configuration that fails to compile for resources (shared memory,
-registers) rules out every larger value of that knob, so a bigger form is never retried.
+It learns from failures: a configuration that fails to compile for resources (Triton's
+``OutOfResources``: shared memory, threads) rules out every larger value of that knob, so a
+bigger form is never retried.
 ``maxnreg`` is unset (None) in most captures; None ranks above every cap (``space.rank``), so
 the descent steps down from it and the ceilings compare it without a TypeError. Given the
 baseline's register count (``registers``), its first step is the first cap that changes anything.
@@ -24,10 +25,9 @@ import dataclasses
 from typing import Any, Iterable, Protocol
 
 from tritune.capture.spec import LaunchSpec
+from tritune.errors import resource_failure_text
 from tritune.replay.variant import Variant
 from tritune.search import space
-
-RESOURCE_WORDS = ("outofresources", "out of resource", "shared memory", "registers", "too many resources")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +109,8 @@ class LaunchConfigSearch:
         limits: dict[str, Any] = {}
         currents = {k.name: k.current for k in space.knobs(spec)}
         for trial in trials:
-            if trial.failure != "compile_error" or not _resource_failure(trial.message):
+            # the trial's failure came back from a worker as text: its exception is gone
+            if trial.failure != "compile_error" or not resource_failure_text(trial.message):
                 continue
             for name, value in config_of(spec, trial.variant).items():
                 if space.above(value, currents[name]):
@@ -137,8 +138,3 @@ class PassSetProposer:
 
 def _key(config: dict[str, Any]) -> tuple:
     return tuple(sorted(config.items()))
-
-
-def _resource_failure(message: str) -> bool:
-    text = message.lower()
-    return any(word in text for word in RESOURCE_WORDS)

@@ -25,7 +25,8 @@ it for a whole class). Wrapped exceptions are classified through their ``__cause
 the first link with a specific kind decides, so a loader's ``raise LoadError(...) from
 SyntaxError`` is still a ``compile_error``.
 
-This module imports neither torch nor Triton: classes are recognised by module and name.
+This module imports neither torch nor Triton: classes are recognised by module and name, Triton's
+through ``tritune.errors``, which owns the classification of compile errors.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from typing import Any
+
+from tritune import errors
 
 COMPILE_ERROR = "compile_error"
 RUNTIME_FAULT = "runtime_fault"
@@ -48,15 +51,10 @@ RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 DETAIL_LINES = 20
 _MESSAGE_CHARS = 240
 
-_COMPILE_CLASSES = {
-    "triton.compiler.errors.CompilationError",
-    "triton.runtime.errors.PTXASError",
-    "triton.runtime.errors.OutOfResources",
-}
-_INTERPRETER_ERROR = "triton.runtime.errors.InterpreterError"
 _FAULT_CLASSES = {"torch.AcceleratorError"}
-# Lower case; matched against the exception's text. Triton's launcher says "Triton Error [CUDA]:
-# an illegal memory access was encountered", torch says "CUDA error: ...".
+# Lower case; matched against the exception's text, because a device fault has no type of its own
+# (a RuntimeError): Triton's launcher says "Triton Error [CUDA]: an illegal memory access was
+# encountered", torch says "CUDA error: ..." (torch's AcceleratorError is recognised by type).
 _FAULT_TEXT = (
     "cuda error",
     "triton error [cuda]",
@@ -93,7 +91,7 @@ class Failure:
 
 def from_exception(exc: BaseException) -> Failure:
     """The failure a job's exception stands for, with its message and traceback tail."""
-    return Failure(classify(exc), one_line(exc), traceback_tail(exc))
+    return Failure(classify(exc), shorten(errors.one_line(exc)), traceback_tail(exc))
 
 
 def classify(exc: BaseException) -> str:
@@ -116,12 +114,13 @@ def _own_kind(exc: BaseException) -> str:
     names = _class_names(exc)
     if names & _FAULT_CLASSES or _has_fault_text(exc):
         return RUNTIME_FAULT
-    if names & _COMPILE_CLASSES:
-        return COMPILE_ERROR
-    if _INTERPRETER_ERROR in names:
+    triton_kind = errors.compile_failure(exc)
+    if triton_kind == errors.INTERPRETER:
         # The interpreter wraps whatever the kernel body raised: an index error is an access out
         # of bounds (a fault on a GPU); anything else is a kernel a GPU compile would reject.
         return RUNTIME_FAULT if isinstance(exc.__cause__, IndexError) else COMPILE_ERROR
+    if triton_kind is not None:  # CompilationError, PTXASError, OutOfResources
+        return COMPILE_ERROR
     if isinstance(exc, IndexError) and _raised_in_interpreter(exc):
         return RUNTIME_FAULT
     if isinstance(exc, SyntaxError):
@@ -147,23 +146,6 @@ def _has_fault_text(exc: BaseException) -> bool:
 def _raised_in_interpreter(exc: BaseException) -> bool:
     frames = traceback.extract_tb(exc.__traceback__)
     return any(frame.filename.replace("\\", "/").endswith(_INTERPRETER_FILE) for frame in frames)
-
-
-def one_line(exc: BaseException) -> str:
-    """``Type: the line that says what broke``, at most a few hundred characters."""
-    name = type(exc).__name__
-    if name in ("CompilationError", "PTXASError"):
-        # analyze owns the parsing of Triton's multi-line messages; Triton is loaded already.
-        from tritune.analyze.errors import one_line as triton_line
-
-        text = triton_line(exc)
-    else:
-        try:
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        except Exception:  # noqa: BLE001
-            lines = []
-        text = f"{name}: {lines[0]}" if lines else name
-    return shorten(text)
 
 
 def shorten(text: str, limit: int = _MESSAGE_CHARS) -> str:
