@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from tritune.commands.checks import writable_dir
 from tritune.inductor.models import BUILTIN
 
 
@@ -30,7 +31,7 @@ def _model(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.command()
 @click.option("--model", required=True, callback=_model, metavar="NAME",
               help=f"One of {', '.join(BUILTIN)}, or MODULE:CALLABLE returning (model, inputs[, loss_fn]).")
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path),
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), callback=writable_dir,
               help="Directory for launches.jsonl, sources/, tensors/ and modules/.")
 @click.option("--mode", type=click.Choice(["train", "infer"]), default="train", show_default=True,
               help="train: forward + backward; infer: forward without grad.")

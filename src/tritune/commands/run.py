@@ -20,10 +20,11 @@ from pathlib import Path
 
 import click
 
+from tritune.commands import RUNS_A_COMMAND
 from tritune.config import ENV_STORE  # read in capture/_boot/sitecustomize.py
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--store", "-s", "store", required=True, type=click.Path(path_type=Path),
               help="Decision store (written by tritune optimize) whose decisions to apply.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
