@@ -221,6 +221,10 @@ def _summary(console, results: dict, out_dir: Path) -> None:
     better = [k for k in ran if k.get("accepted")]
     console.print(f"{len(better)} of {len(ran)} kernels improved; store {results['store']}; results "
                   f"{out_dir / 'optimize.json'}", highlight=False)
+    waited, busy = (sum(k.get(name) or 0 for k in results["kernels"]) for name in ("waited", "busy"))
+    if waited:
+        console.print(f"{waited} candidates were being evaluated by another optimize run on this store: waited "
+                      f"for them; {busy} still held when the budget ran out were not evaluated", highlight=False)
     if not results.get("meaningful"):
         console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
                       "nothing is accepted on them", style="bold red")
