@@ -3,6 +3,7 @@ at once, not a traceback after minutes of capturing or compiling, with half the 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -49,6 +50,11 @@ def store_problem(path: Path) -> str | None:
         return f"no store can be made at {path}: {problem}" if problem else None
     if not path.is_file():
         return f"{path}: not a file, so not a decision store"
+    if not os.access(path, os.R_OK | os.W_OK):  # SQLite would open it read-only, then fail at a write
+        return f"{path}: read-only or unreadable: tritune writes its decisions there; give write permission or use a copy"
+    problem = unwritable(path.parent)
+    if problem is not None:
+        return f"{path}: read-only folder: SQLite writes {path.name}-wal and -shm beside the store ({problem})"
     try:
         connection = Connection(path)
         try:
@@ -57,5 +63,4 @@ def store_problem(path: Path) -> str | None:
             connection.close()
     except StoreError as exc:
         return str(exc)
-    problem = unwritable(path.parent)  # SQLite writes the -wal and -shm files beside the store
-    return f"{path}: read-only: {problem}" if problem else None
+    return None
