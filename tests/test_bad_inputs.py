@@ -159,8 +159,10 @@ LAUNCH_IDS = ["truncated", "binary", "other-version", "unreadable", "empty-direc
 @pytest.mark.parametrize("make, message", LAUNCH_CASES, ids=LAUNCH_IDS)
 def test_a_bad_capture_is_one_line(tmp_path, capture, command, make, message):
     make(capture)
-    args = ["optimize", "--out", tmp_path / "out", "--launches", capture] if command == "optimize" else ["bench", capture]
-    line = invoke(*args)
+    if command == "optimize":
+        line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture)
+    else:
+        line = invoke("bench", capture)
     assert line.startswith(f"tritune {command}: ") and message in line
     assert not (tmp_path / "out").exists()
 
@@ -242,10 +244,13 @@ def test_missing_paths_and_names(tmp_path, capture, args, message):
 
 # ---------------------------------------------------------------------------- harvest
 
-torch = pytest.importorskip("torch")
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU-only machine")
+@pytest.mark.skipif(_cuda(), reason="checks the refusal on a CPU-only machine")
 def test_harvest_force_on_a_cpu_keeps_the_capture(tmp_path, capture):
     (capture / "modules").mkdir()
     (capture / "modules" / "k.py").write_text("# a kernel module\n")

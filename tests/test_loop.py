@@ -313,7 +313,8 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
     [(spec, key)] = plan(read_launches(captured), machine(worker)).items
     fields = {f.name: getattr(key, f.name) for f in dataclasses.fields(key) if f.init}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "decisions.db"), json.dumps(fields),
-                               json.dumps(good.to_json()), then], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               json.dumps(good.to_json()), then],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         seen = []

@@ -51,7 +51,8 @@ def store_problem(path: Path) -> str | None:
     if not path.is_file():
         return f"{path}: not a file, so not a decision store"
     if not os.access(path, os.R_OK | os.W_OK):  # SQLite would open it read-only, then fail at a write
-        return f"{path}: read-only or unreadable: tritune writes its decisions there; give write permission or use a copy"
+        return (f"{path}: read-only or unreadable: tritune writes its decisions there; "
+                "give write permission or use a copy")
     problem = unwritable(path.parent)
     if problem is not None:
         return f"{path}: read-only folder: SQLite writes {path.name}-wal and -shm beside the store ({problem})"

@@ -125,7 +125,8 @@ def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None,
         if problem is None and not specs:
             problem = f"{launches}: the capture holds no launches"
         if problem is None and kernels and not any({s.kernel, s.id} & set(kernels) for s in specs):
-            problem = f"{launches}: no launch of kernel {', '.join(kernels)} (--kernel takes a kernel name or launch id)"
+            problem = (f"{launches}: no launch of kernel {', '.join(kernels)} "
+                       "(--kernel takes a kernel name or launch id)")
     if problem is None:
         problem = store_problem(store_path or out_dir / "decisions.db")
     if problem is not None:

@@ -17,8 +17,8 @@ interrupted run resumes here: ``add_candidate`` returns what was already evaluat
 ``Trial`` without running again, and the proposers (deterministic given their trials) walk the
 same path. A candidate another live optimize process on the same store is evaluating is waited
 for at the end of the round (``_wait_for_held``): its record is used once that process finishes
-it, or it is evaluated here if that process dies. Round progress is the best *verified* benchmark time (the descent's position);
-acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
+it, or it is evaluated here if that process dies. Round progress is the best *verified*
+benchmark time (the descent's position); acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
 earlier one's confirmed ratio by more than the noise.
 """
 
@@ -38,6 +38,7 @@ from tritune.search.proposers import Trial
 from tritune.store import DecisionKey, DecisionStore
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopSettings:
@@ -316,7 +317,8 @@ class KernelLoop:
                 "count": self.spec.count, "key_sha": self.key.sha, "baseline_ms": None, "best_ms": None,
                 "speedup": None, "accepted": False, "decision": None, "bytes": None, "floor_ms": None,
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
-                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0, "wall_s": 0.0,
+                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
+                "wall_s": 0.0,
                 "failure": None, "message": ""}
 
 
