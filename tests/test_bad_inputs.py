@@ -98,7 +98,7 @@ def test_optimize_refuses_a_bad_store_before_any_work(tmp_path, capture, make, m
 
 def test_a_store_under_a_regular_file(tmp_path, capture, a_file):
     line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture, "--store", a_file / "d.db")
-    assert f"no store can be made at {a_file / 'd.db'}" in line and "a file, not a directory" in line
+    assert f"no store can be made at {a_file / 'd.db'}" in line and "exists and is not a directory" in line
     assert not (tmp_path / "out").exists()
 
 

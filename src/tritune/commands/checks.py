@@ -19,7 +19,7 @@ def unwritable(directory: Path) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         if existing == directory:
-            return f"{directory}: a file, not a directory"
+            return f"{directory} exists and is not a directory"
         return f"{directory}: cannot be created, {existing} is a file"
     try:
         with tempfile.TemporaryFile(dir=existing):
