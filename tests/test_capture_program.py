@@ -69,7 +69,7 @@ def test_missing_and_unknown_commands(tmp_path):
     assert unknown.exit_code == 127 and "command not found: tritune-no-such-command" in unknown.output
     (tmp_path / "file").write_text("")
     not_dir = invoke("--out", str(tmp_path / "file"), "--", "true")
-    assert not_dir.exit_code == 1 and "is not a directory" in not_dir.output
+    assert not_dir.exit_code == 2 and "is not a directory" in not_dir.output  # a usage error: --out
 
 
 def test_bootstrap_chains_the_environments_sitecustomize(tmp_path):

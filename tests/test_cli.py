@@ -121,3 +121,21 @@ def test_bad_input_is_a_usage_error(args, message):
 def test_main_group_lists_analyze():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0 and "analyze" in result.stdout
+
+
+@pytest.mark.parametrize("args, line", [
+    (["analyze", "missing_dir_xyz"],
+     "tritune analyze: Invalid value for 'PATH': Path 'missing_dir_xyz' does not exist (try 'tritune analyze --help')"),
+    (["analyze", EXAMPLES, "--kernal", "k"],
+     "tritune analyze: no such option: --kernal, did you mean --kernel? (try 'tritune analyze --help')"),
+    (["bogus"], "tritune: No such command 'bogus' (try 'tritune --help')"),
+    (["--bogus"], "tritune: no such option: --bogus (try 'tritune --help')"),
+])
+def test_usage_errors_are_one_line(args, line):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 2 and result.output.splitlines() == [line]
+
+
+def test_no_arguments_still_show_the_help():
+    result = CliRunner().invoke(main, [])
+    assert "Commands:" in result.output and "analyze" in result.output

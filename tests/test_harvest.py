@@ -144,3 +144,84 @@ def test_collect_modules_names_copies_by_kernel_and_hash(tmp_path):
     names = sorted(copy.name for copy in copies)
     assert names == ["triton_poi_fused_add_gelu_mul_0_cab1234567.py", "triton_poi_fused_add_gelu_mul_0_ccd1234567.py"]
     assert all(copy.read_text() == poi.read_text() for copy in copies)
+
+
+
+def _staged_harvest(monkeypatch, kernel_module, step=lambda: None):
+    """``harvest`` on the CPU: the GPU parts replaced (the fresh Inductor cache holds
+    ``kernel_module`` as torch.compile would have written it; ``step`` stands for the model's
+    step), the rest real: modules copied, specs built without launching, the capture installed."""
+    import shutil
+    from pathlib import Path
+
+    from tritune.capture import inductor_modules
+    from tritune.inductor import harvest as module
+
+    def prepare(work):
+        cache = Path(work) / "inductor"
+        (cache / "ab").mkdir(parents=True)
+        shutil.copyfile(kernel_module, cache / "ab" / "cab123456789xyz.py")
+        return {module.ENV_INDUCTOR_CACHE: str(cache)}  # the process environment is left alone
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(module, "require_cuda", lambda: None)
+    monkeypatch.setattr(module, "prepare_environment", prepare)
+    monkeypatch.setattr(module, "model_step", lambda *args: step())
+    monkeypatch.setattr(inductor_modules, "tuned_autotuners", lambda: {})
+    build = inductor_modules.specs_from_modules
+    monkeypatch.setattr(inductor_modules, "specs_from_modules", lambda *a, **kw: build(*a, **{**kw, "launch": False}))
+    return module
+
+
+def _old_capture(out):
+    out.mkdir()
+    (out / "launches.jsonl").write_text('{"tritune_launches": 1}\n')
+    for folder in ("sources", "modules"):
+        (out / folder).mkdir()
+        (out / folder / "old.py").write_text("# old\n")
+    (out / "notes.txt").write_text("the user's\n")
+    return {str(p.relative_to(out)): p.read_bytes() if p.is_file() else None for p in sorted(out.rglob("*"))}
+
+
+def test_harvest_replaces_the_capture_once_the_new_one_is_complete(tmp_path, monkeypatch, small_inductor_poi):
+    from pathlib import Path
+
+    from tritune.capture.spec import read_launches
+
+    out = tmp_path / "runs" / "bert"
+    out.parent.mkdir()
+    _old_capture(out)
+    module = _staged_harvest(monkeypatch, small_inductor_poi)
+    result = module.harvest("bert", out, mode="infer")
+    assert result.errors == [] and len(result.specs) == 1
+    [spec] = read_launches(out)
+    # the module file the spec names is where the capture now is, not the temporary directory
+    assert Path(spec.source_file) == (out / "modules" / result.modules[0].name).resolve()
+    assert Path(spec.source_file).is_file() and (out / spec.source).is_file()
+    assert not (out / "sources" / "old.py").exists() and not (out / "modules" / "old.py").exists()
+    assert (out / "notes.txt").read_text() == "the user's\n"  # not part of the capture
+    assert [p.name for p in out.parent.iterdir()] == ["bert"]  # no temporary directory left
+
+
+def test_harvest_that_fails_leaves_the_capture_as_it_was(tmp_path, monkeypatch, small_inductor_poi):
+    out = tmp_path / "runs" / "bert"
+    out.parent.mkdir()
+    before = _old_capture(out)
+
+    def step():
+        raise RuntimeError("CUDA out of memory")
+
+    module = _staged_harvest(monkeypatch, small_inductor_poi, step)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        module.harvest("bert", out, mode="infer")
+    assert {str(p.relative_to(out)): p.read_bytes() if p.is_file() else None for p in sorted(out.rglob("*"))} == before
+    assert [p.name for p in out.parent.iterdir()] == ["bert"]
+
+
+def test_harvest_checks_the_model_before_writing(tmp_path, monkeypatch, small_inductor_poi):
+    from tritune.inductor.harvest import HarvestError
+
+    module = _staged_harvest(monkeypatch, small_inductor_poi)
+    with pytest.raises(HarvestError, match="cannot import no_such_module_xyz"):
+        module.harvest("no_such_module_xyz:make", tmp_path / "runs" / "deep" / "out")
+    assert not (tmp_path / "runs").exists()

@@ -17,6 +17,8 @@ from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.families import Family, families_for
+from tritune.loop.kernel import KernelLoop
+from tritune.loop.session import machine, plan
 from tritune.replay import Variant
 from tritune.store import DecisionStore
 from tritune.worker import Worker
@@ -279,3 +281,69 @@ def test_optimize_command_wants_exactly_one_input(tmp_path):
     two = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path), "--launches", str(tmp_path), "--",
                                     "python", "x.py"])
     assert two.exit_code == 2 and "got -- COMMAND, --launches" in two.output
+
+
+# Another optimize process on the same store: it claims a candidate, then on release finishes it
+# (``finish``) or dies with the run still ``running`` and the candidate claimed (``die``).
+HOLDER = """
+import dataclasses, json, os, sys
+from tritune.replay import Variant
+from tritune.store import DecisionKey, DecisionStore
+path, key, variant, then = sys.argv[1:]
+store = DecisionStore(path)
+run = store.start_run({"another": "optimize"})
+cand = store.add_candidate(run, DecisionKey(**json.loads(key)), Variant.from_json(json.loads(variant)))
+assert store.claim(cand.id, run) is not None
+print("held", flush=True)
+sys.stdin.read()
+if then == "finish":
+    store.finish_candidate(cand.id, "rejected", failure={"kind": "wrong_result", "message": "found by the other run"})
+    store.finish_run(run)
+    store.close()
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("then", ["finish", "die", "never"])
+def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp_path, worker, monkeypatch, then):
+    import dataclasses
+
+    good = Variant(name="block 256", constexprs={"BLOCK": 256})
+    families = lambda spec: [Family("planted", Planted([good]), lambda v: "tolerance")]  # noqa: E731
+    [(spec, key)] = plan(read_launches(captured), machine(worker)).items
+    fields = {f.name: getattr(key, f.name) for f in dataclasses.fields(key) if f.init}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "decisions.db"), json.dumps(fields),
+                               json.dumps(good.to_json()), then],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        seen = []
+        wait = KernelLoop._wait_for_held
+
+        def release_then_wait(loop, start):  # the loop has seen the candidate held: the other run goes on
+            seen.append(len(loop._held))
+            if loop._held and then == "never":
+                loop.settings = dataclasses.replace(loop.settings, budget_s=1e-9)  # it held on past the budget
+            elif loop._held:
+                holder.stdin.close()
+                holder.wait(timeout=60)  # reaped: a dead process, not a zombie that looks alive
+            return wait(loop, start)
+
+        monkeypatch.setattr(KernelLoop, "_wait_for_held", release_then_wait)
+        results = run(captured, tmp_path, worker, families=families)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    [kernel] = results["kernels"]
+    [record] = kernel["candidates"]
+    assert seen[0] == 1 and kernel["waited"] == 1
+    assert json.loads((tmp_path / "optimize.json").read_text())["kernels"][0]["waited"] == 1
+    if then == "finish":  # its verdict is used, not evaluated again
+        assert record["reused"] and record["status"] == "rejected" and record["failure"] == "wrong_result"
+        assert kernel["busy"] == 0 and not kernel["accepted"]
+    elif then == "die":  # taken over and evaluated here
+        assert not record["reused"] and record["status"] == "accepted" and kernel["decision"] == "block 256"
+        assert kernel["busy"] == 0
+    else:
+        assert record["status"] == "busy" and kernel["busy"] == 1 and not kernel["accepted"]

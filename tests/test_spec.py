@@ -82,8 +82,10 @@ def test_truncated_file_is_reported_with_its_line(tmp_path):
 
 def test_file_from_another_version_is_refused(tmp_path):
     body = json.dumps(make_spec().to_json())
-    with pytest.raises(SpecError, match="version 99.*capture again"):
+    with pytest.raises(SpecError, match="version 99.*upgrade tritune"):
         read_launches(_write(tmp_path, '{"tritune_launches": 99}\n' + body + "\n"))
+    with pytest.raises(SpecError, match="version 0.*capture again"):
+        read_launches(_write(tmp_path, '{"tritune_launches": 0}\n' + body + "\n"))
 
 
 def test_missing_header_missing_field_and_missing_file(tmp_path):

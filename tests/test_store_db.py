@@ -102,8 +102,10 @@ def test_foreign_files_are_refused(tmp_path):
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t (x)")
-    with pytest.raises(StoreError, match="no schema_version"):
+    conn.close()
+    with pytest.raises(StoreError, match=r"other.db: an SQLite file without tritune's tables \(it has t\)"):
         DecisionStore(other)
+    assert other.read_bytes()[18:20] == b"\x01\x01"  # refused before it was switched to WAL (2, 2)
 
 
 # --------------------------------------------------------------------------- candidates

@@ -2,4 +2,4 @@
 
 from tritune.cli import main
 
-main()
+main(prog_name="tritune")  # messages name the command as the user knows it

@@ -2,15 +2,53 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import click
 
 from tritune import __version__
 
 
-@click.group()
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as one line naming the problem; click's own shows the usage, a hint
+    and the error on four lines, and a user reads the first."""
+
+    def show(self, file=None) -> None:
+        where = self.ctx.command_path if self.ctx is not None else "tritune"
+        message = self.format_message().rstrip(".")
+        click.echo(f"{where}: {message} (try '{where} --help')", file=file, err=file is None)
+
+
+@contextlib.contextmanager
+def _one_line() -> Iterator[None]:
+    try:
+        yield
+    except (click.exceptions.NoArgsIsHelpError, OneLineUsageError):  # the help itself; done already
+        raise
+    except click.exceptions.NoSuchOption as exc:
+        close = f", did you mean {' or '.join(exc.possibilities)}?" if exc.possibilities else ""
+        raise OneLineUsageError(f"no such option: {exc.option_name}{close}", exc.ctx) from None
+    except click.UsageError as exc:
+        raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
+
+class _Group(click.Group):
+    """Every usage error of the group and its subcommands (their options, and the ones they
+    raise themselves) becomes a ``OneLineUsageError``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _one_line():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        with _one_line():
+            return super().invoke(ctx)
+
+
+@click.group(name="tritune", cls=_Group)
 @click.version_option(__version__, prog_name="tritune")
 def main() -> None:
     """tritune: makes Triton GPU kernels faster automatically, and proves every change correct."""

@@ -244,6 +244,9 @@ def read_launches(directory: str | Path) -> list[LaunchSpec]:
     """The specs of a capture directory (or of a ``launches.jsonl`` path); ``SpecError`` if unusable."""
     path = Path(directory)
     if path.is_dir():
+        if not (path / LAUNCHES).exists():
+            what = "an empty directory" if not any(path.iterdir()) else f"a directory without {LAUNCHES}"
+            raise SpecError(f"{path}: {what}, not a `tritune capture` directory (capture into it first)")
         path = path / LAUNCHES
     if not path.exists():
         raise SpecError(f"{path}: no such file (is this a `tritune capture` directory?)")
@@ -268,8 +271,17 @@ def confined_source(root: str | Path, spec: LaunchSpec) -> Path:
 
 
 def iter_launches(path: Path) -> Iterator[LaunchSpec]:
-    with path.open() as handle:
-        lines = handle.read().split("\n")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # a directory in its place, no permission, an I/O error
+        raise SpecError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"{path}:{line}: not UTF-8 text (byte {exc.start}): not a tritune launches file, "
+                        "or a damaged one") from None
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     elif lines:
@@ -279,9 +291,11 @@ def iter_launches(path: Path) -> Iterator[LaunchSpec]:
     first = _parse_line(path, 1, lines[0])
     if "tritune_launches" not in first:
         raise SpecError(f"{path}:1: no tritune_launches header: not a tritune launches file")
-    if first["tritune_launches"] != VERSION:
-        raise SpecError(f"{path}:1: written by spec version {first['tritune_launches']}, "
-                        f"this tritune reads version {VERSION}: capture again")
+    found = first["tritune_launches"]
+    if found != VERSION:
+        newer = isinstance(found, int) and found > VERSION
+        raise SpecError(f"{path}:1: written by spec version {found}, this tritune reads version {VERSION}: "
+                        + ("upgrade tritune to read it" if newer else "capture again"))
     for number, line in enumerate(lines[1:], start=2):
         body = _parse_line(path, number, line)
         try:

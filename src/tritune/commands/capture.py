@@ -14,9 +14,12 @@ from pathlib import Path
 
 import click
 
+from tritune.commands import RUNS_A_COMMAND
+from tritune.commands.checks import writable_dir
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path),
+
+@click.command(context_settings=RUNS_A_COMMAND)
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), callback=writable_dir,
               help="Capture directory: launches.jsonl, sources/, tensors/.")
 @click.option("--force", is_flag=True, help="Replace a capture already in DIR.")
 @click.option("--append", is_flag=True, help="Add to a capture already in DIR (counts add up).")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from tritune.commands.checks import writable_dir
 from tritune.inductor.models import BUILTIN
 
 
@@ -30,14 +31,14 @@ def _model(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.command()
 @click.option("--model", required=True, callback=_model, metavar="NAME",
               help=f"One of {', '.join(BUILTIN)}, or MODULE:CALLABLE returning (model, inputs[, loss_fn]).")
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path),
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), callback=writable_dir,
               help="Directory for launches.jsonl, sources/, tensors/ and modules/.")
 @click.option("--mode", type=click.Choice(["train", "infer"]), default="train", show_default=True,
               help="train: forward + backward; infer: forward without grad.")
 @click.option("--batch", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
               help="Model and input dtype (default: float32 for train, float16 for infer).")
-@click.option("--force", is_flag=True, help="Replace a capture already in DIR.")
+@click.option("--force", is_flag=True, help="Replace a capture already in DIR (once the new one is complete).")
 @click.option("--keep-cache", is_flag=True, help="Keep the fresh Inductor/Triton caches (path printed).")
 def harvest(model: str, out_dir: Path, mode: str, batch: int, dtype: str | None, force: bool,
             keep_cache: bool) -> None:
@@ -48,15 +49,9 @@ def harvest(model: str, out_dir: Path, mode: str, batch: int, dtype: str | None,
     """
     from tritune.inductor.harvest import HarvestError, harvest as run
 
-    if (out_dir / "launches.jsonl").exists():
-        if not force:
-            _fail(f"{out_dir} already holds a capture (launches.jsonl); pass --force to replace it", 2)
-        import shutil
-
-        for name in ("launches.jsonl", "sources", "tensors", "modules", "parts"):
-            path = out_dir / name
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-    try:
+    if (out_dir / "launches.jsonl").exists() and not force:
+        _fail(f"{out_dir} already holds a capture (launches.jsonl); pass --force to replace it", 2)
+    try:  # the capture in DIR is replaced only by a complete new one (inductor/harvest.py)
         result = run(model, out_dir, mode=mode, batch=batch, dtype=dtype, log=_log, keep_cache=keep_cache)
     except HarvestError as exc:
         _fail(str(exc), 2)

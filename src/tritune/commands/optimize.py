@@ -23,10 +23,13 @@ from pathlib import Path
 
 import click
 
+from tritune.commands import RUNS_A_COMMAND
+from tritune.commands.checks import writable_dir
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+
+@click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="Results directory: store, optimize.json, report.")
+              callback=writable_dir, help="Results directory: store, optimize.json, report.")
 @click.option("--launches", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
               help="Optimize the launches of a `tritune capture` directory.")
 @click.option("--inductor-dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
@@ -66,8 +69,10 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     and is >= --threshold faster, confirmed by interleaved re-timing.
     """
     from tritune.arbiter import ArbiterSettings
+    from tritune.capture.spec import SpecError
     from tritune.loop import LoopSettings, OptimizeError
     from tritune.loop import optimize as run_loop
+    from tritune.store import StoreError
 
     given = [name for name, value in (("-- COMMAND", command), ("--launches", launches),
                                       ("--inductor-dir", inductor_dir)) if value]
@@ -80,6 +85,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                                 fast_math=fast_math, use_ncu=use_ncu)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    _check_inputs(out_dir, launches, store_path, kernels)
     out_dir.mkdir(parents=True, exist_ok=True)
     root = launches or _launches_from(command, inductor_dir, out_dir)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
@@ -90,7 +96,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         with _progress(console) as (progress, log):
             results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
                                max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, command=text, fresh=fresh, progress=progress, log=log)
-    except OptimizeError as exc:
+    except (OptimizeError, SpecError, StoreError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -102,6 +108,30 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if report:
         _report(results, out_dir)
     sys.exit(0 if any(k.get("baseline_ms") for k in results["kernels"]) else 1)
+
+
+def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None, kernels: tuple[str, ...]) -> None:
+    """Every input that can be checked without running anything, before anything is written
+    (``--out`` is checked by its callback)."""
+    from tritune.capture.spec import SpecError, read_launches
+    from tritune.commands.checks import store_problem
+
+    problem = None
+    if launches is not None:
+        try:
+            specs = read_launches(launches)
+        except SpecError as exc:
+            specs, problem = [], str(exc)
+        if problem is None and not specs:
+            problem = f"{launches}: the capture holds no launches"
+        if problem is None and kernels and not any({s.kernel, s.id} & set(kernels) for s in specs):
+            problem = (f"{launches}: no launch of kernel {', '.join(kernels)} "
+                       "(--kernel takes a kernel name or launch id)")
+    if problem is None:
+        problem = store_problem(store_path or out_dir / "decisions.db")
+    if problem is not None:
+        click.echo(f"tritune optimize: {problem}", err=True)
+        sys.exit(2)
 
 
 def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir: Path) -> Path:
@@ -192,6 +222,10 @@ def _summary(console, results: dict, out_dir: Path) -> None:
     better = [k for k in ran if k.get("accepted")]
     console.print(f"{len(better)} of {len(ran)} kernels improved; store {results['store']}; results "
                   f"{out_dir / 'optimize.json'}", highlight=False)
+    waited, busy = (sum(k.get(name) or 0 for k in results["kernels"]) for name in ("waited", "busy"))
+    if waited:
+        console.print(f"{waited} candidates were being evaluated by another optimize run on this store: waited "
+                      f"for them; {busy} still held when the budget ran out were not evaluated", highlight=False)
     if not results.get("meaningful"):
         console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
                       "nothing is accepted on them", style="bold red")

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import click
 
+from tritune.commands import RUNS_A_COMMAND
 from tritune.config import ENV_STORE
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--store", "-s", "store", required=True, type=click.Path(path_type=Path),
               help="Decision store (written by tritune optimize) whose decisions to apply.")
 @click.option("--strict", is_flag=True,
@@ -59,17 +60,10 @@ def run(store: Path, strict: bool, command: tuple[str, ...]) -> None:
 
 
 def store_problem(store: Path) -> str | None:
-    """Why the decision store at ``store`` cannot be used, in one line, or None if it can."""
-    import sqlite3
-
-    from tritune.store import DecisionStore, StoreError
+    """Why the decision store at ``store`` cannot be used, in one line, or None if it can: it
+    must exist (run makes none), then the checks ``optimize`` makes (``commands.checks``)."""
+    from tritune.commands import checks
 
     if not store.is_file():
         return f"no decision store at {store}"
-    try:
-        DecisionStore(store).close()
-    except StoreError as exc:
-        return str(exc)
-    except (sqlite3.Error, OSError) as exc:  # e.g. a file this user cannot read
-        return f"{store}: cannot open the decision store ({exc})"
-    return None
+    return checks.store_problem(store)

@@ -15,12 +15,18 @@ Steps:
 4. ``specs_from_modules`` on the copies -> ``DIR/launches.jsonl`` (+ ``sources/``, ``tensors/``).
    Kernels Inductor launched during the step keep the config its autotuner chose then.
 
-GPU only: ``HarvestError`` (exit status 2 in the CLI) on a machine without CUDA.
+Steps 3 and 4 write into a temporary directory beside DIR; its capture replaces DIR's
+(``launches.jsonl``, ``sources/``, ``tensors/``, ``modules/``) only once complete, so a model that
+fails to build or compile leaves DIR as it was (``--force`` once deleted DIR's capture first).
+
+GPU only: ``HarvestError`` (exit status 2 in the CLI) on a machine without CUDA, checked with the
+model's name before anything is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -36,6 +42,7 @@ MODES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16")
 DEFAULT_DTYPE = {"train": "float32", "infer": "float16"}  # seed 000: BERT train fp32, infer fp16
 MODULES = "modules"
+PARTS = "parts"  # a capture's unmerged per-process files (``tritune.capture.recorder``)
 
 Log = Callable[[str], None]
 
@@ -58,6 +65,20 @@ def require_cuda() -> None:
     if not torch.cuda.is_available():
         raise HarvestError(f"no CUDA GPU here (torch {torch.__version__}): harvest compiles and runs the "
                            "model with torch.compile on a GPU; run it on the GPU machine")
+
+
+def check(model: str, mode: str = "train", dtype: str | None = None) -> None:
+    """What can fail before the model runs, checked before anything is written: a CUDA GPU,
+    the model's name (a ``MODULE:CALLABLE`` is imported), the mode and the dtype."""
+    if mode not in MODES:
+        raise HarvestError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+    if (dtype or DEFAULT_DTYPE[mode]) not in DTYPES:
+        raise HarvestError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    require_cuda()
+    try:
+        resolve(model)
+    except ModelError as exc:
+        raise HarvestError(str(exc)) from None
 
 
 def prepare_environment(work_dir: str | Path) -> dict[str, str]:
@@ -88,11 +109,8 @@ def model_step(model: str, mode: str, batch: int, dtype: str | None = None, log:
     """torch.compile ``model`` and run one step (train: forward + backward; infer: no grad)."""
     import torch
 
-    if mode not in MODES:
-        raise HarvestError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+    check(model, mode, dtype)
     dtype_name = dtype or DEFAULT_DTYPE[mode]
-    if dtype_name not in DTYPES:
-        raise HarvestError(f"dtype {dtype_name!r}: expected one of {', '.join(DTYPES)}")
     log = log or (lambda _: None)
     factory = resolve(model)
     log(f"building {model} ({mode}, batch {batch}, {dtype_name})")
@@ -130,10 +148,13 @@ def collect_modules(cache_dir: str | Path, out_dir: str | Path) -> dict[Path, st
 
 def harvest(model: str, out_dir: str | Path, *, mode: str = "train", batch: int = 8,
             dtype: str | None = None, log: Log | None = None, keep_cache: bool = False) -> Harvest:
-    """Steps 1-4 of the module docstring; ``log`` gets one line per step and per module."""
+    """Steps 1-4 of the module docstring; ``log`` gets one line per step and per module. A
+    capture already in ``out_dir`` is replaced once the new one is complete."""
     log = log or (lambda _: None)
     out = Path(out_dir)
-    require_cuda()  # before touching the environment: `import torch` reads none of it
+    check(model, mode, dtype)  # before touching the environment: `import torch` reads none of it
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.harvest-", dir=out.parent))  # same filesystem: moves are renames
     work = Path(tempfile.mkdtemp(prefix="tritune-harvest-"))
     try:
         env = prepare_environment(work)
@@ -143,7 +164,7 @@ def harvest(model: str, out_dir: str | Path, *, mode: str = "train", batch: int 
             raise HarvestError(str(exc)) from None
         from tritune.capture.inductor_modules import specs_from_modules, tuned_autotuners
 
-        copies = collect_modules(env[ENV_INDUCTOR_CACHE], out)
+        copies = collect_modules(env[ENV_INDUCTOR_CACHE], stage)
         if not copies:
             raise HarvestError(f"torch.compile generated no Triton kernel module for {model} ({mode})")
         log(f"{len(copies)} kernel modules -> {out / MODULES}")
@@ -158,10 +179,52 @@ def harvest(model: str, out_dir: str | Path, *, mode: str = "train", batch: int 
             done[0] += 1
             log(f"[{done[0]}/{len(copies)}] {Path(path).name}" + (f": {error}" if error else ""))
 
-        specs, errors = specs_from_modules(sorted(copies), out, launch=True, tuned=tuned, progress=progress)
-        return Harvest(out, sorted(copies), specs, errors)
+        specs, errors = specs_from_modules(sorted(copies), stage, launch=True, tuned=tuned, progress=progress)
+        specs = relocate(stage, out, specs)
+        install(stage, out)
+        errors = [dataclasses.replace(e, file=str(out / MODULES / Path(e.file).name)) for e in errors]
+        return Harvest(out, [out / MODULES / copy.name for copy in sorted(copies)], specs, errors)
     finally:
+        shutil.rmtree(stage, ignore_errors=True)
         if not keep_cache:
             shutil.rmtree(work, ignore_errors=True)
         else:
             log(f"caches kept in {work}")
+
+
+def relocate(stage: Path, out: Path, specs: list) -> list:
+    """The specs of ``stage``'s capture with their module files (``source_file``, an absolute
+    path) where ``install`` will put them, rewritten into its ``launches.jsonl``."""
+    from tritune.capture.spec import LAUNCHES, write_launches
+
+    path = stage / LAUNCHES
+    if not path.exists():  # no module gave a spec
+        return specs
+    with path.open() as handle:
+        header = json.loads(handle.readline())
+    header.pop("tritune_launches", None)
+    staged = str(stage.resolve())
+    for spec in specs:
+        if spec.source_file.startswith(staged + os.sep):
+            spec.source_file = str(out.resolve() / spec.source_file[len(staged) + 1:])
+    write_launches(stage, specs, **header)
+    return specs
+
+
+def install(stage: Path, out: Path) -> None:
+    """Replace ``out``'s capture by the complete one in ``stage`` (other files in ``out`` stay).
+    ``launches.jsonl`` goes first and comes last: stopped in between, ``out`` holds no file that
+    claims a complete capture."""
+    from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LAUNCHES).unlink(missing_ok=True)
+    for name in (SOURCES, TENSORS, MODULES, PARTS):
+        old = out / name
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink(missing_ok=True)
+    for name in (SOURCES, TENSORS, MODULES, LAUNCHES):
+        if (stage / name).exists():
+            os.replace(stage / name, out / name)

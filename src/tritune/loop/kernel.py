@@ -15,8 +15,10 @@
 Every candidate is recorded in the store before it is evaluated and finished after, so an
 interrupted run resumes here: ``add_candidate`` returns what was already evaluated, it becomes a
 ``Trial`` without running again, and the proposers (deterministic given their trials) walk the
-same path. Round progress is the best *verified* benchmark time (the descent's position);
-acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
+same path. A candidate another live optimize process on the same store is evaluating is waited
+for at the end of the round (``_wait_for_held``): its record is used once that process finishes
+it, or it is evaluated here if that process dies. Round progress is the best *verified*
+benchmark time (the descent's position); acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
 earlier one's confirmed ratio by more than the noise.
 """
 
@@ -34,6 +36,8 @@ from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.store import DecisionKey, DecisionStore
+
+HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,9 @@ class KernelLoop:
         self._final: set[str] = set()  # variant keys the store holds as rejected
         self.base_ms: float | None = None
         self.knob_roles: tuple[str, ...] = ()
+        self._held: list[tuple[Variant, Family]] = []  # claimed by another live run: waited for
+        self.waited = 0  # candidates another live optimize process held when this loop proposed them
+        self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
 
     # ----------------------------------------------------------------------------------- run
 
@@ -112,6 +119,7 @@ class KernelLoop:
                 step = next_step(history, self.settings.arbiter, _fraction(best["roofline"]), exhausted=True)
                 break
             done = [self._evaluate(variant, family, start) for variant, family in proposals]
+            done += self._wait_for_held(start)
             timed = sorted((e for e in done if e is not None and e.trial.ok), key=lambda e: e.trial.time_ms)
             round_start = descent_ms
             descent_ms = min([descent_ms] + [e.trial.time_ms for e in timed])
@@ -129,7 +137,7 @@ class KernelLoop:
             step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
 
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
-                      candidates=self.records, wall_s=time.monotonic() - start)
+                      candidates=self.records, waited=self.waited, busy=self.busy, wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
             result.update(accepted=True, decision=_name(best["variant"]), best_ms=best["ms"],
                           speedup=best["ratio"], roofline_after=best["roofline"])
@@ -168,9 +176,8 @@ class KernelLoop:
             self.trials.append(trial)
             self._record(variant, family, trial, reused=True, status=cand.status)
             return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
-        if self.store.claim(cand.id, self.run_id) is None:  # another optimize process evaluates it
-            trial = Trial(variant, False, failure="busy", message="being evaluated by another run")
-            self.trials.append(trial)
+        if self.store.claim(cand.id, self.run_id) is None:  # another live optimize process evaluates it
+            self._held.append((variant, family))
             return None
         mode = family.mode(variant)
         self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({mode})")
@@ -187,6 +194,27 @@ class KernelLoop:
                      status="verified" if evaluated.trial.ok else "rejected")
         self._candidate_ids[variant.key()] = cand.id
         return evaluated
+
+    def _wait_for_held(self, start: float) -> list[Evaluated | None]:
+        """The round's candidates another live optimize process held, looked at again until that
+        process finished them (their records are used, as on a resume) or died (``add_candidate``
+        hands them to this run: evaluated here). One still held when the kernel's budget is
+        spent becomes a ``busy`` trial, counted in the result (it was once dropped silently)."""
+        done: list[Evaluated | None] = []
+        self.waited += len(self._held)
+        while self._held:
+            held, self._held = self._held, []
+            if time.monotonic() - start > self.settings.budget_s:
+                for variant, family in held:
+                    trial = Trial(variant, False, failure="busy",
+                                  message="another optimize run held it until this kernel's budget was spent")
+                    self.trials.append(trial)
+                    self._record(variant, family, trial, status="busy")
+                self.busy += len(held)
+                break
+            time.sleep(HELD_POLL_S)
+            done += [self._evaluate(variant, family, start) for variant, family in held]
+        return done
 
     # ------------------------------------------------------------------------------- arbiter
 
@@ -289,7 +317,8 @@ class KernelLoop:
                 "count": self.spec.count, "key_sha": self.key.sha, "baseline_ms": None, "best_ms": None,
                 "speedup": None, "accepted": False, "decision": None, "bytes": None, "floor_ms": None,
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
-                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "wall_s": 0.0,
+                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
+                "wall_s": 0.0,
                 "failure": None, "message": ""}
 
 

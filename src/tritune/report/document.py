@@ -146,6 +146,10 @@ def summary_items(s: Mapping[str, Any], mark: str) -> list[str]:
                      f"after {fmt_ms(roof['after_ms'], mark)} ({fmt_x(roof['after_x_floor'])} the floor)")
     else:
         items.append("roofline floor: no kernel has one")
+    held = s.get("held_elsewhere") or {}
+    if held.get("waited"):
+        items.append(f"candidates another optimize run on the same store was evaluating: {held['waited']} "
+                     f"waited for, {held.get('busy', 0)} of them still held when the budget ran out (not evaluated)")
     if roof["excluded"]:
         items.append(f"{roof['excluded']} kernel(s) left out of the floor: their baseline beats it, so the "
                      "byte count over-estimates what they move")

@@ -76,9 +76,18 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         "candidates": tally(text(c.get("status")) or "unknown" for k in facts for c in k.candidates),
         "failures": tally(text(c.get("failure")) for k in facts for c in k.candidates if broke(c)),
         "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
+        "held_elsewhere": held_elsewhere(results),
         "by_category": grouped(facts, lambda k: k.category, CATEGORY_ORDER),
         "by_kind": grouped(facts, lambda k: k.kind, KIND_ORDER),
     }
+
+
+def held_elsewhere(results: Mapping[str, Any]) -> dict[str, int]:
+    """Candidates another optimize process on the same store was evaluating when this run
+    proposed them: ``waited`` for (then used or evaluated here), ``busy`` when still held as the
+    kernel's budget ran out (not evaluated by this run)."""
+    kernels = [mapping(k) for k in results.get("kernels") or []]
+    return {name: sum(int(k.get(name) or 0) for k in kernels) for name in ("waited", "busy")}
 
 
 def group_stats(facts: list[KernelFacts]) -> dict[str, Any]:

@@ -57,25 +57,54 @@ class Connection:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(self._why(exc)) from None
         conn.row_factory = sqlite3.Row
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA synchronous = FULL")
+            self._not_foreign(conn)
             self._wal(conn)
             with self._transaction(conn):
                 self.opened_version = prepare(conn, str(self.path), f"tritune {__version__}")
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise StoreError(f"{self.path}: locked by another process for {self.timeout_s:.0f} s") from None
-            raise StoreError(f"{self.path}: not a tritune decision store ({exc})") from None
+            raise StoreError(self._why(exc)) from None
         except StoreError:
             conn.close()
             raise
         return conn
+
+    def _not_foreign(self, conn: sqlite3.Connection) -> None:
+        """Refuse another program's SQLite file before switching it to WAL (which rewrites its
+        header): ``prepare`` would refuse it too, but only after that."""
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if names and "schema_version" not in names:
+            raise StoreError(f"{self.path}: an SQLite file without tritune's tables (it has "
+                             f"{', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''}): "
+                             "not a tritune decision store")
+
+    def _why(self, exc: BaseException) -> str:
+        """One line for a store that cannot be opened, by SQLite's error code (Python >= 3.11)."""
+        if isinstance(exc, OSError):
+            return f"{self.path}: cannot create its folder: {exc.strerror or exc}"
+        if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            return f"{self.path}: locked by another process for {self.timeout_s:.0f} s"
+        code = getattr(exc, "sqlite_errorname", "")
+        if code == "SQLITE_NOTADB":
+            return f"{self.path}: not an SQLite file, so not a tritune decision store"
+        if code.startswith("SQLITE_CORRUPT"):
+            return f"{self.path}: a damaged or truncated SQLite file ({exc}): not a usable decision store"
+        if code.startswith("SQLITE_READONLY"):
+            return (f"{self.path}: read-only ({exc}): tritune writes to its store and beside it "
+                    f"({self.path.name}-wal): give write permission to both, or use a copy")
+        if code.startswith("SQLITE_CANTOPEN"):
+            return f"{self.path}: cannot open it ({exc}): is its folder readable and writable?"
+        return f"{self.path}: not a tritune decision store ({exc})"
 
     def _wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -138,6 +167,17 @@ class Connection:
                                      f"{self.timeout_s:.0f} s") from None
                 time.sleep(pause)
                 pause = min(pause * 2, 0.2)
+
+    def check(self) -> None:
+        """Read every page (``PRAGMA quick_check``): a store truncated at a page boundary opens
+        fine and fails half way through a run; a command checks it up front instead."""
+        try:
+            problems = [row[0] for row in self.query("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(self._why(exc)) from None
+        if problems != ["ok"]:
+            raise StoreError(f"{self.path}: a damaged or truncated SQLite file ({problems[0]}): "
+                             "not a usable decision store")
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():

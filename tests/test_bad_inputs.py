@@ -1,0 +1,261 @@
+"""Every bad input a new user can give: one line naming the problem, exit status 2, no traceback,
+nothing written. Each case runs the real command in process (click's CliRunner) and stops before
+any worker starts, so the file stays fast. README's troubleshooting table lists the same cases."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
+from tritune.cli import main
+from tritune.store import DecisionStore
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+NEEDS_NON_ROOT = pytest.mark.skipif(AS_ROOT, reason="root writes and reads whatever the mode bits say: "
+                                    "the same check is covered by a path under a regular file")
+
+
+def invoke(*args) -> str:
+    """The one line the command printed; asserts exit 2, no traceback and nothing else."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # not an uncaught error
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def listing(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a directory): 'nothing written'."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def capture(tmp_path) -> Path:
+    spec = LaunchSpec(kernel="add_kernel", kind="jit", module="prog", source_file="prog.py",
+                      source="sources/prog.py", source_hash="ab" * 32,
+                      args=[ArgSpec("x_ptr", "tensor", shape=[8], stride=[1], dtype="float32", device="cpu"),
+                            ArgSpec("BLOCK", "constexpr")],
+                      constexprs={"BLOCK": 8}, options={"num_warps": 1}, grid=[1])
+    write_launches(tmp_path / "cap", [spec])
+    return tmp_path / "cap"
+
+
+@pytest.fixture
+def a_file(tmp_path) -> Path:
+    path = tmp_path / "notes.txt"
+    path.write_text("a regular file\n")
+    return path
+
+
+# ------------------------------------------------------------------------------- the store
+
+def _not_sqlite(path: Path) -> None:
+    path.write_text("name,time\nsoftmax,1.0\n")
+
+
+def _truncated(path: Path) -> None:
+    with DecisionStore(path) as store:
+        store.start_run({"x": 1})
+    path.write_bytes(path.read_bytes()[:8192])  # the tables' pages are gone
+
+
+def _newer(path: Path) -> None:
+    DecisionStore(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # closed: no -wal/-shm left
+        conn.execute("UPDATE schema_version SET version = 99")
+
+
+def _foreign(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+
+
+@pytest.mark.parametrize("make, message", [
+    (_not_sqlite, "store.db: not an SQLite file, so not a tritune decision store"),
+    (_truncated, "store.db: a damaged or truncated SQLite file"),
+    (_newer, "store.db: written by store schema version 99, this tritune reads up to 1: upgrade tritune"),
+    (_foreign, "store.db: an SQLite file without tritune's tables (it has users)"),
+], ids=["not-sqlite", "truncated", "newer-schema", "foreign-sqlite"])
+def test_optimize_refuses_a_bad_store_before_any_work(tmp_path, capture, make, message):
+    store = tmp_path / "stores" / "store.db"
+    store.parent.mkdir()
+    make(store)
+    before = listing(store.parent)
+    line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture, "--store", store)
+    assert line.startswith("tritune optimize: ") and message in line
+    assert listing(store.parent) == before  # not switched to WAL, no -wal/-shm left
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_store_under_a_regular_file(tmp_path, capture, a_file):
+    line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture, "--store", a_file / "d.db")
+    assert f"no store can be made at {a_file / 'd.db'}" in line and "exists and is not a directory" in line
+    assert not (tmp_path / "out").exists()
+
+
+@NEEDS_NON_ROOT
+def test_a_read_only_store(tmp_path, capture):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    DecisionStore(folder / "store.db").close()
+    os.chmod(folder / "store.db", 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture, "--store", folder / "store.db")
+    finally:
+        os.chmod(folder, 0o755)
+    assert "store.db: read-only" in line
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------- launches.jsonl
+
+def _cut(capture: Path) -> None:
+    path = capture / "launches.jsonl"
+    path.write_bytes(path.read_bytes()[:-20])
+
+
+def _binary(capture: Path) -> None:
+    (capture / "launches.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+
+
+def _other_version(capture: Path) -> None:
+    path = capture / "launches.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text('{"tritune_launches": 99}\n' + "".join(lines[1:]))
+
+
+def _directory_in_place(capture: Path) -> None:
+    (capture / "launches.jsonl").unlink()
+    (capture / "launches.jsonl").mkdir()
+
+
+def _empty_directory(capture: Path) -> None:
+    (capture / "launches.jsonl").unlink()
+    for path in sorted(capture.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+
+
+LAUNCH_CASES = [
+    (_cut, "launches.jsonl:2: last line does not end in a newline: the file is truncated"),
+    (_binary, "launches.jsonl:1: not UTF-8 text (byte 0)"),
+    (_other_version, "launches.jsonl:1: written by spec version 99, this tritune reads version 1: upgrade tritune"),
+    (_directory_in_place, "launches.jsonl: cannot read it: Is a directory"),
+    (_empty_directory, "cap: an empty directory, not a `tritune capture` directory"),
+]
+LAUNCH_IDS = ["truncated", "binary", "other-version", "unreadable", "empty-directory"]
+
+
+@pytest.mark.parametrize("command", ["optimize", "bench"])
+@pytest.mark.parametrize("make, message", LAUNCH_CASES, ids=LAUNCH_IDS)
+def test_a_bad_capture_is_one_line(tmp_path, capture, command, make, message):
+    make(capture)
+    if command == "optimize":
+        line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture)
+    else:
+        line = invoke("bench", capture)
+    assert line.startswith(f"tritune {command}: ") and message in line
+    assert not (tmp_path / "out").exists()
+
+
+@NEEDS_NON_ROOT
+def test_an_unreadable_launches_file(tmp_path, capture):
+    os.chmod(capture / "launches.jsonl", 0)
+    try:
+        line = invoke("bench", capture)
+    finally:
+        os.chmod(capture / "launches.jsonl", 0o644)
+    assert "launches.jsonl: cannot read it: Permission denied" in line
+
+
+# ------------------------------------------------------------------ options and the command
+
+@pytest.mark.parametrize("args", [
+    ["optimize", "--out", "{tmp}/out", "--launches", "{cap}", "--job", "2"],
+    ["optimize", "--out", "{tmp}/out", "--job", "2", "--", sys.executable, "-c", "pass"],
+    ["capture", "--out", "{tmp}/out", "--job", "2", "--", sys.executable, "-c", "pass"],
+    ["run", "--store", "{tmp}/out/decisions.db", "--job", "2", "--", sys.executable, "-c", "pass"],
+], ids=["optimize-launches", "optimize-command", "capture", "run"])
+def test_an_unknown_option_before_the_command_is_named(tmp_path, capture, args):
+    line = invoke(*[a.format(tmp=tmp_path, cap=capture) for a in args])
+    assert line.startswith(f"tritune {args[0]}: no such option: --job")
+    assert not (tmp_path / "out").exists()
+
+
+def test_options_after_the_command_are_the_command_s(tmp_path):
+    from tritune.commands.capture import capture
+
+    for args in (["--", "python", "-u", "x.py", "--job", "2"], ["python", "-u", "x.py", "--job", "2"]):
+        context = capture.make_context("capture", ["--out", str(tmp_path / "c"), *args])
+        assert context.params["command"] == ("python", "-u", "x.py", "--job", "2")
+
+
+# ---------------------------------------------------------------------------- --out
+
+@pytest.mark.parametrize("command", [
+    ["optimize", "--launches", "{cap}"],
+    ["capture", "--", sys.executable, "-c", "pass"],
+    ["harvest", "--model", "bert"],
+])
+def test_an_out_directory_that_cannot_be_made(tmp_path, capture, a_file, command):
+    args = [a.format(cap=capture) for a in command]
+    line = invoke(args[0], "--out", a_file / "out", *args[1:])
+    assert f"{a_file / 'out'}: cannot be created, {a_file} is a file" in line
+    assert line.startswith(f"tritune {args[0]}: Invalid value for '--out'")
+    assert a_file.read_text() == "a regular file\n"
+
+
+@NEEDS_NON_ROOT
+def test_a_read_only_out_directory(tmp_path, capture):
+    (tmp_path / "ro").mkdir(mode=0o555)
+    try:
+        line = invoke("optimize", "--out", tmp_path / "ro" / "out", "--launches", capture)
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
+    assert "cannot write into" in line and "Permission denied" in line
+    assert list((tmp_path / "ro").iterdir()) == []
+
+
+# ----------------------------------------------------------------------- other inputs
+
+@pytest.mark.parametrize("args, message", [
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}/nope"], "Directory '{tmp}/nope' does not exist"),
+    (["optimize", "--out", "{tmp}/out", "--inductor-dir", "{tmp}/nope"], "Directory '{tmp}/nope' does not exist"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{cap}", "--kernel", "nothing"],
+     "cap: no launch of kernel nothing"),
+    (["optimize", "--out", "{tmp}/out"], "give exactly one of -- COMMAND, --launches DIR, --inductor-dir DIR"),
+    (["bench", "{tmp}/nope"], "{tmp}/nope: no such file"),
+    (["report", "{tmp}/nope"], "no such file: {tmp}/nope"),
+], ids=["launches-missing", "inductor-dir-missing", "no-such-kernel", "no-input", "bench-missing", "report-missing"])
+def test_missing_paths_and_names(tmp_path, capture, args, message):
+    line = invoke(*[a.format(tmp=tmp_path, cap=capture) for a in args])
+    assert message.format(tmp=tmp_path) in line and line.startswith(f"tritune {args[0]}: ")
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------- harvest
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_cuda(), reason="checks the refusal on a CPU-only machine")
+def test_harvest_force_on_a_cpu_keeps_the_capture(tmp_path, capture):
+    (capture / "modules").mkdir()
+    (capture / "modules" / "k.py").write_text("# a kernel module\n")
+    before = listing(tmp_path)
+    line = invoke("harvest", "--model", "bert", "--out", capture, "--force")
+    assert line.startswith("tritune harvest: no CUDA GPU here")
+    assert listing(tmp_path) == before  # the capture as it was, no temporary directory beside it
+    assert json.loads((capture / "launches.jsonl").read_text().splitlines()[0])["tritune_launches"] == 1
