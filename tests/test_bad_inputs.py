@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
 from tritune.cli import main
-from tritune.store import DecisionStore
+from tritune.store import SCHEMA_VERSION, DecisionStore
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 NEEDS_NON_ROOT = pytest.mark.skipif(AS_ROOT, reason="root writes and reads whatever the mode bits say: "
@@ -82,7 +82,7 @@ def _foreign(path: Path) -> None:
 @pytest.mark.parametrize("make, message", [
     (_not_sqlite, "store.db: not an SQLite file, so not a tritune decision store"),
     (_truncated, "store.db: a damaged or truncated SQLite file"),
-    (_newer, "store.db: written by store schema version 99, this tritune reads up to 1: upgrade tritune"),
+    (_newer, f"store.db: written by store schema version 99, this tritune reads up to {SCHEMA_VERSION}: upgrade tritune"),
     (_foreign, "store.db: an SQLite file without tritune's tables (it has users)"),
 ], ids=["not-sqlite", "truncated", "newer-schema", "foreign-sqlite"])
 def test_optimize_refuses_a_bad_store_before_any_work(tmp_path, capture, make, message):

@@ -102,7 +102,7 @@ def _bad_launches(kind: str) -> bytes:
 
 @pytest.mark.parametrize("kind, message", [
     ("truncated", "last line does not end in a newline"),
-    ("binary", "not a text file"),
+    ("binary", "not UTF-8 text"),
     ("other-version", "written by spec version 999"),
     ("not-launches", "no tritune_launches header"),
 ])
