@@ -49,9 +49,32 @@ def evil_variant(cap: Path, mark: Path) -> Variant:
 
 # ------------------------------------------------------------------------------ run and enable
 
+CRAFT = """
+import json, sys
+from tritune.capture.spec import read_launches
+from tritune.replay import Variant
+from tritune.store import DecisionStore, current_target, key_for
+store, cap, variant = sys.argv[1], sys.argv[2], Variant.from_json(json.loads(sys.argv[3]))
+(spec,) = read_launches(cap)
+key = key_for(spec, **current_target("cpu"))
+with DecisionStore(store) as made:
+    cand = made.add_candidate(made.start_run({}), key, variant)
+    made.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
+    made.set_decision(key, variant, baseline_ms=2.0, best_ms=0.02)
+    assert made.decision_for(key) is not None
+"""
+
+
 def test_a_foreign_store_runs_no_code_and_the_program_runs_as_written(program, tmp_path):
+    """The store is made by tritune's own library under another TRITUNE_HOME (another user)."""
     mark = tmp_path / "ran"
-    foreign_store(tmp_path / "foreign.db", program / "cap", evil_variant(program / "cap", mark))
+    variant = evil_variant(program / "cap", mark)
+    made = subprocess.run([sys.executable, "-c", CRAFT, str(tmp_path / "foreign.db"), str(program / "cap"),
+                           json.dumps(variant.to_json())],
+                          env={**os.environ, "TRITUNE_HOME": str(tmp_path / "other-home")}, capture_output=True,
+                          text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert (tmp_path / "other-home" / "store.key").exists() and not mark.exists()
     done = interpreted([*RUN, "--store", str(tmp_path / "foreign.db"), "--", sys.executable,
                         str(program / "prog.py"), "0"])
     assert done.returncode == 0, done.stderr[-2000:]
