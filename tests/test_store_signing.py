@@ -255,3 +255,24 @@ def test_the_store_commands_are_on_the_cli():
     done = subprocess.run([sys.executable, "-m", "tritune", "store", "--help"], capture_output=True, text=True,
                           env=os.environ, timeout=120)
     assert done.returncode == 0 and "verify" in done.stdout and "import" in done.stdout
+
+
+def test_optimize_says_it_does_not_reuse_a_foreign_store(loop_capture, worker, tmp_path):
+    from tritune.loop import LoopSettings, optimize
+
+    variant = Variant(name="block 128", constexprs={"BLOCK": 128})
+    foreign_store(tmp_path / "shared.db", loop_capture, variant)  # a 'verified' 100x candidate and decision
+    lines: list[str] = []
+    settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2)
+    results = optimize(loop_capture, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
+                       evaluator=Evaluator(loop_capture, retime=block_speed, worker=worker), log=lines.append)
+    assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
+            f"{tmp_path / 'shared.db'} not signed by this user: not reused, evaluated again here") in lines
+    (kernel,) = results["kernels"]
+    assert not any(c["reused"] for c in kernel["candidates"])
+    tried = {c["variant"]: c for c in kernel["candidates"]}
+    assert tried["BLOCK=128"]["status"] in ("accepted", "verified") and tried["BLOCK=128"]["speedup"] == 2.0
+    with DecisionStore(tmp_path / "shared.db") as store:
+        (decision,) = store.decisions()
+        block = decision.variant.constexprs["BLOCK"]  # judged here (scripted 64 / BLOCK), not the foreign 100x
+        assert decision.signed and decision.speedup == pytest.approx(64 / block) and block >= 128

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -118,6 +119,9 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
     results["planned"], results["keys"] = len(chosen.items), chosen.keys
     started = time.monotonic()
     with DecisionStore(store_path) as store:
+        for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
+            (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) in "
+                             f"{store_path} not signed by this user: not reused, evaluated again here")
         run_id, done = _start(store, run_settings, command, out, fresh)
         results["run_id"] = run_id
         try:
@@ -150,6 +154,10 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
     results["finished"] = _now()
     _write(out / RESULTS_FILE, results)
     return results
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def machine(worker: Worker) -> dict:

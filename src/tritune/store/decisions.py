@@ -160,6 +160,19 @@ class DecisionsMixin:
                               (key_sha(key), digest))
         return from_text(rows[0][0]) if rows else None
 
+    def unsigned_by_kernel(self) -> dict[str, tuple[int, int]]:
+        """Kernel -> (candidates, decisions) this user's tritune did not sign: never reused or
+        applied (``optimize`` evaluates such candidates again; ``tritune store import`` judges them)."""
+        kernels = {key.sha: key.kernel for key in self.keys()}
+        found: dict[str, list[int]] = {}
+        for cand in self.candidates():
+            if not cand.signed:
+                found.setdefault(kernels.get(cand.key_sha, "?"), [0, 0])[0] += 1
+        for decision in self.decisions():
+            if not decision.signed:
+                found.setdefault(decision.key.kernel, [0, 0])[1] += 1
+        return {kernel: (counts[0], counts[1]) for kernel, counts in sorted(found.items())}
+
     def keys(self) -> list[DecisionKey]:
         rows = self._db.query("SELECT * FROM keys ORDER BY kernel, sha")
         return [DecisionKey.from_json(dict(r)) for r in rows]
