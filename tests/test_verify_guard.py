@@ -198,6 +198,8 @@ def test_make_args_guards_every_tensor_with_its_own_tag(tmp_path):
         assert t.storage_offset() == margin and t.untyped_storage().nbytes() == (2 * margin + 200) * 4
         assert guard.breach(name, t, guard.Guard(margin, 200, tag)) is None
     assert make_args(spec, tmp_path, block=0)["x_ptr"].storage_offset() == 16384
+    bare = make_args(spec, tmp_path, margins=False)["x_ptr"]  # for compute-sanitizer
+    assert bare.storage_offset() == 0 and bare.untyped_storage().nbytes() == 200 * 4
 
 
 # ---------------------------------------------------------------------------------- optimize

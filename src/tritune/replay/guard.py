@@ -47,11 +47,13 @@ class Guard:
     tag: int
 
 
-def layout(spec: Any, block: int | None = None) -> dict[str, Guard]:
+def layout(spec: Any, block: int | None = None, *, margins: bool = True) -> dict[str, Guard]:
     """Tensor argument of a ``LaunchSpec`` -> its ``Guard``; ``block`` sizes the margins (default:
-    the spec's largest block constexpr)."""
+    the spec's largest block constexpr); ``margins=False``: none."""
     import torch
 
+    if not margins:
+        return {a.name: Guard(0, a.storage_size, tag) for tag, a in enumerate(spec.tensors)}
     block = largest_block(spec.constexprs) if block is None else block
     # an unknown dtype gets byte-sized margins here; make_args refuses it
     sizes = {a.name: getattr(getattr(torch, a.dtype, None), "itemsize", 1) for a in spec.tensors}

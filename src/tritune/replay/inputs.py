@@ -44,14 +44,15 @@ def device_of(spec: LaunchSpec, device: str | None = None) -> str:
 
 
 def make_args(spec: LaunchSpec, root: str | Path, *, seed: int = 0, device: str | None = None,
-              block: int | None = None) -> dict[str, Any]:
-    """Every non-constexpr parameter of ``spec``, by name: fresh tensors (guarded; ``block`` sizes
-    the margins, see ``guard.layout``), captured scalars, None."""
+              block: int | None = None, margins: bool = True) -> dict[str, Any]:
+    """Every non-constexpr parameter of ``spec``, by name: fresh tensors, captured scalars, None.
+    Tensors are guarded (``block`` sizes the margins, see ``guard.layout``) unless ``margins`` is
+    False: compute-sanitizer checks allocation bounds, and a margin would hide an overrun from it."""
     import torch
 
     device = device_of(spec, device)
     generator = torch.Generator(device=device)
-    guards = layout(spec, block)
+    guards = layout(spec, block, margins=margins)
     args: dict[str, Any] = {}
     for index, arg in enumerate(spec.args):
         if arg.kind == "tensor":

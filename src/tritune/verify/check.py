@@ -21,6 +21,27 @@ inputs:
 4. Every written tensor is compared in ``mode``; tensors the spec calls read-only must come out
    of the candidate as the baseline left them (bit for bit), so a stray write fails too.
 
+Guard regions (``tritune.replay.guard``). Every tensor argument is made inside a larger buffer:
+on each side a margin of 64 KiB or one block of the largest block constexpr of baseline and
+candidate, whichever is larger (in 64 KiB steps, so the data pointer's alignment is what the
+kernel saw), filled with a per-tensor pattern: signalling NaNs for floats, ``0xD_`` bytes
+otherwise, unlike the output poison. Copies for each run take the whole buffer, so views,
+storage offsets and margins travel together. After every run, baseline or candidate, both
+margins of every tensor are checked:
+- a changed margin in a candidate run fails it with ``wrong_result`` naming the tensor, the side
+  and the changed element nearest the storage (``VerifyResult.out_of_bounds`` holds the same);
+- a changed margin in a baseline run fails the verification with ``baseline_out_of_bounds``: the
+  captured launch itself writes outside its tensors, so no candidate can be compared with it
+  (``tritune optimize`` decides nothing for that launch);
+- a read past a tensor gets NaN; where it reaches an output, the comparison catches it (NaN
+  parity), deterministically, whatever memory lies next to the tensor on the machine.
+What guards cannot see: an access that jumps past the margin (into another allocation, a
+neighbouring tensor's memory or unmapped memory: on a GPU a fault, under the interpreter heap
+corruption); a read whose value never reaches an output (a masked-off lane, a NaN that a max
+drops); a write that stores exactly the pattern (a plain copy of a margin element into the same
+tensor's margin); fp8 margins, which have one NaN and so no per-tensor tag. compute-sanitizer's
+memcheck (``benchmarks/sanitize_store.py``) checks every access against its allocation.
+
 Limit: in an in-out tensor an element the candidate forgets to update is caught only where the
 baseline changes it by more than the tolerance (its starting contents are random, so in practice
 everywhere but where the update is tiny or the identity).
