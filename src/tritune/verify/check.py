@@ -55,9 +55,9 @@ from typing import Any
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Replay, Variant, make_args
+from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
-from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, WRONG_RESULT  # the one failure taxonomy
 
