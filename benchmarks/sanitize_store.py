@@ -184,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     result = {"environment": _common.environment(), "store": args.store.name, "launches": args.launches.name,
               "sanitizer_version": (version.stdout.strip().splitlines() or [""])[-1],
               "totals": {"decisions": len(rows), "clean": clean}, "rows": rows}
-    for row in rows:
+    for row in rows:  # the result names each variant; its source text and the spec stay in DB and DIR
         row.pop("spec", None)
+        row["variant"].pop("source", None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(result))

@@ -180,3 +180,12 @@ def test_sanitize_store_refuses_bad_arguments_in_one_line(tmp_path, case, messag
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only failure path")
+def test_sanitize_store_stops_clearly_without_gpu(tmp_path):
+    store = _capture_and_store(tmp_path / "cap")
+    result = _run(str(BENCH / "sanitize_store.py"), "--store", str(store), "--launches", str(tmp_path / "cap"),
+                  "--out", str(tmp_path / "r.json"))
+    assert result.returncode != 0 and "no CUDA GPU here" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "r.json").exists()

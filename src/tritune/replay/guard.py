@@ -98,22 +98,23 @@ def _words(flat):
     return flat.view(getattr(torch, _INTS[width])), flat.element_size() // width
 
 
-def allocate(size: int, dtype, device: str, guard: Guard):
-    """A storage of ``size`` elements inside a buffer with ``guard.margin`` pattern elements on each
-    side: a 1-D view whose ``storage_offset()`` is the margin."""
+def allocate(dtype, device: str, guard: Guard):
+    """A storage of ``guard.size`` elements inside a buffer with ``guard.margin`` pattern elements
+    on each side: a 1-D view whose ``storage_offset()`` is the margin."""
     import torch
 
-    buffer = torch.empty(guard.margin + size + guard.margin, dtype=dtype, device=device)
-    for side in (buffer[:guard.margin], buffer[guard.margin + size:]):
+    margin, size = guard.margin, guard.size
+    buffer = torch.empty(margin + size + margin, dtype=dtype, device=device)
+    for side in (buffer[:margin], buffer[margin + size:]):
         _words(side)[0].fill_(word(dtype, guard.tag))
-    return buffer[guard.margin:guard.margin + size]
+    return buffer[margin:margin + size]
 
 
 def guarded(t, margin: int, tag: int = 0):
     """``t`` (its whole storage) copied into a guarded buffer: a view with ``t``'s shape, strides
     and storage offset (plus the margin)."""
     size = t.untyped_storage().nbytes() // t.element_size()
-    storage = allocate(size, t.dtype, t.device, Guard(margin, size, tag))
+    storage = allocate(t.dtype, t.device, Guard(margin, size, tag))
     storage.copy_(t.as_strided((size,), (1,), 0))
     return storage.as_strided(t.shape, t.stride(), margin + t.storage_offset())
 

@@ -66,7 +66,7 @@ def make_args(spec: LaunchSpec, root: str | Path, *, seed: int = 0, device: str 
 
 
 def _tensor(arg: ArgSpec, root: Path, device: str, generator, guard: Guard) -> Any:
-    storage = allocate(arg.storage_size, _torch_dtype(arg), device, guard)
+    storage = allocate(_torch_dtype(arg), device, guard)  # guard.size is arg.storage_size
     if arg.values == "saved":
         _load_saved(arg, root, storage)
     else:
