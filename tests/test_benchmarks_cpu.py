@@ -116,7 +116,8 @@ def test_sanitize_store_reads_the_error_summary():
 
 
 def _capture_and_store(root: pathlib.Path):
-    """A capture of one launch, and a store with a decision for it and one for a launch it lacks."""
+    """A capture of one launch (built by hand: no source hash), and a store with a decision for it
+    and one for a launch it lacks."""
     from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
     from tritune.replay import Variant
     from tritune.store import DecisionStore, key_for
@@ -127,7 +128,7 @@ def _capture_and_store(root: pathlib.Path):
             ArgSpec("out_ptr", "tensor", shape=[100], stride=[1], dtype="float32", written=True),
             ArgSpec("n", "scalar", value=100, type="int"), ArgSpec("BLOCK", "constexpr")]
     spec = LaunchSpec(kernel="scale", kind="jit", module="k", source_file="", source="sources/k.py",
-                      source_hash="0" * 64, args=args, constexprs={"BLOCK": 64}, options={}, grid=[2],
+                      source_hash="", args=args, constexprs={"BLOCK": 64}, options={}, grid=[2],
                       grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
     other = LaunchSpec.from_json({**spec.to_json(), "args": [a.to_json() for a in args[:2]] + [
         {"name": "n", "kind": "scalar", "value": 3000, "type": "int"}, {"name": "BLOCK", "kind": "constexpr"}]})
