@@ -9,6 +9,8 @@ Each kernel runs ``--repeat`` times (default once) on fresh inputs of its size; 
 beyond the wall seconds of each case. ``--check`` compares the first run's output with the torch
 reference (computed in float64 before the kernel runs, so in-place kernels are checked too),
 prints the table and exits 1 on any mismatch. A kernel that raises is reported and also exits 1.
+Under ``--check`` every input tensor sits inside guard margins (``tritune.replay.guard``): a read
+past a tensor gets NaN, whatever the allocator put there, and a write outside one is a mismatch.
 """
 
 from __future__ import annotations
@@ -57,9 +59,11 @@ def run_case(case: Case, device: str, small: bool, check: bool, repeat: int, see
     """(status, detail) of one case: status is "ran", "ok", "MISMATCH" or "ERROR"."""
     try:
         inputs = case.make_inputs(case.size(small), device, seed)
+        guards = guard_inputs(inputs) if check else {}
         expected = case.reference(inputs) if check else None
         output = case.run(inputs)
         comparison = compare(output, expected, case.tolerance) if check else None
+        outside = written_outside(inputs, guards)
         for _ in range(repeat - 1):
             case.run(inputs)
         if device == "cuda":
@@ -69,9 +73,31 @@ def run_case(case: Case, device: str, small: bool, check: bool, repeat: int, see
         return "ERROR", f"{type(exc).__name__}: {first}"[:200]
     if comparison is None:
         return "ran", ""
+    if outside:
+        return "MISMATCH", "wrote outside " + "; ".join(outside)
     if comparison.ok:
         return "ok", f"max|err| {comparison.max_abs_err:.2e} ({comparison.worst:.2f} of tolerance)"
     return "MISMATCH", comparison.message
+
+
+def guard_inputs(inputs: dict) -> dict:
+    """Replace every tensor of ``inputs`` by a copy inside guard margins; their guards by name.
+    (tritune is imported here only: without --check the suite is a program like any other.)"""
+    from tritune.replay.guard import Guard, guarded, margin_elements
+
+    guards = {}
+    for tag, (name, value) in enumerate((k, v) for k, v in inputs.items() if isinstance(v, torch.Tensor)):
+        margin = margin_elements(value.element_size())
+        inputs[name] = guarded(value, margin, tag)
+        guards[name] = Guard(margin, value.untyped_storage().nbytes() // value.element_size(), tag)
+    return guards
+
+
+def written_outside(inputs: dict, guards: dict) -> list[str]:
+    """One line per guarded input whose margins changed."""
+    from tritune.replay.guard import breach
+
+    return [found.describe() for name, g in guards.items() if (found := breach(name, inputs[name], g))]
 
 
 def list_cases(cases: list[Case], small: bool) -> None:

@@ -6,6 +6,7 @@
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
         BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench
         Remediation  a failure is classified and recorded; the proposers learn from its kind
+                     (a baseline that writes outside its tensors ends the loop: nothing decided)
         Arbiter      the fastest verified candidates, fastest first: screen, then confirm by
                      interleaved re-timing; accept -> a decision in the store
         RefineHint   after an acceptance the new best is profiled; the profile delta gives hints
@@ -36,6 +37,7 @@ from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.store import DecisionKey, DecisionStore
+from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
 
@@ -120,6 +122,12 @@ class KernelLoop:
                 break
             done = [self._evaluate(variant, family, start) for variant, family in proposals]
             done += self._wait_for_held(start)
+            unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
+            if unsafe is not None:  # every comparison with this baseline is void: decide nothing
+                self.log(f"{self.spec.kernel}: not optimized: {unsafe.message}")
+                result.update(failure=BASELINE_OUT_OF_BOUNDS, message=unsafe.message, candidates=self.records,
+                              wall_s=time.monotonic() - start)
+                return result
             timed = sorted((e for e in done if e is not None and e.trial.ok), key=lambda e: e.trial.time_ms)
             round_start = descent_ms
             descent_ms = min([descent_ms] + [e.trial.time_ms for e in timed])

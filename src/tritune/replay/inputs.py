@@ -7,7 +7,10 @@ Values by ``ArgSpec.values``:
   ``range``   integers uniform in [low, high] as observed at capture (so indices stay in range).
 
 Each tensor is a view (``as_strided``) into a fresh storage of the captured size, so strides,
-storage offsets and overlapping views look to the kernel exactly as they did in the program.
+storage offsets and overlapping views look to the kernel exactly as they did in the program. The
+storage sits inside guard margins (``tritune.replay.guard``): a write outside it cannot corrupt
+another allocation, a read outside it gets NaN poison, and ``verify`` checks the margins after
+every run. The data pointer keeps the alignment of an unguarded storage.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError
 from tritune.config import interpreting  # replay's callers ask it here
+from tritune.replay.guard import Guard, allocate, layout
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INT_LOW, _INT_HIGH = -64, 64
@@ -34,17 +38,21 @@ def device_of(spec: LaunchSpec, device: str | None = None) -> str:
     return "cuda"
 
 
-def make_args(spec: LaunchSpec, root: str | Path, *, seed: int = 0, device: str | None = None) -> dict[str, Any]:
-    """Every non-constexpr parameter of ``spec``, by name: fresh tensors, captured scalars, None."""
+def make_args(spec: LaunchSpec, root: str | Path, *, seed: int = 0, device: str | None = None,
+              block: int | None = None, margins: bool = True) -> dict[str, Any]:
+    """Every non-constexpr parameter of ``spec``, by name: fresh tensors, captured scalars, None.
+    Tensors are guarded (``block`` sizes the margins, see ``guard.layout``) unless ``margins`` is
+    False: compute-sanitizer checks allocation bounds, and a margin would hide an overrun from it."""
     import torch
 
     device = device_of(spec, device)
     generator = torch.Generator(device=device)
+    guards = layout(spec, block, margins=margins)
     args: dict[str, Any] = {}
     for index, arg in enumerate(spec.args):
         if arg.kind == "tensor":
             generator.manual_seed(seed * 1_000_003 + index)
-            args[arg.name] = _tensor(arg, Path(root), device, generator)
+            args[arg.name] = _tensor(arg, Path(root), device, generator, guards[arg.name])
         elif arg.kind == "scalar":
             args[arg.name] = arg.value
         elif arg.kind == "none":
@@ -52,18 +60,27 @@ def make_args(spec: LaunchSpec, root: str | Path, *, seed: int = 0, device: str 
     return args
 
 
-def _tensor(arg: ArgSpec, root: Path, device: str, generator) -> Any:
+def _tensor(arg: ArgSpec, root: Path, device: str, generator, guard: Guard) -> Any:
+    storage = allocate(_torch_dtype(arg), device, guard)  # guard.size is arg.storage_size
+    if arg.values == "saved":
+        _load_saved(arg, root, storage)
+    else:
+        _fill(storage, arg, generator)
+    return _view(storage, arg)
+
+
+def _torch_dtype(arg: ArgSpec) -> Any:
     import torch
 
     dtype = getattr(torch, arg.dtype, None)
     if not isinstance(dtype, torch.dtype):
         raise SpecError(f"argument {arg.name!r}: unknown dtype {arg.dtype!r}")
-    storage = torch.empty(arg.storage_size, dtype=dtype, device=device)
-    if arg.values == "saved":
-        _load_saved(arg, root, storage)
-    else:
-        _fill(storage, arg, generator)
-    return storage.as_strided(arg.shape, arg.stride, arg.storage_offset)
+    return dtype
+
+
+def _view(storage, arg: ArgSpec) -> Any:
+    """The argument's view of ``storage`` (a 1-D view into a guarded buffer: offsets add up)."""
+    return storage.as_strided(arg.shape, arg.stride, storage.storage_offset() + arg.storage_offset)
 
 
 def _fill(storage, arg: ArgSpec, generator) -> None:
@@ -99,7 +116,7 @@ def _load_saved(arg: ArgSpec, root: Path, storage) -> None:
         storage.copy_(saved.reshape(-1))
     elif list(saved.shape) == list(arg.shape):
         storage.zero_()
-        storage.as_strided(arg.shape, arg.stride, arg.storage_offset).copy_(saved)
+        _view(storage, arg).copy_(saved)
     elif saved.numel() == storage.numel() - arg.storage_offset:
         storage.zero_()
         storage[arg.storage_offset:].copy_(saved.reshape(-1))

@@ -21,6 +21,27 @@ inputs:
 4. Every written tensor is compared in ``mode``; tensors the spec calls read-only must come out
    of the candidate as the baseline left them (bit for bit), so a stray write fails too.
 
+Guard regions (``tritune.replay.guard``). Every tensor argument is made inside a larger buffer:
+on each side a margin of 64 KiB or one block of the largest block constexpr of baseline and
+candidate, whichever is larger (in 64 KiB steps, so the data pointer's alignment is what the
+kernel saw), filled with a per-tensor pattern: signalling NaNs for floats, ``0xD_`` bytes
+otherwise, unlike the output poison. Copies for each run take the whole buffer, so views,
+storage offsets and margins travel together. After every run, baseline or candidate, both
+margins of every tensor are checked:
+- a changed margin in a candidate run fails it with ``wrong_result`` naming the tensor, the side
+  and the changed element nearest the storage (``VerifyResult.out_of_bounds`` holds the same);
+- a changed margin in a baseline run fails the verification with ``baseline_out_of_bounds``: the
+  captured launch itself writes outside its tensors, so no candidate can be compared with it
+  (``tritune optimize`` decides nothing for that launch);
+- a read past a tensor gets NaN; where it reaches an output, the comparison catches it (NaN
+  parity), deterministically, whatever memory lies next to the tensor on the machine.
+What guards cannot see: an access that jumps past the margin (into another allocation, a
+neighbouring tensor's memory or unmapped memory: on a GPU a fault, under the interpreter heap
+corruption); a read whose value never reaches an output (a masked-off lane, a NaN that a max
+drops); a write that stores exactly the pattern (a plain copy of a margin element into the same
+tensor's margin); fp8 margins, which have one NaN and so no per-tensor tag. compute-sanitizer's
+memcheck (``benchmarks/sanitize_store.py``) checks every access against its allocation.
+
 Limit: in an in-out tensor an element the candidate forgets to update is caught only where the
 baseline changes it by more than the tolerance (its starting contents are random, so in practice
 everywhere but where the update is tiny or the identity).
@@ -34,10 +55,11 @@ from typing import Any
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Replay, Variant, make_args
+from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
-from tritune.worker.failures import WRONG_RESULT  # the one failure taxonomy
+from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, WRONG_RESULT  # the one failure taxonomy
 
 
 @dataclasses.dataclass
@@ -52,8 +74,9 @@ class VerifyResult:
     # output changed with their starting contents for another reason, e.g. nondeterminism)
     nondeterministic: bool = False
     spread: dict[str, float] = dataclasses.field(default_factory=dict)  # largest baseline run-to-run |diff|
-    failure: str | None = None  # WRONG_RESULT when it fails
+    failure: str | None = None  # WRONG_RESULT when it fails, BASELINE_OUT_OF_BOUNDS when the baseline does
     message: str = ""
+    out_of_bounds: dict | None = None  # Breach JSON plus "run" (baseline/candidate) and "input_set"
 
     @property
     def worst(self) -> CompareResult | None:
@@ -75,44 +98,81 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
            input_sets: int = 3, device: str | None = None, seed: int = 0) -> VerifyResult:
     """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets and compare
     every written tensor. Compile and launch errors propagate (the isolation worker classifies
-    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``."""
+    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``, a baseline that writes
+    outside its tensors ``failure="baseline_out_of_bounds"``."""
     if input_sets < 1:
         raise ValueError(f"input_sets must be at least 1, got {input_sets}")
     for arg in spec.written:
         tolerance_for(arg.dtype, mode)  # unknown mode or unsupported dtype: fail before running
     base = Replay(spec, Variant(), root=root, device=device)
     cand = Replay(spec, variant, root=root, device=device)
+    block = largest_block(base.constexprs, cand.constexprs)  # margins of one block of either
+    guards = layout(spec, block)
     written = [a.name for a in spec.written]
     seeds = [seed + k for k in range(input_sets)]
-    initial = make_args(spec, root, seed=seeds[0], device=base.device)
+    initial = make_args(spec, root, seed=seeds[0], device=base.device, block=block)
     base.compile(initial)  # both built before anything runs, on the first input set
     cand.compile(initial)
     result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
     pure: dict[str, bool] | None = None
     for k, s in enumerate(seeds):
-        if k:
-            initial = make_args(spec, root, seed=s, device=base.device)
-        if pure is None:
-            pure = _pure_outputs(spec, base, initial, written)
-            result.in_out = [w for w in written if not pure[w]]
-        result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result)
+        try:
+            if k:
+                initial = make_args(spec, root, seed=s, device=base.device, block=block)
+            if pure is None:
+                pure = _pure_outputs(spec, base, initial, written, guards)
+                result.in_out = [w for w in written if not pure[w]]
+            result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards)
+        except OutOfBounds as exc:
+            return _outside(result, exc, baseline=exc.replay is base, seed=s)
     return _conclude(result, written)
+
+
+# ------------------------------------------------------------------------------------ guards
+
+class OutOfBounds(Exception):
+    """A run changed a guard margin (see ``guard``)."""
+
+    def __init__(self, replay: Replay, found: Breach) -> None:
+        super().__init__(found.describe())
+        self.replay, self.breach = replay, found
+
+
+def _check_guards(replay: Replay, args: dict[str, Any], guards: dict[str, Guard]) -> None:
+    for name, guard in guards.items():
+        found = breach(name, args[name], guard)
+        if found is not None:
+            raise OutOfBounds(replay, found)
+
+
+def _outside(result: VerifyResult, exc: OutOfBounds, *, baseline: bool, seed: int) -> VerifyResult:
+    result.ok = False
+    result.out_of_bounds = {**exc.breach.to_json(), "run": "baseline" if baseline else "candidate",
+                            "input_set": seed}
+    if baseline:
+        result.failure = BASELINE_OUT_OF_BOUNDS
+        result.message = (f"{BASELINE_OUT_OF_BOUNDS} on input set {seed}: the baseline itself writes outside "
+                          f"{exc.breach.describe()}; no candidate can be compared safely")
+    else:
+        result.failure = WRONG_RESULT
+        result.message = f"{WRONG_RESULT} on input set {seed}: the candidate writes outside {exc.breach.describe()}"
+    return result
 
 
 # ---------------------------------------------------------------------------------- one set
 
 def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: dict[str, bool],
-             mode: str, seed: int, result: VerifyResult) -> list[CompareResult]:
+             mode: str, seed: int, result: VerifyResult, guards: dict[str, Guard]) -> list[CompareResult]:
     written = list(pure)
     first = {w: 1 for w in written if pure[w]}
     second = {w: 2 for w in written if pure[w]}
-    ref = _run(base, initial, first)
-    again = _only(_run(base, initial, second), written)
+    ref = _run(base, initial, first, guards)
+    again = _only(_run(base, initial, second, guards), written)
     two_sentinels = [w for w in first if not one_run_sound(initial[w])]
     seen = {w: spread(ref[w], again[w], poisoned=pure[w]) for w in written}
     if not all(s.deterministic for s in seen.values()):  # sample the spread properly
         for _ in range(NONDETERMINISM_RUNS - 2):
-            more = _only(_run(base, initial, second), written)
+            more = _only(_run(base, initial, second, guards), written)
             seen = {w: _wider(seen[w], spread(ref[w], more[w], poisoned=pure[w])) for w in written}
     tolerances = {}
     for w in written:
@@ -122,8 +182,8 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
             result.spread[w] = max(result.spread.get(w, 0.0), seen[w].max_abs)
             tol = widen(tol, result.spread[w])
         tolerances[w] = tol
-    out = _run(cand, initial, first)
-    out_again = _only(_run(cand, initial, second), written) if two_sentinels else {}
+    out = _run(cand, initial, first, guards)
+    out_again = _only(_run(cand, initial, second, guards), written) if two_sentinels else {}
     checks = []
     for w in written:
         alt = w in two_sentinels
@@ -141,29 +201,32 @@ def _wider(a: Spread, b: Spread) -> Spread:
     return Spread(max(a.differing, b.differing), max(a.max_abs, b.max_abs), max(a.parity_flips, b.parity_flips))
 
 
-def _pure_outputs(spec: LaunchSpec, base: Replay, initial: dict, written: list[str]) -> dict[str, bool]:
+def _pure_outputs(spec: LaunchSpec, base: Replay, initial: dict, written: list[str],
+                  guards: dict[str, Guard]) -> dict[str, bool]:
     """Written tensor -> True if the kernel does not read it (so poisoning it is safe)."""
     # Saved or ranged values carry meaning (indices): never changed, never poisoned.
     probed = [w for w in written if spec.arg(w).values == "random" and initial[w].numel() > 0]
     if not probed:
         return {w: False for w in written}
     changed = {w: _perturbed(initial[w]) for w in probed}
-    natural = _run(base, initial, {})
-    moved = _run(base, {**initial, **changed}, {})
+    natural = _run(base, initial, {}, guards)
+    moved = _run(base, {**initial, **changed}, {}, guards)
     return {w: w in changed and not depends_on_initial(natural[w], initial[w], moved[w], changed[w])
             for w in written}
 
 
 # -------------------------------------------------------------------------------------- runs
 
-def _run(replay: Replay, initial: dict, poison_with: dict[str, int]) -> dict[str, Any]:
-    """Launch once on copies of ``initial``; tensors named in ``poison_with`` are poisoned with
-    that sentinel first. The copies after the launch."""
+def _run(replay: Replay, initial: dict, poison_with: dict[str, int], guards: dict[str, Guard]) -> dict[str, Any]:
+    """Launch once on copies of ``initial`` (guard margins included); tensors named in
+    ``poison_with`` are poisoned with that sentinel first. The copies after the launch;
+    ``OutOfBounds`` if a margin changed."""
     args = {name: _clone(value) for name, value in initial.items()}
     for name, which in poison_with.items():
         poison([args[name]], which)
     replay(args)
     _synchronize(args)
+    _check_guards(replay, args, guards)
     return args
 
 

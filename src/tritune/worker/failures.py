@@ -20,6 +20,9 @@ kind                what happened                                           work
 ``wrong_result``    reserved for verification, which sets it                (not a worker kind)
 ==================  ======================================================  ===================
 
+``baseline_out_of_bounds`` is reserved for verification too: the captured launch itself wrote
+outside its tensors (a guard margin changed), so no candidate can be compared with it safely.
+
 An exception may name its own kind with a ``failure_kind`` attribute (a class attribute does
 it for a whole class). Wrapped exceptions are classified through their ``__cause__`` chain:
 the first link with a specific kind decides, so a loader's ``raise LoadError(...) from
@@ -43,8 +46,9 @@ TIMEOUT = "timeout"
 CRASH = "crash"
 ERROR = "error"
 WRONG_RESULT = "wrong_result"
+BASELINE_OUT_OF_BOUNDS = "baseline_out_of_bounds"
 
-KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT)
+KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS)
 # After these the child process is not trusted again (a CUDA fault leaves the context unusable).
 RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 
