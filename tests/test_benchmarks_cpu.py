@@ -190,3 +190,23 @@ def test_sanitize_store_stops_clearly_without_gpu(tmp_path):
                   "--out", str(tmp_path / "r.json"))
     assert result.returncode != 0 and "no CUDA GPU here" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_guard_gpu_cases_end_as_expected_under_the_interpreter(tmp_path):
+    """benchmarks/guard_gpu.py's cases (the GPU's proof) run on the CPU too: every planted bug
+    rejected and every correct variant verified on all 10 seeds; its control store is usable."""
+    import os
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(BENCH / "guard_gpu.py"), "--json", str(tmp_path / "g.json")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "8/8 cases as expected on every seed" in done.stdout
+    control = subprocess.run([sys.executable, str(BENCH / "guard_gpu.py"), "--control", str(tmp_path / "ctl")],
+                             env=env, capture_output=True, text=True, timeout=600)
+    assert control.returncode == 0, control.stderr
+    from tritune.store import DecisionStore
+
+    with DecisionStore(tmp_path / "ctl" / "control.db") as store:
+        assert [(d.key.kernel, d.variant.constexprs, d.usable) for d in store.decisions()] == \
+            [("unmasked", {"BLOCK": 128}, True)]

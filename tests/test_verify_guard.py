@@ -4,6 +4,8 @@ margins, reads outside it get NaN poison, a baseline that writes outside is repo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -16,35 +18,7 @@ from tritune.replay import guard  # noqa: E402
 from tritune.verify.compare import _BY_SIZE, _INT8, _SIGNALLING_NAN  # noqa: E402
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS  # noqa: E402
 
-SOURCE = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, x * 3.0, mask=mask)
-
-
-@triton.jit
-def neighbours(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    # out[i] = x[i] + x[i + 1]; the last element has no right neighbour
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    right = tl.load(x_ptr + offs + 1, mask=offs + 1 < n, other=0.0)
-    tl.store(out_ptr + offs, x + right, mask=mask)
-
-
-@triton.jit
-def unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    # written for n % BLOCK == 0: no masks
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 3.0)
-'''
+SOURCE = (Path(__file__).resolve().parent / "programs" / "guarded.py").read_text()
 SEEDS = range(10)
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # planted NaN reads
 
