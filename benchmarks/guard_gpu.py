@@ -15,7 +15,6 @@ verified.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -49,15 +48,21 @@ CASES = {
 
 
 def spec_of(root: Path, kernel: str, n: int):
-    from tritune.capture.spec import ArgSpec, LaunchSpec
+    """A launch of ``kernel`` built by hand, with the source hash capture would record."""
+    from triton.runtime.jit import JITFunction
+
+    from tritune.capture.spec import ArgSpec, LaunchSpec, source_hash
+    from tritune.imports import import_file
 
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources" / "guarded.py").write_text(SOURCE)
+    fn = getattr(import_file(root / "sources" / "guarded.py"), kernel)
     args = [ArgSpec("x_ptr", "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0"),
             ArgSpec("out_ptr", "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0", written=True),
             ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")]
     return LaunchSpec(kernel=kernel, kind="jit", module="guarded", source_file="", source="sources/guarded.py",
-                      source_hash="", args=args, constexprs={"BLOCK": 64}, options={}, grid=[-(-n // 64)],
+                      source_hash=source_hash(JITFunction(fn.fn).src), args=args, constexprs={"BLOCK": 64},
+                      options={}, grid=[-(-n // 64)],
                       grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
 
 
@@ -76,18 +81,13 @@ def write_control(root: Path) -> None:
     a store holding BLOCK 128 for it, planted without verification: a variant that writes 64
     elements past ``out``. compute-sanitizer must report it (``sanitize_store.py`` on this store
     must find errors), or its clean reports on real stores prove nothing."""
-    from triton.runtime.jit import JITFunction
-
-    from tritune.capture.spec import source_hash, write_launches
-    from tritune.imports import import_file
+    from tritune.capture.spec import write_launches
     from tritune.replay import Variant
     from tritune.store import DecisionStore, current_target, key_for
 
     capture = root / "capture"
     capture.mkdir(parents=True, exist_ok=True)
     spec = spec_of(capture, "unmasked", 192)
-    fn = getattr(import_file(capture / spec.source), "unmasked")
-    spec = dataclasses.replace(spec, source_hash=source_hash(JITFunction(fn.fn).src))
     write_launches(capture, [spec])
     key, variant = key_for(spec, **current_target()), Variant(name="planted overrun", constexprs={"BLOCK": 128})
     with DecisionStore(root / "control.db") as store:

@@ -5,7 +5,8 @@
 # 2. optimize a few suite kernels (a store with real accepted decisions)
 # 3. store verify under this TRITUNE_HOME (signed) and under a fresh one (not signed, exit 1)
 # 4. tritune run with the store: applied, --check passes; under a fresh TRITUNE_HOME: skipped
-# 5. compute-sanitizer memcheck on every accepted variant, and on a planted overrun (the control)
+# 5. another user (a fresh TRITUNE_HOME) imports the store: re-verified, re-timed, signed; then applied
+# 6. compute-sanitizer memcheck on every accepted variant, and on a planted overrun (the control)
 set -uo pipefail
 out=${OUT:-runs/trust}
 state=${STATE:-gpu_state}
@@ -27,6 +28,11 @@ step python3 -m tritune store verify "$state/trust/decisions.db"
 TRITUNE_HOME=$(mktemp -d) step python3 -m tritune store verify "$state/trust/decisions.db"
 step python3 -m tritune run --store "$state/trust/decisions.db" -- python3 benchmarks/suite/run.py --only "$only" --check
 TRITUNE_HOME=$(mktemp -d) step python3 -m tritune run --store "$state/trust/decisions.db" \
+    -- python3 benchmarks/suite/run.py --only "$only" --check
+other=$(mktemp -d)
+TRITUNE_HOME=$other step python3 -m tritune store import "$state/trust/decisions.db" --into "$state/imported.db" \
+    --launches "$state/trust/capture"
+TRITUNE_HOME=$other step python3 -m tritune run --store "$state/imported.db" \
     -- python3 benchmarks/suite/run.py --only "$only" --check
 step python3 benchmarks/sanitize_store.py --store "$state/trust/decisions.db" --launches "$state/trust/capture" \
     --out "$out/sanitize.json"

@@ -15,6 +15,7 @@ BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import _common  # noqa: E402
+from conftest import kernel_hash  # noqa: E402
 import inductor_passes  # noqa: E402  (no torch/triton work at import: safe here)
 
 
@@ -128,7 +129,7 @@ def _capture_and_store(root: pathlib.Path):
             ArgSpec("out_ptr", "tensor", shape=[100], stride=[1], dtype="float32", written=True),
             ArgSpec("n", "scalar", value=100, type="int"), ArgSpec("BLOCK", "constexpr")]
     spec = LaunchSpec(kernel="scale", kind="jit", module="k", source_file="", source="sources/k.py",
-                      source_hash="", args=args, constexprs={"BLOCK": 64}, options={}, grid=[2],
+                      source_hash=kernel_hash(KERNEL, "scale"), args=args, constexprs={"BLOCK": 64}, options={}, grid=[2],
                       grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
     other = LaunchSpec.from_json({**spec.to_json(), "args": [a.to_json() for a in args[:2]] + [
         {"name": "n", "kind": "scalar", "value": 3000, "type": "int"}, {"name": "BLOCK", "kind": "constexpr"}]})

@@ -184,3 +184,36 @@ def test_variant_round_trips_and_describes_itself():
     variant = Variant(name="v", options={"num_warps": 8}, constexprs={"BLOCK": 64}, passes=["exact"])
     assert Variant.from_json(variant.to_json()) == variant
     assert variant.describe() == "num_warps=8, BLOCK=64, passes=exact" and Variant().is_baseline
+
+
+# ------------------------------------------------------------------- what a capture may name
+
+@pytest.mark.parametrize("source, why", [("../replay_kernels.py", "is outside the capture directory"),
+                                         ("/etc/replay_kernels.py", "is outside the capture directory"),
+                                         ("sources/../../replay_kernels.py", "is outside the capture directory"),
+                                         ("sources/link.py", "leads outside the capture directory")])
+def test_a_launch_file_may_only_name_kernel_files_under_its_directory(tmp_path, source, why):
+    (tmp_path / "cap").mkdir()
+    root = capture_dir(tmp_path / "cap", add_spec())
+    outside = tmp_path / "replay_kernels.py"
+    outside.write_text("open(__file__ + '.ran', 'w')\n")
+    (root / "sources" / "link.py").symlink_to(outside)
+    write_launches(root, [add_spec(source=source)])
+    with pytest.raises(SpecError, match=f"kernel source '{source}' {why}: refused"):
+        read_launches(root)
+    with pytest.raises(SpecError, match=why):  # a spec that reached a worker by another road
+        load_kernel(add_spec(source=source), root)
+    assert not Path(str(outside) + ".ran").exists()
+
+
+def test_a_kernel_edited_after_capture_or_without_a_hash_is_refused(tmp_path):
+    root = capture_dir(tmp_path, add_spec())
+    load_kernel(add_spec(), root)  # as captured: loads
+    path = root / "sources" / "replay_kernels.py"
+    path.write_text(path.read_text().replace("mask = offs < n", "mask = offs < n - 1"))
+    with pytest.raises(SpecError, match="holds another add_kernel than the one captured .*refused; capture again"):
+        load_kernel(add_spec(), root)
+    path.write_text(KERNELS.read_text() + "open(__file__ + '.ran', 'w')\n")
+    with pytest.raises(SpecError, match="names no source_hash for add_kernel: refused"):
+        load_kernel(add_spec(source_hash=""), root)
+    assert not Path(str(path) + ".ran").exists()  # refused before anything was imported

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import kernel_hash  # noqa: E402
 from tritune.arbiter import ArbiterSettings  # noqa: E402
 from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches  # noqa: E402
 from tritune.replay import Variant, make_args  # noqa: E402
@@ -29,14 +30,14 @@ def interpreter(monkeypatch):
 
 
 def spec_of(root, kernel: str, n: int, block: int = 64, dtype: str = "float32") -> LaunchSpec:
-    """A launch of ``kernel`` built by hand (no source hash: nothing was captured to compare with)."""
+    """A launch of ``kernel`` built by hand, hashed as capture would."""
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources" / "guarded.py").write_text(SOURCE)
     args = [ArgSpec("x_ptr", "tensor", shape=[n], stride=[1], dtype=dtype),
             ArgSpec("out_ptr", "tensor", shape=[n], stride=[1], dtype=dtype, written=True),
             ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")]
     return LaunchSpec(kernel=kernel, kind="jit", module="guarded", source_file="", source="sources/guarded.py",
-                      source_hash="", args=args, constexprs={"BLOCK": block}, options={},
+                      source_hash=kernel_hash(SOURCE, kernel), args=args, constexprs={"BLOCK": block}, options={},
                       grid=[-(-n // block)], grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
 
 

@@ -65,8 +65,11 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
         path = confined_source(root, spec)
         if not path.exists():
             raise SpecError(f"{spec.id}: kernel source {path} is missing from the capture directory")
+        if not spec.source_hash:
+            raise SpecError(f"{spec.id}: the launch names no source_hash for {spec.kernel}: refused (a capture "
+                            "always records it); capture again")
         found = _kernel_in(path, spec.kernel, _program_dir(spec))
-        if spec.source_hash and spec.source_hash not in _hashes(found):
+        if spec.source_hash not in _hashes(found):
             raise SpecError(f"{spec.id}: {path} holds another {spec.kernel} than the one captured (its source hash "
                             "differs from the spec's): refused; capture again")
         return found
