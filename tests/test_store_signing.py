@@ -276,3 +276,22 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(loop_capture, worker, t
         (decision,) = store.decisions()
         block = decision.variant.constexprs["BLOCK"]  # judged here (scripted: BLOCK / 64 faster), not the foreign 100x
         assert decision.signed and decision.speedup == pytest.approx(block / 64) and block >= 128
+
+
+def test_store_import_command_runs_the_gates_and_says_what_it_did(loop_capture, tmp_path):
+    """On the CPU the interpreter's times mean nothing: the command verifies the foreign decision,
+    then the arbiter refuses to accept it on such times, and nothing is signed."""
+    foreign_store(tmp_path / "foreign.db", loop_capture, Variant(name="block 128", constexprs={"BLOCK": 128}))
+    done = subprocess.run([sys.executable, "-m", "tritune", "store", "import", str(tmp_path / "foreign.db"), "--into",
+                           str(tmp_path / "mine.db"), "--launches", str(loop_capture)],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rejected: scale_add_kernel BLOCK=128: not_meaningful" in done.stdout, done.stdout
+    assert done.stdout.strip().endswith(f"0 of 1 decisions of {tmp_path / 'foreign.db'} verified, timed and signed "
+                                        f"into {tmp_path / 'mine.db'}")
+    with DecisionStore(tmp_path / "mine.db") as mine:
+        assert mine.decisions() == [] and [c.failure_kind for c in mine.candidates()] == ["not_meaningful"]
+    same = subprocess.run([sys.executable, "-m", "tritune", "store", "import", str(tmp_path / "mine.db"), "--into",
+                           str(tmp_path / "mine.db"), "--launches", str(loop_capture)], capture_output=True, text=True,
+                          timeout=120)
+    assert same.returncode == 2 and same.stderr.count("\n") == 1 and "into itself" in same.stderr
