@@ -15,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from test_apply_run import RUN, interpreted, program  # noqa: F401 - the program fixture
+from test_loop import PROGRAM as LOOP_PROGRAM  # scale_add_kernel at BLOCK 64
+from test_loop import block_speed, captured, worker  # noqa: F401 - BLOCK/64 faster; the two fixtures
 from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.commands.store import store as store_command
@@ -23,22 +25,28 @@ from tritune.loop.imports import IMPORTED, REJECTED, SKIPPED, import_decisions
 from tritune.replay import Variant
 from tritune.store import DecisionStore, StoreError, current_target, key_for
 from tritune.store import signing
-from tritune.worker import Worker
 
 ELSEWHERE = signing.Signer(b"another user's secret, not ours!")
 MARK_LINE = "open({mark!r}, 'w').write('code from the store ran')\n"
 
 
-def foreign_store(path: Path, cap: Path, variant: Variant) -> None:
-    """A store made with tritune's own library by someone else: everything in it is 'verified'."""
+def decided(path: Path, cap: Path, variant: Variant, signer=None):
+    """A store whose decision for the capture's one launch is ``variant``, everything in it
+    'verified', made with tritune's own library (by ``signer``, default this user); its key."""
     (spec,) = read_launches(cap)
     key = key_for(spec, **current_target("cpu"))
-    with DecisionStore(path, signer=ELSEWHERE) as other:
-        run = other.start_run({})
-        cand = other.add_candidate(run, key, variant)
-        other.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
-        other.set_decision(key, variant, baseline_ms=2.0, best_ms=0.02)
-        assert other.decision_for(key) is not None  # usable where it was made
+    with DecisionStore(path, signer=signer) as store:
+        run = store.start_run({})
+        cand = store.add_candidate(run, key, variant)
+        store.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
+        store.set_decision(key, variant, baseline_ms=2.0, best_ms=0.02)
+        assert store.decision_for(key) is not None  # usable where it was made
+    return key
+
+
+def foreign_store(path: Path, cap: Path, variant: Variant) -> None:
+    """The same, made by someone else."""
+    decided(path, cap, variant, ELSEWHERE)
 
 
 def evil_variant(cap: Path, mark: Path) -> Variant:
@@ -87,14 +95,7 @@ def test_a_foreign_store_runs_no_code_and_the_program_runs_as_written(program, t
 
 def test_a_variant_edited_after_signing_is_refused(program, tmp_path):
     path = tmp_path / "mine.db"
-    (spec,) = read_launches(program / "cap")
-    key = key_for(spec, **current_target("cpu"))
-    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
-    with DecisionStore(path) as mine:
-        run = mine.start_run({})
-        mine.finish_candidate(mine.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
-        mine.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
-        assert mine.decision_for(key).signed
+    key = decided(path, program / "cap", Variant(name="block 64", constexprs={"BLOCK": 64}))
     edited = Variant(name="block 64", constexprs={"BLOCK": 16}).to_json()
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE decisions SET variant = ?", (json.dumps(edited),))
@@ -107,13 +108,7 @@ def test_a_variant_edited_after_signing_is_refused(program, tmp_path):
 
 def test_a_decision_moved_to_another_gpu_no_longer_verifies(program, tmp_path):
     path = tmp_path / "moved.db"
-    (spec,) = read_launches(program / "cap")
-    key = key_for(spec, **current_target("cpu"))
-    variant = Variant(name="block 64", constexprs={"BLOCK": 64})
-    with DecisionStore(path) as mine:
-        run = mine.start_run({})
-        mine.finish_candidate(mine.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
-        mine.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+    decided(path, program / "cap", Variant(name="block 64", constexprs={"BLOCK": 64}))
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE keys SET gpu_name = 'NVIDIA H100 80GB HBM3', capability = 90")
     with DecisionStore(path) as mine:
@@ -152,27 +147,6 @@ def _keys():
 
 # ------------------------------------------------------------------------------------ import
 
-LOOP_PROGRAM = Path(__file__).resolve().parent / "programs" / "loop_program.py"  # scale_add_kernel, BLOCK 64
-
-
-@pytest.fixture(scope="module")
-def loop_capture(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("import") / "capture"
-    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
-                           str(LOOP_PROGRAM)], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as w:
-        yield w
-
-
-def block_speed(spec, variant, measured_ms):
-    return 64 / variant.constexprs.get("BLOCK", 64)  # scripted: BLOCK 128 is twice as fast
 
 
 def _import(cap: Path, worker, foreign: Path, mine: Path):
@@ -182,10 +156,10 @@ def _import(cap: Path, worker, foreign: Path, mine: Path):
                                 settings=ArbiterSettings(require_meaningful=False))
 
 
-def test_import_verifies_times_and_signs_then_run_applies(loop_capture, worker, tmp_path):
+def test_import_verifies_times_and_signs_then_run_applies(captured, worker, tmp_path):
     variant = Variant(name="block 128", constexprs={"BLOCK": 128})
-    foreign_store(tmp_path / "foreign.db", loop_capture, variant)
-    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    foreign_store(tmp_path / "foreign.db", captured, variant)
+    (result,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
     assert result.status == IMPORTED and result.speedup == pytest.approx(2.0), result
     with DecisionStore(tmp_path / "mine.db") as mine:
         (decision,) = mine.decisions()
@@ -195,31 +169,31 @@ def test_import_verifies_times_and_signs_then_run_applies(loop_capture, worker, 
     done = interpreted([*RUN, "--store", str(tmp_path / "mine.db"), "--", sys.executable, str(LOOP_PROGRAM)])
     assert done.returncode == 0 and done.stdout == plain.stdout, done.stderr[-2000:]
     assert "decisions applied to 1 of 1 launches" in done.stderr
-    again = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    again = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
     assert [r.status for r in again] == [SKIPPED] and "already decided" in again[0].reason
 
 
-def test_import_rejects_a_wrong_foreign_variant(loop_capture, worker, tmp_path):
-    (spec,) = read_launches(loop_capture)
-    text = (loop_capture / spec.source).read_text()
+def test_import_rejects_a_wrong_foreign_variant(captured, worker, tmp_path):
+    (spec,) = read_launches(captured)
+    text = (captured / spec.source).read_text()
     assert text.count("x * alpha + y") == 1
     wrong = Variant(name="fast and wrong", source=text.replace("x * alpha + y", "x * alpha - y"))
-    foreign_store(tmp_path / "foreign.db", loop_capture, wrong)
-    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    foreign_store(tmp_path / "foreign.db", captured, wrong)
+    (result,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
     assert result.status == REJECTED and result.reason.startswith("wrong_result"), result
     with DecisionStore(tmp_path / "mine.db") as mine:
         assert mine.decisions() == [] and [c.status for c in mine.candidates()] == ["rejected"]
 
 
-def test_import_skips_decisions_for_another_gpu(loop_capture, worker, tmp_path):
-    (spec,) = read_launches(loop_capture)
+def test_import_skips_decisions_for_another_gpu(captured, worker, tmp_path):
+    (spec,) = read_launches(captured)
     key = key_for(spec, gpu="NVIDIA H100 80GB HBM3", capability=90, triton_version="3.6.0")
     variant = Variant(name="block 128", constexprs={"BLOCK": 128})
     with DecisionStore(tmp_path / "foreign.db", signer=ELSEWHERE) as other:
         run = other.start_run({})
         other.finish_candidate(other.add_candidate(run, key, variant).id, "verified", verification={"ok": True})
         other.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
-    (result,) = _import(loop_capture, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    (result,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
     assert result.status == SKIPPED and "made for NVIDIA H100" in result.reason
 
 
@@ -257,15 +231,15 @@ def test_the_store_commands_are_on_the_cli():
     assert done.returncode == 0 and "verify" in done.stdout and "import" in done.stdout
 
 
-def test_optimize_says_it_does_not_reuse_a_foreign_store(loop_capture, worker, tmp_path):
+def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_path):
     from tritune.loop import LoopSettings, optimize
 
     variant = Variant(name="block 128", constexprs={"BLOCK": 128})
-    foreign_store(tmp_path / "shared.db", loop_capture, variant)  # a 'verified' 100x candidate and decision
+    foreign_store(tmp_path / "shared.db", captured, variant)  # a 'verified' 100x candidate and decision
     lines: list[str] = []
     settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2)
-    results = optimize(loop_capture, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
-                       evaluator=Evaluator(loop_capture, retime=block_speed, worker=worker), log=lines.append)
+    results = optimize(captured, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
+                       evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append)
     assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
             f"{tmp_path / 'shared.db'} not signed by this user: not reused, evaluated again here") in lines
     (kernel,) = results["kernels"]
@@ -278,12 +252,12 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(loop_capture, worker, t
         assert decision.signed and decision.speedup == pytest.approx(block / 64) and block >= 128
 
 
-def test_store_import_command_runs_the_gates_and_says_what_it_did(loop_capture, tmp_path):
+def test_store_import_command_runs_the_gates_and_says_what_it_did(captured, tmp_path):
     """On the CPU the interpreter's times mean nothing: the command verifies the foreign decision,
     then the arbiter refuses to accept it on such times, and nothing is signed."""
-    foreign_store(tmp_path / "foreign.db", loop_capture, Variant(name="block 128", constexprs={"BLOCK": 128}))
+    foreign_store(tmp_path / "foreign.db", captured, Variant(name="block 128", constexprs={"BLOCK": 128}))
     done = subprocess.run([sys.executable, "-m", "tritune", "store", "import", str(tmp_path / "foreign.db"), "--into",
-                           str(tmp_path / "mine.db"), "--launches", str(loop_capture)],
+                           str(tmp_path / "mine.db"), "--launches", str(captured)],
                           env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "rejected: scale_add_kernel BLOCK=128: not_meaningful" in done.stdout, done.stdout
@@ -292,6 +266,6 @@ def test_store_import_command_runs_the_gates_and_says_what_it_did(loop_capture, 
     with DecisionStore(tmp_path / "mine.db") as mine:
         assert mine.decisions() == [] and [c.failure_kind for c in mine.candidates()] == ["not_meaningful"]
     same = subprocess.run([sys.executable, "-m", "tritune", "store", "import", str(tmp_path / "mine.db"), "--into",
-                           str(tmp_path / "mine.db"), "--launches", str(loop_capture)], capture_output=True, text=True,
+                           str(tmp_path / "mine.db"), "--launches", str(captured)], capture_output=True, text=True,
                           timeout=120)
     assert same.returncode == 2 and same.stderr.count("\n") == 1 and "into itself" in same.stderr
