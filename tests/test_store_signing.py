@@ -209,9 +209,42 @@ def test_the_secret_is_private_and_made_once(tmp_path, monkeypatch):
     assert signing.local_signer().decision("k", {}) == first.decision("k", {})
     path.chmod(0o644)
     signing._signer_at.cache_clear()
-    with pytest.raises(StoreError, match="readable by others.*chmod 600"):
+    with pytest.raises(StoreError, match="signing key is open to others \\(mode 644\\).*chmod 600"):
+        signing.local_signer()
+    path.chmod(0o600)
+    path.parent.chmod(0o777)  # others could replace the key
+    signing._signer_at.cache_clear()
+    with pytest.raises(StoreError, match="signing folder is open to others \\(mode 777\\).*chmod 700"):
+        signing.local_signer()
+    path.parent.chmod(0o700)
+    signing._signer_at.cache_clear()
+    assert signing.local_signer().decision("k", {}) == first.decision("k", {})
+    signing._signer_at.cache_clear()
+
+
+def test_a_key_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("TRITUNE_HOME", str(home))
+    monkeypatch.setattr(signing.os, "link", lambda *a: (_ for _ in ()).throw(OSError(95, "Operation not supported")))
+    signing._signer_at.cache_clear()
+    with pytest.raises(StoreError, match="store signing key cannot be made \\(Operation not supported\\)"):
         signing.local_signer()
     signing._signer_at.cache_clear()
+
+
+def test_damaged_and_hand_edited_rows_are_listed_not_tracebacks(program, tmp_path):
+    path = tmp_path / "edited.db"
+    decided(path, program / "cap", Variant(name="block 64", constexprs={"BLOCK": 64}), ELSEWHERE)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE decisions SET variant = ?", (json.dumps({"name": "x", "extra": 1}),))
+        conn.execute("UPDATE candidates SET variant = '{not json'")
+    result = CliRunner().invoke(store_command, ["verify", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "NOT signed  scale_kernel  unreadable variant (TypeError)" in result.output
+    assert "0 of 1 candidates" in result.output
+    done = interpreted([*RUN, "--store", str(path), "--", sys.executable, str(program / "prog.py"), "0"])
+    assert done.returncode == 0 and done.stdout.strip() == "4 [32] True" and "Traceback" not in done.stderr
 
 
 def test_store_verify_says_what_is_signed_and_why_not(program, tmp_path):
@@ -241,7 +274,8 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_p
     results = optimize(captured, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
                        evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append)
     assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
-            f"{tmp_path / 'shared.db'} not signed by this user: not reused, evaluated again here") in lines
+            f"{tmp_path / 'shared.db'} not signed by this user: candidates are evaluated again here, decisions ignored "
+            "(`tritune store import` judges them)") in lines
     (kernel,) = results["kernels"]
     assert not any(c["reused"] for c in kernel["candidates"])
     tried = {c["variant"]: c for c in kernel["candidates"]}

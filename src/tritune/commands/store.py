@@ -49,6 +49,7 @@ def why_unsigned(decision) -> str:
 def verify(db: Path) -> None:
     """Say which decisions of DB are signed by this user (and so applied), and why others are not."""
     from tritune.store import StoreError
+    from tritune.store.records import describe_variant
 
     opened = _open(db)
     try:
@@ -58,11 +59,12 @@ def verify(db: Path) -> None:
     unsigned = 0
     for decision in decisions:
         state = "enabled" if decision.enabled else "rolled back"
+        what = f"{decision.key.kernel}  {describe_variant(decision.variant_json)}  ({state})"
         if decision.signed:
-            line = f"signed      {decision.key.kernel}  {decision.variant.describe()}  ({state})"
+            line = f"signed      {what}"
         else:
             unsigned += 1
-            line = f"NOT signed  {decision.key.kernel}  {decision.variant.describe()}  ({state}): {why_unsigned(decision)}"
+            line = f"NOT signed  {what}: {why_unsigned(decision)}"
         click.echo(line)
     foreign = sum(not c.signed for c in candidates)
     click.echo(f"{len(decisions) - unsigned} of {len(decisions)} decisions signed by this user; "
@@ -89,7 +91,7 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
     from tritune.capture.spec import SpecError, read_launches
     from tritune.loop.evaluate import Evaluator
     from tritune.loop.imports import IMPORTED, import_decisions
-    from tritune.loop.session import machine
+    from tritune.loop.session import OptimizeError, machine
     from tritune.store import StoreError
 
     if other.resolve() == into.resolve():
@@ -98,16 +100,23 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
         specs = read_launches(launches)
     except SpecError as exc:
         _fail(str(exc))
-    foreign, mine = _open(other), _open(into, must_exist=False)
+    foreign = _open(other)
     evaluator = Evaluator(launches)
     try:
-        target = machine(evaluator.worker)
+        try:
+            target = machine(evaluator.worker)
+        except OptimizeError as exc:
+            _fail(str(exc))
         evaluator.copy_gbps = target.get("copy_gbps")
+        mine = _open(into, must_exist=False)  # made only once there is something to judge with
         results = import_decisions(foreign, mine, specs, evaluator, target,
                                    settings=ArbiterSettings(threshold=threshold), fast_math=fast_math,
                                    command=f"tritune store import {other} --into {into}", log=click.echo)
     except StoreError as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo(f"tritune store import: interrupted; what was judged is in {into}", err=True)
+        sys.exit(130)
     finally:
         evaluator.close()
     for result in results:

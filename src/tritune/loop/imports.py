@@ -29,9 +29,10 @@ from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluator
 from tritune.replay import Variant
 from tritune.store import DecisionStore, key_for
-from tritune.store.records import Decision
+from tritune.store.records import Decision, describe_variant
 
 IMPORTED, REJECTED, SKIPPED = "imported", "rejected", "skipped"
+NOT_FINAL = ("below_threshold", "inside_noise", "not_better")  # left verified: a later run may judge again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +93,11 @@ def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: 
                 f"{target['gpu']} (sm_{target['capability']}) with Triton {target['triton_version']}")
     if key.sha not in by_sha:
         return "no launch of the capture has its key (kernel source, specialization, shape bucket)"
-    if decision.variant.fast_math and not fast_math:
+    try:
+        variant = decision.variant
+    except (TypeError, ValueError, AttributeError):
+        return "its variant cannot be read (a damaged or hand-edited row)"
+    if variant.fast_math and not fast_math:
         return "a fast-math decision: import it with --fast-math"
     held = mine.decision_for(key)
     if held is not None and held.variant_hash == decision.variant_hash:
@@ -127,8 +132,10 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
         if failure is not None:
             verdict = Verdict(ArbiterDecision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
                               f"{failure.message}", verdict.speedup)
+        verdict = _beats_held(verdict, mine.decision_for(decision.key), noise, settings)
     if not verdict.accepted:
-        mine.finish_candidate(cand.id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
+        if verdict.code not in NOT_FINAL:  # the loop's rule: a slow or noisy timing is not a verdict
+            mine.finish_candidate(cand.id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
         return _result(decision, REJECTED, f"{verdict.code}: {verdict.reason}", verdict.confirmed_speedup)
     evidence = {"imported_from": str(other.path), "foreign_evidence": decision.evidence,
                 "confirmation": confirmation.to_json(), "verdict": verdict.to_json(), "noise": noise}
@@ -137,5 +144,19 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
     return _result(decision, IMPORTED, verdict.reason, confirmation.ratio)
 
 
+def _beats_held(verdict: Verdict, held: Decision | None, noise: float | None, settings: ArbiterSettings) -> Verdict:
+    """A decision the target store already has stays unless the import beats it by more than the
+    noise (as a later acceptance in the loop must beat an earlier one)."""
+    if not verdict.accepted or held is None:
+        return verdict
+    needed = held.speedup * (1 + max(noise or 0.0, settings.min_gain))
+    if verdict.confirmed_speedup > needed:
+        return verdict
+    return Verdict(ArbiterDecision.REJECT, "not_better", f"confirmed {verdict.confirmed_speedup:.3f}x does not beat "
+                   f"the target store's {held.speedup:.3f}x ({describe_variant(held.variant_json)}) by more than "
+                   "the noise", verdict.speedup, verdict.confirmed_speedup)
+
+
 def _result(decision: Decision, status: str, reason: str, speedup: float | None = None) -> ImportResult:
-    return ImportResult(decision.key.kernel, decision.key.sha, decision.variant.describe(), status, reason, speedup)
+    return ImportResult(decision.key.kernel, decision.key.sha, describe_variant(decision.variant_json), status, reason,
+                        speedup)

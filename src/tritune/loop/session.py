@@ -121,7 +121,8 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
     with DecisionStore(store_path) as store:
         for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
             (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) in "
-                             f"{store_path} not signed by this user: not reused, evaluated again here")
+                             f"{store_path} not signed by this user: candidates are evaluated again here, "
+                             "decisions ignored (`tritune store import` judges them)")
         run_id, done = _start(store, run_settings, command, out, fresh)
         results["run_id"] = run_id
         try:

@@ -68,11 +68,13 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
         if not spec.source_hash:
             raise SpecError(f"{spec.id}: the launch names no source_hash for {spec.kernel}: refused (a capture "
                             "always records it); capture again")
-        found = _kernel_in(path, spec.kernel, _program_dir(spec))
-        if spec.source_hash not in _hashes(found):
+        hashes = declared_hashes(path, spec.kernel)  # checked before the file runs
+        if not hashes:
+            raise KernelLoadError(f"{path.name}: no @triton.jit kernel named {spec.kernel!r}")
+        if spec.source_hash not in hashes:
             raise SpecError(f"{spec.id}: {path} holds another {spec.kernel} than the one captured (its source hash "
                             "differs from the spec's): refused; capture again")
-        return found
+        return _kernel_in(path, spec.kernel, _program_dir(spec))
     # Each text gets its own file, kept until exit: the interpreter and error messages read the
     # kernel's source lines from the file after the import.
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -82,16 +84,35 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
     return _kernel_in(path, spec.kernel, _program_dir(spec))
 
 
-def _hashes(fn: Any) -> set[str]:
-    """The hashes capture may have recorded for ``fn``: of ``JITFunction.src`` (plain launches)
-    or of ``inspect.getsource`` (Inductor's fallback when a kernel has no ``src``)."""
+def declared_hashes(path: Path, name: str) -> set[str]:
+    """The hashes capture may have recorded for a function ``name`` defined in ``path``, read from
+    the file's text without running it: of ``JITFunction.src`` (plain launches) and of
+    ``inspect.getsource`` (Inductor's fallback). Each is rebuilt as Python builds it: the lines
+    from the first decorator through ``inspect.getblock``, dedented, cut at ``def`` for ``src``."""
+    import ast
     import inspect
+    import re
+    import textwrap
 
-    from triton.runtime.jit import JITFunction
-
+    try:
+        text = path.read_text()
+        tree = ast.parse(text)
+    except SyntaxError as exc:  # what importing it would have said
+        raise KernelLoadError(f"{path.name}: import failed: {one_line(exc)}") from None
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{path}: cannot read the kernel's source ({type(exc).__name__}: {exc})") from None
+    lines = text.splitlines(keepends=True)
     found = set()
-    for text in (getattr(fn, "src", None) or JITFunction(fn.fn).src, inspect.getsource(fn.fn)):
-        found.add(source_hash(text))
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != name:
+            continue
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        block = "".join(inspect.getblock(lines[first:]))
+        found.add(source_hash(block))
+        dedented = textwrap.dedent(block)
+        start = re.search(r"^def\s+\w+\s*\(", dedented, re.MULTILINE)
+        if start is not None:
+            found.add(source_hash(dedented[start.start():]))
     return found
 
 

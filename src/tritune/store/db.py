@@ -245,7 +245,10 @@ class DecisionStore(DecisionsMixin):
 
     def _checked(self, row) -> Candidate:
         """The candidate with ``signed`` set: its variant signed here, and its outcome too once done."""
-        found = Candidate.from_row(row)
+        try:
+            found = Candidate.from_row(row)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{self.path}: candidate {row['id']} is damaged ({exc}): not a usable store") from None
         signed = self.signer.candidate_ok(found.signature, found.key_sha, found.variant_json)
         if signed and found.done:
             signed = self.signer.outcome_ok(found.outcome_signature, *_outcome_fields(found))

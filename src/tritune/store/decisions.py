@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tritune.store.keys import DecisionKey
-from tritune.store.records import (DECISION_SELECT, Candidate, Decision, from_text, to_text, variant_hash,
-                                   variant_json)
+from tritune.store.records import (DECISION_SELECT, Candidate, Decision, from_row_text, from_text, to_text,
+                                   variant_hash, variant_json)
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
 BASELINE = "baseline"  # the variant_hash under which a key's baseline profile is kept
@@ -76,9 +76,7 @@ class DecisionsMixin:
                 raise UnverifiedDecision(f"{key.describe()}: candidate {cand.id} has no passing verification record")
             full = {"verification": cand.verification, "timings": cand.timings, **(evidence or {})}
             if "profile" not in full:
-                found = conn.execute("SELECT profile FROM profiles WHERE key_sha = ? AND variant_hash = ?",
-                                     (key.sha, BASELINE)).fetchone()
-                full["profile"] = from_text(found[0]) if found else None
+                full["profile"] = self._signed_profile(conn, key.sha, BASELINE)
             conn.execute("UPDATE candidates SET status = 'verified', updated = ? WHERE key_sha = ? "
                          "AND status = 'accepted' AND id != ?", (now, key.sha, cand.id))
             conn.execute("UPDATE candidates SET status = 'accepted', updated = ? WHERE id = ?", (now, cand.id))
@@ -102,7 +100,11 @@ class DecisionsMixin:
     def _checked_decision(self, row: sqlite3.Row) -> Decision:
         """The decision with ``signed`` set. The key's sha is recomputed from its fields, so a
         decision moved to another key, GPU or Triton version no longer verifies."""
-        found = Decision.from_row(row)
+        try:
+            found = Decision.from_row(row)
+        except (TypeError, ValueError) as exc:  # a key column edited into nonsense
+            raise StoreError(f"{self.path}: the decision for key {row['key_sha'][:12]} is damaged ({exc}): "
+                             "not a usable store") from None
         signed = row["key_sha"] == found.key.sha and self.signer.decision_ok(found.signature, found.key.sha,
                                                                                found.variant_json)
         return dataclasses.replace(found, signed=signed)
@@ -146,19 +148,29 @@ class DecisionsMixin:
     def set_profile(self, key: DecisionKey, profile: Any, *, variant: Any = None, run_id: int | None = None) -> None:
         """The profile of the key's baseline (``variant=None``) or of a variant; replaces an older one."""
         digest = BASELINE if variant is None else variant_hash(variant)
+        text = to_text(profile)
+        signature = self.signer.profile(key.sha, digest, from_text(text))
         with self._db.write() as conn:
             self._ensure_key(conn, key)
-            conn.execute("INSERT INTO profiles (key_sha, variant_hash, run_id, profile, created) "
-                         "VALUES (?, ?, ?, ?, ?) "
+            conn.execute("INSERT INTO profiles (key_sha, variant_hash, run_id, profile, created, signature) "
+                         "VALUES (?, ?, ?, ?, ?, ?) "
                          "ON CONFLICT (key_sha, variant_hash) DO UPDATE SET run_id = excluded.run_id, "
-                         "profile = excluded.profile, created = excluded.created",
-                         (key.sha, digest, run_id, to_text(profile), time.time()))
+                         "profile = excluded.profile, created = excluded.created, signature = excluded.signature",
+                         (key.sha, digest, run_id, text, time.time(), signature))
 
     def profile_for(self, key: DecisionKey | str, variant: Any = None) -> Any:
         digest = BASELINE if variant is None else variant_hash(variant)
-        rows = self._db.query("SELECT profile FROM profiles WHERE key_sha = ? AND variant_hash = ?",
-                              (key_sha(key), digest))
-        return from_text(rows[0][0]) if rows else None
+        return self._signed_profile(self._db.connection(), key_sha(key), digest)
+
+    def _signed_profile(self, conn: sqlite3.Connection, sha: str, digest: str) -> Any:
+        """The stored profile, or None when there is none or this user did not sign it (a foreign
+        profile could steer the search, e.g. claim the roofline is reached)."""
+        row = conn.execute("SELECT profile, signature FROM profiles WHERE key_sha = ? AND variant_hash = ?",
+                           (sha, digest)).fetchone()
+        if row is None:
+            return None
+        profile = from_row_text(row[0])
+        return profile if self.signer.profile_ok(row[1], sha, digest, profile) else None
 
     def unsigned_by_kernel(self) -> dict[str, tuple[int, int]]:
         """Kernel -> (candidates, decisions) this user's tritune did not sign: never reused or

@@ -45,10 +45,31 @@ def from_text(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def from_row_text(text: str | None) -> Any:
+    """A JSON column of a row that may come from anyone's store: text that does not parse is kept
+    as ``{"unreadable": text}`` (such an entry is never signed, so never used) instead of failing
+    every command that lists the store."""
+    try:
+        return from_text(text)
+    except ValueError:
+        return {UNREADABLE: str(text)[:200]}
+
+
+UNREADABLE = "unreadable"
+
+
 def _variant(body: dict) -> Any:
     from tritune.replay.variant import Variant
 
     return Variant.from_json(body)
+
+
+def describe_variant(body: Any) -> str:
+    """What a stored variant changes, or why it cannot be read (a damaged or foreign row)."""
+    try:
+        return _variant(body).describe()
+    except (TypeError, ValueError, AttributeError) as exc:
+        return f"unreadable variant ({type(exc).__name__})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,9 +124,9 @@ class Candidate:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Candidate":
         body = dict(row)
-        body["variant_json"] = from_text(body.pop("variant"))
-        body["verification"] = from_text(body["verification"])
-        body["timings"] = from_text(body["timings"])
+        body["variant_json"] = from_row_text(body.pop("variant"))
+        body["verification"] = from_row_text(body["verification"])
+        body["timings"] = from_row_text(body["timings"])
         return cls(**body)
 
 
@@ -142,8 +163,8 @@ class Decision:
         body = dict(row)
         key = DecisionKey(**{name: body.pop("k_" + name) for name in KEY_COLUMNS})
         body.pop("key_sha")
-        body["variant_json"] = from_text(body.pop("variant"))
-        body["evidence"] = from_text(body["evidence"])
+        body["variant_json"] = from_row_text(body.pop("variant"))
+        body["evidence"] = from_row_text(body["evidence"])
         body["verified"], body["enabled"] = bool(body["verified"]), bool(body["enabled"])
         return cls(key=key, **body)
 

@@ -95,6 +95,7 @@ CREATE TABLE profiles (
     run_id INTEGER REFERENCES runs(id),
     profile TEXT NOT NULL,
     created REAL NOT NULL,
+    signature TEXT,
     PRIMARY KEY (key_sha, variant_hash)
 );
 """
@@ -107,6 +108,7 @@ def _signatures(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE candidates ADD COLUMN signature TEXT")
     conn.execute("ALTER TABLE candidates ADD COLUMN outcome_signature TEXT")
     conn.execute("ALTER TABLE decisions ADD COLUMN signature TEXT")
+    conn.execute("ALTER TABLE profiles ADD COLUMN signature TEXT")
 
 
 # version -> the step from version - 1 to it, run inside the opening transaction.

@@ -11,13 +11,15 @@ HMAC-SHA256 under a per-user secret, and only entries whose signature verifies a
     outcome     HMAC(secret, ["tritune-outcome/1", key sha, variant hash,
                               verified|rejected, failure kind, verification, timings])
                                                                            at ``finish_candidate``
+    profile     HMAC(secret, ["tritune-profile/1", key sha, variant hash, profile])   at ``set_profile``
 
 The key sha is recomputed from the key's fields (kernel, source hash, specialization, GPU,
 capability, Triton version), so moving a signed variant to another key or GPU breaks it; the
 variant is its canonical JSON (sorted keys), so any edit of options, constexprs, passes or
 source breaks it. The secret is 32 random bytes in ``$TRITUNE_HOME/store.key`` (default
 ``~/.tritune``; the folder is 0700, the file 0600), made on first use; a key file that others
-can read is refused, as ssh refuses such a key: anyone who can read it can forge entries.
+can read is refused, as ssh refuses such a key: anyone who can read it can forge entries; so is a
+key or folder that another user owns, or a folder others may write (they could replace the key).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from tritune.store.schema import StoreError
 KEY_FILE = "store.key"
 _KEY_BYTES = 32
 
-DECISION, CANDIDATE, OUTCOME = "tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1"
+DECISION, CANDIDATE, OUTCOME, PROFILE = ("tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1",
+                                         "tritune-profile/1")
 
 
 class Signer:
@@ -66,6 +69,9 @@ class Signer:
         verdict = "verified" if status in ("verified", "accepted") else "rejected"
         return self.sign(OUTCOME, key_sha, variant_hash, verdict, failure_kind, verification, timings)
 
+    def profile(self, key_sha: str, variant_hash: str, profile: Any) -> str:
+        return self.sign(PROFILE, key_sha, variant_hash, profile)
+
     def decision_ok(self, signature: str | None, key_sha: str, variant: dict) -> bool:
         return _same(signature, self.decision(key_sha, variant))
 
@@ -74,6 +80,9 @@ class Signer:
 
     def outcome_ok(self, signature: str | None, *fields: Any) -> bool:
         return _same(signature, self.outcome(*fields))
+
+    def profile_ok(self, signature: str | None, key_sha: str, variant_hash: str, profile: Any) -> bool:
+        return _same(signature, self.profile(key_sha, variant_hash, profile))
 
 
 def _same(signature: str | None, expected: str) -> bool:
@@ -98,21 +107,37 @@ def _signer_at(path: str) -> Signer:
 
 
 def _read_or_make(path: Path) -> bytes:
-    if not path.exists():
-        _make(path)
     try:
-        info = path.stat()
-        if os.name == "posix" and info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise StoreError(f"{path}: the store signing key is readable by others (mode "
-                             f"{stat.S_IMODE(info.st_mode):o}): run `chmod 600 {path}`")
-        text = path.read_text().strip()
-        secret = bytes.fromhex(text)
+        _private(path.parent, "folder", stat.S_IWGRP | stat.S_IWOTH, "700")  # others could replace the key
+    except OSError as exc:
+        raise StoreError(f"{path.parent}: cannot check the store signing folder ({exc.strerror or exc})") from None
+    if not path.exists():
+        try:
+            _make(path)
+        except OSError as exc:
+            raise StoreError(f"{path}: the store signing key cannot be made ({exc.strerror or exc})") from None
+    try:
+        _private(path, "key", stat.S_IRWXG | stat.S_IRWXO, "600")  # others could forge entries
+        secret = bytes.fromhex(path.read_text().strip())
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: the store signing key cannot be read ({exc})") from None
     if len(secret) < 16:
         raise StoreError(f"{path}: the store signing key is too short: remove it and a new one is made "
                          "(entries signed with the old one then need `tritune store import`)")
     return secret
+
+
+def _private(path: Path, what: str, forbidden: int, mode: str) -> None:
+    """Refuse a key (or its folder) that another user owns or may change: as ssh refuses a key."""
+    if os.name != "posix":
+        return
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise StoreError(f"{path}: the store signing {what} belongs to another user (uid {info.st_uid}): "
+                         f"set TRITUNE_HOME to a folder of your own")
+    if info.st_mode & forbidden:
+        raise StoreError(f"{path}: the store signing {what} is open to others (mode "
+                         f"{stat.S_IMODE(info.st_mode):o}): run `chmod {mode} {path}`")
 
 
 def _make(path: Path) -> None:
