@@ -104,6 +104,20 @@ def test_check_catches_planted_kernel_bugs_and_repeat_runs_n_times():
     assert results["repeat"] == [0, 3]
 
 
+def test_check_guards_each_input_with_a_margin_of_its_own_size():
+    from benchmarks.suite.run import guard_inputs, written_outside
+
+    inputs = {"a": torch.zeros(8), "b": torch.zeros(1024, 512), "k": 3}
+    guards = guard_inputs(inputs)
+    assert {name: g.margin for name, g in guards.items()} == {"a": 16384, "b": 1024 * 512}  # 64 KiB at least
+    assert written_outside(inputs, guards) == []
+    # a tile of 64 rows past the end (the planted matmul's BLOCK_K x N over B): 128 KiB, past 64 KiB
+    b, margin = inputs["b"], guards["b"].margin
+    b.as_strided((2 * margin + b.numel(),), (1,), 0)[margin + b.numel() + 64 * 512 - 1] = 1.0
+    assert written_outside(inputs, guards) == ["b: 1 guard element(s) changed past the end of its storage, the "
+                                               "nearest 32768 element(s) past it"]
+
+
 # ------------------------------------------------------------------------------- comparison
 
 def test_compare_accepts_one_rounding_of_the_output_type():

@@ -4,6 +4,7 @@ margins, reads outside it get NaN poison, a baseline that writes outside is repo
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,34 @@ def interpreter(monkeypatch):
 
 
 def spec_of(root, kernel: str, n: int, block: int = 64, dtype: str = "float32") -> LaunchSpec:
-    """A launch of ``kernel`` built by hand, hashed as capture would."""
+    """A launch of ``kernel`` (x_ptr, out_ptr, n, BLOCK) built by hand, hashed as capture would."""
+    return launch(root, kernel, [n], dtype, [ArgSpec("n", "scalar", value=n, type="int")], {"BLOCK": block},
+                  [("n", "BLOCK")])
+
+
+def tiles_spec(root, m: int, cols: int, block_m: int = 32, block_n: int = 256) -> LaunchSpec:
+    """A launch of ``tiles`` over an ``m`` x ``cols`` fp32 matrix, rows ``cols`` elements apart."""
+    scalars = [ArgSpec(name, "scalar", value=value, type="int") for name, value in
+               (("m", m), ("n", cols), ("stride", cols))]
+    return launch(root, "tiles", [m, cols], "float32", scalars, {"BLOCK_M": block_m, "BLOCK_N": block_n},
+                  [("m", "BLOCK_M"), ("n", "BLOCK_N")])
+
+
+def launch(root, kernel: str, shape: list[int], dtype: str, scalars: list, constexprs: dict,
+           dims: list[tuple[str, str]]) -> LaunchSpec:
+    """x_ptr and out_ptr (contiguous, of ``shape``), the ``scalars``, then the ``constexprs``; one
+    grid dimension per (numel, block) of ``dims``."""
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources" / "guarded.py").write_text(SOURCE)
-    args = [ArgSpec("x_ptr", "tensor", shape=[n], stride=[1], dtype=dtype),
-            ArgSpec("out_ptr", "tensor", shape=[n], stride=[1], dtype=dtype, written=True),
-            ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")]
+    stride = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    args = [ArgSpec("x_ptr", "tensor", shape=shape, stride=stride, dtype=dtype),
+            ArgSpec("out_ptr", "tensor", shape=shape, stride=stride, dtype=dtype, written=True),
+            *scalars, *(ArgSpec(name, "constexpr") for name in constexprs)]
+    values = {a.name: a.value for a in scalars}
     return LaunchSpec(kernel=kernel, kind="jit", module="guarded", source_file="", source="sources/guarded.py",
-                      source_hash=kernel_hash(SOURCE, kernel), args=args, constexprs={"BLOCK": block}, options={},
-                      grid=[-(-n // block)], grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
+                      source_hash=kernel_hash(SOURCE, kernel), args=args, constexprs=constexprs, options={},
+                      grid=[-(-values[numel] // constexprs[block]) for numel, block in dims],
+                      grid_rule={"kind": "cdiv", "dims": [{"numel": numel, "block": block} for numel, block in dims]})
 
 
 def edit(old: str, new: str) -> Variant:
@@ -98,10 +118,15 @@ def test_margin_patterns_are_signalling_nans_unlike_the_output_poison():
             assert word & bits not in (first & bits, second & bits)
 
 
-def test_margin_is_64_kib_or_one_block_and_only_block_sizes_count():
+def test_margin_is_64_kib_or_one_block_of_strides_up_to_the_cap_and_only_block_sizes_count():
     assert guard.margin_elements(4) == 16384 and guard.margin_elements(2, 1024) == 32768
     assert guard.margin_elements(4, 1 << 15) == 1 << 15  # 128 KiB: one block of fp32
     assert guard.margin_elements(8, (3 << 13) + 1) * 8 == 256 * 1024  # rounded up to 64 KiB steps
+    assert guard.margin_elements(2, 128, 4096) == 128 * 4096  # 128 rows of 4096 fp16: 1 MiB
+    assert guard.margin_elements(4, 128, 3000) * 4 == 1536 * 1024  # 1.46 MiB rounded up to 64 KiB steps
+    assert guard.margin_elements(4, 1024, 1 << 20) * 4 == guard.MAX_MARGIN_BYTES == 64 << 20  # 4 GiB: capped
+    assert guard.margin_elements(2, 1, 1 << 30) * 2 == guard.MAX_MARGIN_BYTES  # one huge tensor's worth too
+    assert guard.MAX_MARGIN_BYTES % guard.MIN_MARGIN_BYTES == 0  # the cap keeps the alignment
     assert guard.largest_block({"BLOCK": 128, "VALUE": 0x7ADBEEF5, "EVEN": True}, {"BLOCK": 512, "K": 3}) == 512
 
 
@@ -144,6 +169,21 @@ def test_unmasked_kernel_with_a_larger_block_config_is_rejected(tmp_path):
     for result in rejected(spec, Variant(constexprs={"BLOCK": 128}), tmp_path):  # 2 blocks of 128
         assert not result.ok and result.failure == WRONG_RESULT
         assert result.out_of_bounds["tensor"] == "out_ptr" and result.out_of_bounds["changed"] == 64
+
+
+def test_2d_store_without_its_row_mask_overruns_by_rows_and_is_caught(tmp_path):
+    # 50 rows in tiles of 32: the last tile's rows 50..63 are 14 rows of 2048 fp32 (112 KiB) past
+    # the end, beyond a 64 KiB margin; the margin is one block of strides, so they land in it
+    m, cols = 50, 2048
+    spec = tiles_spec(tmp_path, m, cols)
+    margins = {name: g.margin for name, g in guard.layout(spec).items()}
+    assert margins["out_ptr"] >= 256 * cols > 14 * cols > guard.margin_elements(4, 256)  # (the old 1-D rule)
+    assert verify(spec, Variant(constexprs={"BLOCK_M": 16, "BLOCK_N": 512}), tmp_path).ok  # the correct kernel
+    planted = edit("x * 3.0, mask=rows & cols)", "x * 3.0, mask=cols)")
+    for result in rejected(spec, planted, tmp_path):
+        assert not result.ok and result.failure == WRONG_RESULT
+        assert result.out_of_bounds == {"tensor": "out_ptr", "side": "after", "changed": 14 * cols, "nearest": 1,
+                                        "run": "candidate", "input_set": result.input_sets[0]}
 
 
 def test_correct_candidates_pass_with_guards(tmp_path):

@@ -82,14 +82,18 @@ def run_case(case: Case, device: str, small: bool, check: bool, repeat: int, see
 
 def guard_inputs(inputs: dict) -> dict:
     """Replace every tensor of ``inputs`` by a copy inside guard margins; their guards by name.
-    (tritune is imported here only: without --check the suite is a program like any other.)"""
+    Each margin is the tensor's own size (at least 64 KiB, at most guard's cap): the suite knows no
+    block sizes, and an overrun by a tile of rows (the planted matmul's BLOCK_K x N read of B) can
+    reach that far. (tritune is imported here only: without --check the suite is a program like
+    any other.)"""
     from tritune.replay.guard import Guard, guarded, margin_elements
 
     guards = {}
     for tag, (name, value) in enumerate((k, v) for k, v in inputs.items() if isinstance(v, torch.Tensor)):
-        margin = margin_elements(value.element_size())
+        size = value.untyped_storage().nbytes() // value.element_size()
+        margin = margin_elements(value.element_size(), size)
         inputs[name] = guarded(value, margin, tag)
-        guards[name] = Guard(margin, value.untyped_storage().nbytes() // value.element_size(), tag)
+        guards[name] = Guard(margin, size, tag)
     return guards
 
 

@@ -27,3 +27,14 @@ def unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # written for n % BLOCK == 0: no masks
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 3.0)
+
+
+@triton.jit
+def tiles(x_ptr, out_ptr, m, n, stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # out = 3 x over an m x n row-major matrix, one BLOCK_M x BLOCK_N tile per program
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = offs_m[:, None] * stride + offs_n[None, :]
+    rows, cols = offs_m[:, None] < m, offs_n[None, :] < n
+    x = tl.load(x_ptr + offs, mask=rows & cols)
+    tl.store(out_ptr + offs, x * 3.0, mask=rows & cols)

@@ -2,10 +2,14 @@
 pattern, so a write outside the tensor lands in a margin (where ``breach`` sees it) instead of in
 another allocation, and a read outside it gets poison.
 
-Margin: on each side, at least ``MIN_MARGIN_BYTES`` or one block of the launch's largest block
-constexpr (``largest_block``), whichever is larger, rounded up to a multiple of
-``MIN_MARGIN_BYTES``. The tensor's data pointer moves by a multiple of 64 KiB, so its alignment
-(Triton specializes pointers divisible by 16) is what it would be without the guard.
+Margin: on each side, enough for one block to overrun the tensor along every dimension at once:
+``block`` x the sum of its strides elements, where ``block`` is the launch's largest block
+constexpr (``largest_block``); so a 2-D tile whose row mask is missing (up to BLOCK_M rows of
+``stride`` elements past the last row) still lands in the margin. At least ``MIN_MARGIN_BYTES``,
+rounded up to a multiple of it, and at most ``MAX_MARGIN_BYTES`` (64 MiB): above the cap the
+margin is the cap, and an access further than 64 MiB past a tensor jumps it (guard regions miss
+it; compute-sanitizer does not). The tensor's data pointer moves by a multiple of 64 KiB, so its
+alignment (Triton specializes pointers divisible by 16) is what it would be without the guard.
 
 Patterns (one element): signalling NaNs for floats, so anything computed from a margin value is
 NaN, and any arithmetic on one quiets it (changes its bits), so a value computed from a margin and
@@ -25,6 +29,9 @@ import dataclasses
 from typing import Any
 
 MIN_MARGIN_BYTES = 64 * 1024
+# Per side: bounds the memory a guard costs (two sides per tensor, each filled and checked after
+# every run) while covering a 128-row tile over rows of 64K fp32 elements (128 x 256 KiB = 32 MiB).
+MAX_MARGIN_BYTES = 64 * 1024 * 1024  # a multiple of MIN_MARGIN_BYTES: the alignment is kept
 MAX_BLOCK = 1 << 20  # triton.language.TRITON_MAX_TENSOR_NUMEL: no block is larger
 
 _FLOATS = {  # dtype -> signalling NaN (quiet bit clear, payload non-zero) before the tag
@@ -48,8 +55,8 @@ class Guard:
 
 
 def layout(spec: Any, block: int | None = None, *, margins: bool = True) -> dict[str, Guard]:
-    """Tensor argument of a ``LaunchSpec`` -> its ``Guard``; ``block`` sizes the margins (default:
-    the spec's largest block constexpr); ``margins=False``: none."""
+    """Tensor argument of a ``LaunchSpec`` -> its ``Guard``; ``block`` and the tensor's strides size
+    its margins (``block`` by default the spec's largest block constexpr); ``margins=False``: none."""
     import torch
 
     if not margins:
@@ -57,14 +64,17 @@ def layout(spec: Any, block: int | None = None, *, margins: bool = True) -> dict
     block = largest_block(spec.constexprs) if block is None else block
     # an unknown dtype gets byte-sized margins here; make_args refuses it
     sizes = {a.name: getattr(getattr(torch, a.dtype, None), "itemsize", 1) for a in spec.tensors}
-    return {a.name: Guard(margin_elements(sizes[a.name], block), a.storage_size, tag)
+    return {a.name: Guard(margin_elements(sizes[a.name], block, sum(abs(s) for s in a.stride)),
+                          a.storage_size, tag)
             for tag, a in enumerate(spec.tensors)}
 
 
-def margin_elements(element_size: int, block: int = 0) -> int:
-    """Elements of margin on each side (see the module doc)."""
-    wanted = max(MIN_MARGIN_BYTES, int(block) * element_size)
-    return -(-wanted // MIN_MARGIN_BYTES) * MIN_MARGIN_BYTES // element_size
+def margin_elements(element_size: int, block: int = 0, stride: int = 1) -> int:
+    """Elements of margin on each side for an overrun of ``block`` steps of ``stride`` elements
+    (see the module doc); ``block`` alone: a tensor's worth of ``block`` elements."""
+    wanted = max(MIN_MARGIN_BYTES, int(block) * max(int(stride), 1) * element_size)
+    wanted = min(-(-wanted // MIN_MARGIN_BYTES) * MIN_MARGIN_BYTES, MAX_MARGIN_BYTES)
+    return wanted // element_size
 
 
 def largest_block(*constexprs: dict[str, Any]) -> int:
