@@ -44,11 +44,17 @@ CASES = {
     "neighbours, 2 warps (correct)": ("neighbours", 1000, {"options": {"num_warps": 2}}, "ok"),
     "a baseline that overruns (n % BLOCK != 0)": ("unmasked", 200, {"constexprs": {"BLOCK": 8}},
                                                   "baseline_out_of_bounds"),
+    # 50 x 2048 fp32 in 32 x 256 tiles: without the row mask the last tile writes 14 rows (112 KiB)
+    # past the end, beyond a 64 KiB margin: the margin is one block of strides
+    "2-D tile store without its row mask": ("tiles", (50, 2048), {"source": ("x * 3.0, mask=rows & cols)",
+                                                                            "x * 3.0, mask=cols)")}, "wrong_result"),
+    "2-D tiles 16 x 512 (correct)": ("tiles", (50, 2048), {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 512}}, "ok"),
 }
 
 
-def spec_of(root: Path, kernel: str, n: int):
-    """A launch of ``kernel`` built by hand, with the source hash capture would record."""
+def spec_of(root: Path, kernel: str, n):
+    """A launch of ``kernel`` built by hand, with the source hash capture would record: 1-D
+    kernels on ``n`` fp32 elements (BLOCK 64), ``tiles`` on an ``n = (m, cols)`` matrix (32 x 256)."""
     from triton.runtime.jit import JITFunction
 
     from tritune.capture.spec import ArgSpec, LaunchSpec, source_hash
@@ -57,13 +63,22 @@ def spec_of(root: Path, kernel: str, n: int):
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources" / "guarded.py").write_text(SOURCE)
     fn = getattr(import_file(root / "sources" / "guarded.py"), kernel)
-    args = [ArgSpec("x_ptr", "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0"),
-            ArgSpec("out_ptr", "tensor", shape=[n], stride=[1], dtype="float32", device="cuda:0", written=True),
-            ArgSpec("n", "scalar", value=n, type="int"), ArgSpec("BLOCK", "constexpr")]
+    shape = list(n) if isinstance(n, tuple) else [n]
+    stride = [shape[1], 1] if len(shape) == 2 else [1]
+    tensors = [ArgSpec("x_ptr", "tensor", shape=shape, stride=stride, dtype="float32", device="cuda:0"),
+               ArgSpec("out_ptr", "tensor", shape=shape, stride=stride, dtype="float32", device="cuda:0",
+                       written=True)]
+    if len(shape) == 2:
+        scalars = {"m": shape[0], "n": shape[1], "stride": shape[1]}
+        blocks, dims = {"BLOCK_M": 32, "BLOCK_N": 256}, [("m", "BLOCK_M"), ("n", "BLOCK_N")]
+    else:
+        scalars, blocks, dims = {"n": n}, {"BLOCK": 64}, [("n", "BLOCK")]
+    args = [*tensors, *(ArgSpec(k, "scalar", value=v, type="int") for k, v in scalars.items()),
+            *(ArgSpec(k, "constexpr") for k in blocks)]
     return LaunchSpec(kernel=kernel, kind="jit", module="guarded", source_file="", source="sources/guarded.py",
-                      source_hash=source_hash(JITFunction(fn.fn).src), args=args, constexprs={"BLOCK": 64},
-                      options={}, grid=[-(-n // 64)],
-                      grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}]})
+                      source_hash=source_hash(JITFunction(fn.fn).src), args=args, constexprs=blocks, options={},
+                      grid=[-(-scalars[numel] // blocks[block]) for numel, block in dims],
+                      grid_rule={"kind": "cdiv", "dims": [{"numel": k, "block": b} for k, b in dims]})
 
 
 def variant_of(change: dict):

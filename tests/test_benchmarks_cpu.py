@@ -202,7 +202,7 @@ def test_guard_gpu_cases_end_as_expected_under_the_interpreter(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / "guard_gpu.py"), "--json", str(tmp_path / "g.json")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "8/8 cases as expected on every seed" in done.stdout
+    assert "10/10 cases as expected on every seed" in done.stdout
     control = subprocess.run([sys.executable, str(BENCH / "guard_gpu.py"), "--control", str(tmp_path / "ctl")],
                              env=env, capture_output=True, text=True, timeout=600)
     assert control.returncode == 0, control.stderr
