@@ -96,15 +96,15 @@ def atomics(SUM, LOCK, FLAGS, X):
 
 
 @triton.jit
-def _load_row(P, row, n, BLOCK: tl.constexpr):
+def _gather_row(W, IDS, row, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    return tl.load(P + row * n + offs, mask=offs < n, other=0)
+    return tl.load(W + tl.load(IDS + row) * n + offs, mask=offs < n, other=0)  # IDS holds offsets
 
 
 @triton.jit
-def calls_helper(IDS, OUT, N, BLOCK: tl.constexpr):
+def calls_helper(IDS, W, OUT, N, BLOCK: tl.constexpr):
     row = tl.program_id(0)
-    tl.store(OUT + row * N + tl.arange(0, BLOCK), _load_row(IDS, row, N, BLOCK))
+    tl.store(OUT + row * N + tl.arange(0, BLOCK), _gather_row(W, IDS, row, N, BLOCK))
 
 
 @pytest.mark.parametrize("kernel, pointers", [
@@ -118,7 +118,7 @@ def calls_helper(IDS, OUT, N, BLOCK: tl.constexpr):
     (reassigned_param, ["X", "OUT"]),
     (block_pointers, ["A", "OUT"]),
     (atomics, ["SUM", "LOCK", "FLAGS"]),
-    (calls_helper, ["IDS", "OUT"]),
+    (calls_helper, ["IDS", "W", "OUT"]),
 ])
 def test_pointers_from_use(kernel, pointers):
     assert sorted(infer_pointers(kernel)) == sorted(pointers)
@@ -138,17 +138,17 @@ def test_unreadable_source_falls_back_to_names():
 # -- element types -----------------------------------------------------------------------------
 
 @triton.jit
-def element_signals(I, F, INF, H, CONVERTED, SAME, MIXED, N, BLOCK: tl.constexpr):
+def element_signals(ZERO, F, INF, H, CONVERTED, SAME, MIXED, N, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < N
-    i = tl.load(I + offs, mask=mask, other=0)
+    i = tl.load(ZERO + offs, mask=mask, other=0)  # Triton casts other to any element type: no signal
     f = tl.load(F + offs, mask=mask, other=0.0)
     g = tl.load(INF + offs, mask=mask, other=-float("inf"))
     half = (i + f + g).to(tl.float16)
     tl.store(H + offs, half)
     c = tl.load(CONVERTED + offs).to(tl.float16)  # converts what was loaded: says nothing of CONVERTED
     tl.store(SAME + offs, c.to(SAME.dtype.element_ty))  # names no type
-    tl.store(MIXED + offs, tl.load(MIXED + offs, other=-1).to(tl.bfloat16))  # i32 and bf16: unknown
+    tl.store(MIXED + offs, tl.load(MIXED + offs, other=-1.0).to(tl.bfloat16))  # fp32 and bf16: unknown
 
 
 @triton.jit
@@ -162,14 +162,15 @@ def gathers(IDX, IDX_CONVERTED, W, OUT, stride, BLOCK: tl.constexpr):
 
 def test_element_types_from_what_the_kernel_names():
     assert infer_pointers(element_signals) == {
-        "I": "*i32", "F": "*fp32", "INF": "*fp32", "H": "*fp16", "CONVERTED": "*fp32",
+        "ZERO": "*fp32", "F": "*fp32", "INF": "*fp32", "H": "*fp16", "CONVERTED": "*fp32",
         "SAME": "*fp32", "MIXED": "*fp32"}
 
 
 def test_element_types_of_gathers_atomics_and_helpers():
     assert infer_pointers(gathers) == {"IDX": "*i32", "IDX_CONVERTED": "*fp32", "W": "*fp32", "OUT": "*fp32"}
     assert infer_pointers(atomics) == {"SUM": "*fp32", "LOCK": "*i32", "FLAGS": "*i32"}
-    assert infer_pointers(calls_helper) == {"IDS": "*i32", "OUT": "*fp32"}  # the helper's other=0
+    # the helper's gather names IDS; its other=0 says nothing of W
+    assert infer_pointers(calls_helper) == {"IDS": "*i32", "W": "*fp32", "OUT": "*fp32"}
 
 
 # -- through launch and the CLI ----------------------------------------------------------------
@@ -198,3 +199,26 @@ def test_table1_plain_names_merges_load_and_reduce_from_the_cli():
     assert record["ttir_ops"]["tt.load"] == 2 and record["ttir_ops"]["tt.reduce"] == 2
     assert record["rewrites"]["merge-redundant-loads"] == 1
     assert record["rewrites"]["merge-redundant-reduces"] == 1
+
+
+EXP_OF_OTHER_ZERO = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def exp_kernel(X, OUT, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(X + offs, mask=mask, other=0)
+    tl.store(OUT + offs, tl.exp(x), mask=mask)
+"""
+
+
+def test_a_float_kernel_loading_with_other_zero_compiles_without_a_signature(tmp_path):
+    # other=0 once made X *i32, and tl.exp refused the int32 it loaded
+    (tmp_path / "exp_other_zero.py").write_text(EXP_OF_OTHER_ZERO)
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path / "exp_other_zero.py"), "--json"])
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.stdout)
+    assert record["error"] is None
+    assert record["ttir_ops"]["tt.load"] == 1

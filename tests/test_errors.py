@@ -114,12 +114,52 @@ def _syntax_error():
     raise AssertionError("compiled")
 
 
-def test_a_resource_failure_that_crossed_a_process_boundary_is_read_from_its_text():
-    # What a worker sends back for a real OutOfResources, and for other compile failures.
-    assert errors.resource_failure_text(errors.one_line(OutOfResources(262144, 232448, "shared memory")))
-    assert errors.resource_failure_text("KernelLoadError: out of resource: threads, Required: 2048")
-    assert not errors.resource_failure_text("CompilationError: at 2:11: arange's range must be a power of 2")
-    assert not errors.resource_failure_text("PTXASError: ptxas: line 46: Modifier '.evict_first' ...")
+# ptxas's stderr inside Triton's PTXASError (backends/nvidia/compiler.py formats it so)
+def _ptxas_failed(*stderr):
+    return PTXASError("Internal Triton PTX codegen error\n`ptxas` stderr:\n" + "\n".join(stderr)
+                      + "\n\nRepro command: ptxas -lineinfo -v --gpu-name sm_90a k.ptx -o k.ptx.o\n")
+
+
+SHARED_DATA = "ptxas error   : Entry function 'matmul_kernel' uses too much shared data (0x30000 bytes, 0x28400 max)"
+REGISTER_CAP = ("ptxas fatal   : (C7600) Register allocation failed with register count of '32'. "
+                "Compile the program with a higher register target")
+ABORTED = "ptxas fatal   : Ptx assembly aborted due to errors"
+
+
+def test_one_line_of_a_ptxas_error_about_the_whole_kernel_keeps_that_error():
+    assert errors.one_line(_ptxas_failed(SHARED_DATA, ABORTED)) == (
+        "PTXASError: ptxas: Entry function 'matmul_kernel' uses too much shared data (0x30000 bytes, 0x28400 max)")
+    info = "ptxas info    : (C7516) Potential Performance Loss: wgmma.mma_async instructions are serialized"
+    assert errors.one_line(_ptxas_failed(info, REGISTER_CAP, ABORTED)).startswith(
+        "PTXASError: ptxas: (C7600) Register allocation failed with register count of '32'.")
+
+
+@pytest.mark.parametrize("message", [
+    errors.one_line(OutOfResources(262144, 232448, "shared memory")),
+    "KernelLoadError: out of resource: threads, Required: 2048",
+    "RuntimeError: Triton Error [CUDA]: too many resources requested for launch",
+    errors.one_line(_ptxas_failed(SHARED_DATA, ABORTED)),
+    errors.one_line(_ptxas_failed(REGISTER_CAP, ABORTED)),
+])
+def test_resource_failures_that_crossed_a_process_boundary_are_read_from_their_text(message):
+    assert errors.resource_failure_text(message)
+
+
+@pytest.mark.parametrize("message", [
+    "CompilationError: at 2:11: arange's range must be a power of 2",
+    "PTXASError: ptxas: line 46: Modifier '.evict_first' cannot be combined with modifier '.cg'",
+    # the words of a resource failure, in another sense
+    "CompilationError: at 3:4: shared memory and registers in the message",
+    "CompilationError: at 12:8: layout conversion through shared memory is not supported here",
+    "ValueError: too many resources named in the configuration file",
+    "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+    # ptxas lines that name registers or a limit no launch knob changes
+    "ptxas warning : Registers are spilled to local memory in function 'k', 8 bytes spill stores",
+    "ptxas info    : Used 255 registers, used 1 barriers, 232448 bytes smem",
+    "PTXASError: ptxas: Entry function 'k' uses too much parameter space (0x1200 bytes, 0x1100 max)",
+])
+def test_text_near_a_resource_failure_is_none(message):
+    assert not errors.resource_failure_text(message)
 
 
 def test_errors_imports_nothing():

@@ -93,6 +93,12 @@ def test_a_resource_failure_rules_out_every_bigger_value():
     # only Triton's OutOfResources is a resource failure, not a message that mentions resources
     wordy = "CompilationError: at 3:4: shared memory and registers in the message"
     assert LaunchConfigSearch().ceilings(s, [*trials[:2], dataclasses.replace(trials[2], message=wordy)]) == {}
+    # CUDA refusing the launch for registers x threads is a resource failure too, from a worker's fault
+    launch = dataclasses.replace(trials[2], failure="runtime_fault",
+                                 message="RuntimeError: Triton Error [CUDA]: too many resources requested for launch")
+    assert LaunchConfigSearch().ceilings(s, [*trials[:2], launch]) == {"BLOCK": 4096}
+    fault = dataclasses.replace(launch, message="RuntimeError: Triton Error [CUDA]: an illegal memory access")
+    assert LaunchConfigSearch().ceilings(s, [*trials[:2], fault]) == {}
     assert "num_warps=8, BLOCK=4096" in names(LaunchConfigSearch().propose(s, other, limit=8))
 
 

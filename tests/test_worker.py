@@ -267,6 +267,21 @@ def test_classify_triton_errors():
     assert classify(_raised(InterpreterError("ValueError()"), ValueError("shapes"))) == COMPILE_ERROR
 
 
+def test_resource_failures_reach_the_search_as_text_it_reads():
+    from triton.runtime.errors import PTXASError
+
+    from tritune.errors import resource_failure_text
+
+    # Triton's PTXASError holds ptxas's stderr; CUDA refuses a launch asking too many registers x threads
+    ptxas = PTXASError("Internal Triton PTX codegen error\n`ptxas` stderr:\nptxas error   : Entry function "
+                       "'matmul_kernel' uses too much shared data (0x30000 bytes, 0x28400 max)\n"
+                       "ptxas fatal   : Ptx assembly aborted due to errors\n")
+    launch = RuntimeError("Triton Error [CUDA]: too many resources requested for launch")
+    for exc, kind in ((ptxas, COMPILE_ERROR), (launch, RUNTIME_FAULT)):
+        failure = Failure.from_json(from_exception(_raised(exc)).to_json())
+        assert failure.kind == kind and resource_failure_text(failure.message), failure
+
+
 def test_classify_index_error_by_where_it_was_raised():
     assert classify(_raised_in_file("/site-packages/triton/runtime/interpreter.py")) == RUNTIME_FAULT
     assert classify(_raised_in_file("/elsewhere/job.py")) == ERROR

@@ -30,9 +30,26 @@ _TRITON_CLASSES = {
     "triton.compiler.errors.CompilationError": COMPILATION,
     "triton.runtime.errors.InterpreterError": INTERPRETER,
 }
-# Triton's own wording in OutOfResources.__str__ ("out of resource: shared memory, Required: ...").
-_OUT_OF_RESOURCE = "out of resource"
+# The texts of the resource failures a launch configuration causes, each a phrase of one real
+# message: the bare words "shared memory", "registers", "too many resources" once counted too,
+# and a compile error that merely mentions shared memory then capped a knob it had nothing to do
+# with. Matched against the lower-cased one-line message (``one_line``), so the ptxas phrases are
+# the ones ``_ptxas_error`` keeps.
+_RESOURCE_TEXT = re.compile("|".join([
+    # Triton's OutOfResources.__str__: "out of resource: shared memory, Required: ..., Hardware limit: ..."
+    r"out of resource",
+    # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, as Triton's launcher raises it: "Triton Error [CUDA]: too
+    # many resources requested for launch" (registers per thread x threads exceed the SM's file)
+    r"too many resources requested for launch",
+    # ptxas: "ptxas error   : Entry function 'k' uses too much shared data (0x30000 bytes, 0xc000 max)"
+    r"entry function '[^']*' uses too much shared data",
+    # ptxas under a register cap (maxnreg) the kernel cannot fit: "ptxas fatal   : (C7600) Register
+    # allocation failed with register count of '32'. Compile the program with a higher register target"
+    r"register allocation failed with register count of",
+]))
 _PTXAS_LINE = re.compile(r"^ptxas .*?(line \d+); error\s*:\s*(.+)$")
+# A ptxas error about the whole kernel has no line: "ptxas fatal   : (C7600) Register allocation ..."
+_PTXAS_KERNEL_LINE = re.compile(r"^ptxas (?:error|fatal)\s*:\s*(.+)$")
 
 
 class InputError(Exception):
@@ -83,10 +100,11 @@ def resource_failure_text(message: str) -> bool:
     Only for messages that crossed a process boundary as text (a worker's ``Failure.message``,
     stored with the trial), where the exception object is gone: the worker's ``one_line`` keeps
     ``str(exc)``, which for an ``OutOfResources`` is Triton's own "out of resource: ..." (quoted
-    too when another exception's message wraps it). Anywhere the exception is at hand, ask
-    ``caused_by(exc, RESOURCES)`` instead.
+    too when another exception's message wraps it). The same limits reported by CUDA at launch
+    and by ptxas at compile time count too, by the phrases of ``_RESOURCE_TEXT``. Anywhere the
+    exception is at hand, ask ``caused_by(exc, RESOURCES)`` instead.
     """
-    return _OUT_OF_RESOURCE in message.lower()
+    return _RESOURCE_TEXT.search(message.lower()) is not None
 
 
 def _text(exc: BaseException) -> str:
@@ -119,4 +137,9 @@ def _ptxas_error(text: str) -> str:
         match = _PTXAS_LINE.match(line)
         if match:
             return f"ptxas: {match.group(1)}: {match.group(2)}"
+    # else the first error about the whole kernel (the last, "Ptx assembly aborted", says nothing)
+    for line in lines:
+        match = _PTXAS_KERNEL_LINE.match(line)
+        if match:
+            return f"ptxas: {match.group(1)}"
     return (lines or ["ptxas failed"])[0]

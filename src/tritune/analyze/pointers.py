@@ -28,8 +28,11 @@ A sum holds exactly one pointer, so among the parameters found (its *candidates*
 
 The element type, from what the kernel names for the pointer itself, else ``fp32``:
 
-- ``tl.load(P, other=0)`` with an integer literal -> ``i32``; a float literal -> ``fp32``; the
-  same for the literal values of ``tl.atomic_*`` (``tl.atomic_cas(LOCK, 0, 1)`` -> ``i32``);
+- ``tl.load(P, other=0.0)`` with a float literal -> ``fp32``. An integer literal (``other=0``)
+  is no signal: Triton casts ``other`` to the pointer's element type, and ``other=0`` is as
+  common on float tensors as on integer ones;
+- the literal values of ``tl.atomic_*`` (``tl.atomic_cas(LOCK, 0, 1)`` -> ``i32``; ``1.0`` ->
+  ``fp32``): an atomic's literal is almost always a counter or a lock of its own type;
 - a value loaded through P used in pointer arithmetic (``X + tl.load(IDX + i)``, a gather) ->
   ``i32``: Triton adds only integers to pointers; ``tl.atomic_and/or/xor`` on P -> ``i32``;
 - ``tl.store(P, v.to(tl.float16))`` (directly or through one local) -> ``fp16``;
@@ -37,9 +40,10 @@ The element type, from what the kernel names for the pointer itself, else ``fp32
 
 Deliberately *not* signals: ``tl.load(P).to(tl.float16)`` converts what was loaded, whatever it
 was; ``.to(P.dtype.element_ty)`` names no type. Limits: ``tl.where``/``if`` expressions choosing
-between pointers are not followed; helpers are followed one level; a float tensor loaded with
-``other=0`` is taken as integer (pass ``--signature X=*fp32``). An explicit ``--signature`` always
-wins (``launch`` asks this module only for what nobody declared).
+between pointers are not followed; helpers are followed one level; an integer tensor that
+nothing above names (loaded with ``other=0``, used in ``&`` or ``%``) is taken as ``fp32`` (pass
+``--signature X=*i32``). An explicit ``--signature`` always wins (``launch`` asks this module only
+for what nobody declared).
 """
 
 from __future__ import annotations
@@ -189,8 +193,9 @@ class _Reader:
     def _named_element(self, call: ast.Call, target: Any) -> str | None:
         if any(target is atomic for atomic in _INTEGER_ATOMICS):
             return INTEGER_ELEMENT
-        if target is tl.load:
-            return _literal_element(_argument(call, 2, "other"))
+        if target is tl.load:  # an integer ``other`` is cast to floats too: only a float literal says
+            named = _literal_element(_argument(call, 2, "other"))
+            return named if named == DEFAULT_ELEMENT else None
         if target is tl.store:
             return self._converted_to(_argument(call, 1, "value"))
         values = [_argument(call, 1, "cmp"), _argument(call, 2, "val")] if target is tl.atomic_cas \

@@ -8,9 +8,9 @@ configuration so far it proposes one-step neighbours of one knob at a time (bloc
 then warps, then stages, or the order the bottleneck asks for), moves to a neighbour when it is
 faster, and is exhausted when no untried neighbour is left. It spends a budget on the knobs that
 matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
-It learns from failures: a configuration that fails to compile for resources (Triton's
-``OutOfResources``: shared memory, threads) rules out every larger value of that knob, so a
-bigger form is never retried.
+It learns from failures: a configuration that fails for resources (Triton's ``OutOfResources``:
+shared memory, threads; ptxas's shared-data and register-cap limits; CUDA refusing the launch)
+rules out every larger value of that knob, so a bigger form is never retried.
 ``maxnreg`` is unset (None) in most captures; None ranks above every cap (``space.rank``), so
 the descent steps down from it and the ceilings compare it without a TypeError. Given the
 baseline's register count (``registers``), its first step is the first cap that changes anything.
@@ -109,8 +109,9 @@ class LaunchConfigSearch:
         limits: dict[str, Any] = {}
         currents = {k.name: k.current for k in space.knobs(spec)}
         for trial in trials:
-            # the trial's failure came back from a worker as text: its exception is gone
-            if trial.failure != "compile_error" or not resource_failure_text(trial.message):
+            # the trial's failure came back from a worker as text: its exception is gone. CUDA's
+            # "too many resources requested for launch" comes as a runtime_fault (its text says CUDA)
+            if trial.failure not in ("compile_error", "runtime_fault") or not resource_failure_text(trial.message):
                 continue
             for name, value in config_of(spec, trial.variant).items():
                 if space.above(value, currents[name]):
