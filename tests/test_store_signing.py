@@ -303,3 +303,16 @@ def test_store_import_command_runs_the_gates_and_says_what_it_did(captured, tmp_
                            str(tmp_path / "mine.db"), "--launches", str(captured)], capture_output=True, text=True,
                           timeout=120)
     assert same.returncode == 2 and same.stderr.count("\n") == 1 and "into itself" in same.stderr
+
+
+def test_an_import_refused_on_timing_alone_is_judged_again_later(captured, worker, tmp_path):
+    variant = Variant(name="block 128", constexprs={"BLOCK": 128})
+    foreign_store(tmp_path / "foreign.db", captured, variant)
+    evaluator = Evaluator(captured, retime=lambda spec, v, ms: 1.0, worker=worker)  # no gain this time
+    with DecisionStore(tmp_path / "foreign.db") as other, DecisionStore(tmp_path / "mine.db") as mine:
+        (first,) = import_decisions(other, mine, read_launches(captured), evaluator, current_target("cpu"),
+                                    settings=ArbiterSettings(require_meaningful=False))
+        assert first.status == REJECTED and first.reason.startswith("below_threshold")
+        assert [c.status for c in mine.candidates()] == ["verified"]  # not a final verdict
+    (second,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert second.status == IMPORTED and second.speedup == pytest.approx(2.0), second

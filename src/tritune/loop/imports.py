@@ -109,8 +109,11 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
            evaluator: Evaluator, settings: ArbiterSettings) -> ImportResult:
     variant = decision.variant
     cand = mine.add_candidate(run_id, decision.key, variant)
+    if cand.status == "verified":  # verified here before, but its timing did not win then: judge it again
+        cand = mine.reset_candidate(cand.id)
     if mine.claim(cand.id, run_id) is None:
-        return _result(decision, SKIPPED, f"candidate {cand.id} is {cand.status} in the target store already")
+        why = f": {cand.failure_kind}: {cand.message}" if cand.status == "rejected" else ""
+        return _result(decision, SKIPPED, f"candidate {cand.id} is {cand.status} in the target store already{why}")
     timing, failure = evaluator.baseline(spec)
     if failure is not None or not timing or not timing.get("time_ms"):
         why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
