@@ -141,6 +141,22 @@ def judge_candidate(verified: bool, baseline_ms: float | None, candidate_ms: flo
                    f"(noise {_pct(floor)})", speedup, ratio)
 
 
+NOT_FINAL = ("below_threshold", "inside_noise")  # a slow or noisy timing, not a verdict on the candidate
+
+
+def beats_held(verdict: Verdict, held_ratio: float | None, noise: float | None,
+               settings: ArbiterSettings = ArbiterSettings(), held: str = "the accepted") -> Verdict:
+    """An accepted ``verdict`` stands only if it beats a decision already held (its confirmed
+    ``held_ratio``) by more than the noise; else REJECT ``not_better``."""
+    if not verdict.accepted or held_ratio is None:
+        return verdict
+    if verdict.confirmed_speedup > held_ratio * (1 + max(noise or 0.0, settings.min_gain)):
+        return verdict
+    return _reject("not_better", f"confirmed {verdict.confirmed_speedup:.3f}x does not beat {held} "
+                   f"{held_ratio:.3f}x by more than the noise", speedup=verdict.speedup,
+                   confirmed=verdict.confirmed_speedup)
+
+
 # ----------------------------------------------------------------------------------------- loop
 
 def next_step(history: Sequence[Round], settings: ArbiterSettings = ArbiterSettings(),

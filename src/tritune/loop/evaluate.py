@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.arbiter.confirm import Confirmation, confirmation_from_json
+from tritune.arbiter.rules import ArbiterSettings, Verdict, judge_candidate, screen_candidate
+from tritune.arbiter.rules import Decision as ArbiterDecision
 from tritune.capture.spec import LaunchSpec
 from tritune.loop import jobs
 from tritune.replay import Variant
@@ -108,6 +110,21 @@ class Evaluator:
                                                samples=tuple((base, cand) for _ in confirmation.samples),
                                                spread=0.0)
         return confirmation, None
+
+    def judge(self, spec: LaunchSpec, variant: Variant, base_ms: float, cand_ms: float, noise: float | None,
+              settings: ArbiterSettings) -> tuple[Verdict, Confirmation | None]:
+        """The arbiter's verdict on a verified candidate: screened on its benchmark time, then
+        confirmed by interleaved re-timing (only for plausible winners); a re-timing that fails
+        is a rejection (``unconfirmed``)."""
+        verdict = screen_candidate(True, base_ms, cand_ms, noise, settings)
+        if verdict is not None:
+            return verdict, None
+        confirmation, failure = self.confirm(spec, variant)
+        verdict = judge_candidate(True, base_ms, cand_ms, noise, confirmation, settings)
+        if failure is not None:
+            verdict = Verdict(ArbiterDecision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
+                              f"{failure.message}", base_ms / cand_ms)
+        return verdict, confirmation
 
     # -------------------------------------------------------------------------------- profile
 

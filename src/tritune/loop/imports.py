@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from tritune.arbiter import ArbiterSettings, Verdict, judge_candidate, screen_candidate
-from tritune.arbiter import Decision as ArbiterDecision
+from tritune.arbiter import NOT_FINAL as ARBITER_NOT_FINAL
+from tritune.arbiter import ArbiterSettings, beats_held
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluator
 from tritune.replay import Variant
@@ -32,7 +32,7 @@ from tritune.store import DecisionStore, key_for
 from tritune.store.records import Decision, describe_variant
 
 IMPORTED, REJECTED, SKIPPED = "imported", "rejected", "skipped"
-NOT_FINAL = ("below_threshold", "inside_noise", "not_better")  # left verified: a later run may judge again
+NOT_FINAL = (*ARBITER_NOT_FINAL, "not_better")  # left verified: a later import may judge them again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,17 +127,13 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
                               timings=evaluated.timing)
         return _result(decision, REJECTED, f"{evaluated.trial.failure}: {evaluated.trial.message}")
     mine.finish_candidate(cand.id, "verified", verification=evaluated.verification, timings=evaluated.timing)
-    verdict = screen_candidate(True, base_ms, evaluated.trial.time_ms, noise, settings)
-    confirmation = None
-    if verdict is None:
-        confirmation, failure = evaluator.confirm(spec, variant)
-        verdict = judge_candidate(True, base_ms, evaluated.trial.time_ms, noise, confirmation, settings)
-        if failure is not None:
-            verdict = Verdict(ArbiterDecision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
-                              f"{failure.message}", verdict.speedup)
-        verdict = _beats_held(verdict, mine.decision_for(decision.key), noise, settings)
+    verdict, confirmation = evaluator.judge(spec, variant, base_ms, evaluated.trial.time_ms, noise, settings)
+    held = mine.decision_for(decision.key)
+    if held is not None:
+        verdict = beats_held(verdict, held.speedup, noise, settings,
+                             f"the target store's {describe_variant(held.variant_json)} at")
     if not verdict.accepted:
-        if verdict.code not in NOT_FINAL:  # the loop's rule: a slow or noisy timing is not a verdict
+        if verdict.code not in NOT_FINAL:  # a slow or noisy timing, or not beating the held one, is no verdict
             mine.finish_candidate(cand.id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
         return _result(decision, REJECTED, f"{verdict.code}: {verdict.reason}", verdict.confirmed_speedup)
     evidence = {"imported_from": str(other.path), "foreign_evidence": decision.evidence,
@@ -145,19 +141,6 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
     mine.set_decision(decision.key, variant, baseline_ms=confirmation.base_ms, best_ms=confirmation.cand_ms,
                       evidence=evidence, run_id=run_id)
     return _result(decision, IMPORTED, verdict.reason, confirmation.ratio)
-
-
-def _beats_held(verdict: Verdict, held: Decision | None, noise: float | None, settings: ArbiterSettings) -> Verdict:
-    """A decision the target store already has stays unless the import beats it by more than the
-    noise (as a later acceptance in the loop must beat an earlier one)."""
-    if not verdict.accepted or held is None:
-        return verdict
-    needed = held.speedup * (1 + max(noise or 0.0, settings.min_gain))
-    if verdict.confirmed_speedup > needed:
-        return verdict
-    return Verdict(ArbiterDecision.REJECT, "not_better", f"confirmed {verdict.confirmed_speedup:.3f}x does not beat "
-                   f"the target store's {held.speedup:.3f}x ({describe_variant(held.variant_json)}) by more than "
-                   "the noise", verdict.speedup, verdict.confirmed_speedup)
 
 
 def _result(decision: Decision, status: str, reason: str, speedup: float | None = None) -> ImportResult:

@@ -29,7 +29,7 @@ import dataclasses
 import time
 from typing import Any, Callable
 
-from tritune.arbiter import ArbiterSettings, Decision, Round, Verdict, judge_candidate, next_step, screen_candidate
+from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held, next_step
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
 from tritune.loop.families import Family, families_for, order_of, use_registers
@@ -236,14 +236,9 @@ class KernelLoop:
                 break  # sorted: none after this beats the best either
             if trial.variant.key() in self._final:
                 continue  # rejected by the arbiter in an earlier run: its record is final
-            verdict = screen_candidate(True, base_ms, trial.time_ms, noise, settings)
-            if verdict is None:
-                confirmation, failure = self.evaluator.confirm(self.spec, trial.variant)
-                verdict = judge_candidate(True, base_ms, trial.time_ms, noise, confirmation, settings)
-                if failure is not None:
-                    verdict = Verdict(Decision.REJECT, "unconfirmed", f"re-timing failed: {failure.kind}: "
-                                      f"{failure.message}", base_ms / trial.time_ms)
-                verdict = self._beats_decision(verdict, best, noise)
+            verdict, confirmation = self.evaluator.judge(self.spec, trial.variant, base_ms, trial.time_ms, noise,
+                                                         settings)
+            verdict = beats_held(verdict, best["ratio"], noise, settings)
             self._judged(trial.variant, verdict)
             if not verdict.accepted:
                 continue
@@ -255,16 +250,6 @@ class KernelLoop:
             self.log(f"{self.spec.kernel}: accepted {_name(trial.variant)}: {verdict.reason}")
             return evaluated
         return None
-
-    def _beats_decision(self, verdict: Verdict, best: dict[str, Any], noise: float | None) -> Verdict:
-        if not verdict.accepted or best["ratio"] is None:
-            return verdict
-        needed = best["ratio"] * (1 + max(noise or 0.0, self.settings.arbiter.min_gain))
-        if verdict.confirmed_speedup > needed:
-            return verdict
-        return Verdict(Decision.REJECT, "not_better", f"confirmed {verdict.confirmed_speedup:.3f}x does not beat "
-                       f"the accepted {best['ratio']:.3f}x by more than the noise", verdict.speedup,
-                       verdict.confirmed_speedup)
 
     def _judged(self, variant: Variant, verdict: Verdict) -> None:
         record = self._index.get(variant.key())
@@ -278,7 +263,7 @@ class KernelLoop:
             record["status"] = "accepted"
             return
         cand_id = self._candidate_ids.get(variant.key())
-        if cand_id is not None and verdict.code not in ("below_threshold", "inside_noise"):
+        if cand_id is not None and verdict.code not in NOT_FINAL:
             # re-timed and turned down: the store keeps the arbiter's reason with the candidate
             self.store.finish_candidate(cand_id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
             record["status"], record["failure"] = "rejected", verdict.code
