@@ -22,10 +22,10 @@ inputs:
    of the candidate as the baseline left them (bit for bit), so a stray write fails too.
 
 Guard regions (``tritune.replay.guard``). Every tensor argument is made inside a larger buffer:
-on each side a margin of 64 KiB or one block of the largest block constexpr of baseline and
-candidate, whichever is larger (in 64 KiB steps, so the data pointer's alignment is what the
-kernel saw), filled with a per-tensor pattern: signalling NaNs for floats, ``0xD_`` bytes
-otherwise, unlike the output poison. Copies for each run take the whole buffer, so views,
+on each side a margin sized by ``guard.layout`` for the largest block constexpr of baseline and
+candidate (one block along every dimension of the tensor, 64 KiB to 64 MiB, in 64 KiB steps, so
+the data pointer's alignment is what the kernel saw), filled with a per-tensor pattern:
+signalling NaNs for floats, ``0xD_`` bytes otherwise, unlike the output poison. Copies for each run take the whole buffer, so views,
 storage offsets and margins travel together. After every run, baseline or candidate, both
 margins of every tensor are checked:
 - a changed margin in a candidate run fails it with ``wrong_result`` naming the tensor, the side
