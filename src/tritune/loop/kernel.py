@@ -19,8 +19,9 @@ interrupted run resumes here: ``add_candidate`` returns what was already evaluat
 same path. A candidate another live optimize process on the same store is evaluating is waited
 for at the end of the round (``_wait_for_held``): its record is used once that process finishes
 it, or it is evaluated here if that process dies. Round progress is the best *verified*
-benchmark time (the descent's position); acceptance is the arbiter's, against the original launch, and a later acceptance must beat the
-earlier one's confirmed ratio by more than the noise.
+benchmark time (the descent's position); acceptance is the arbiter's, against the original
+launch, and a later acceptance must beat the earlier one's confirmed ratio by more than the
+noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
 """
 
 from __future__ import annotations
