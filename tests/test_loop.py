@@ -18,6 +18,7 @@ from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.families import Family, families_for
 from tritune.loop.kernel import KernelLoop
+from tritune.loop.results import RunResults
 from tritune.loop.session import machine, plan
 from tritune.replay import Variant
 from tritune.store import DecisionStore
@@ -74,24 +75,24 @@ def run(captured, out, worker, retime=block_speed, families=None, settings=SETTI
 
 def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker)
-    [kernel] = results["kernels"]
-    assert kernel["accepted"] and kernel["decision"].startswith("BLOCK=")
-    assert kernel["speedup"] >= 2.0 and kernel["baseline_ms"] == 1.0
-    assert results["meaningful"] is False and results["target"]["gpu"] == "interpreter"
+    [kernel] = results.kernels
+    assert kernel.accepted and kernel.decision.startswith("BLOCK=")
+    assert kernel.speedup >= 2.0 and kernel.baseline_ms == 1.0
+    assert results.meaningful is False and results.target["gpu"] == "interpreter"
     with DecisionStore(tmp_path / "decisions.db") as store:
         [decision] = store.decisions()
         assert decision.variant.constexprs["BLOCK"] > 64 and decision.verified and decision.enabled
         assert decision.evidence["confirmation"]["order"][:2] == ["AB", "BA"]
         statuses = {c.variant.describe(): c.status for c in store.candidates()}
-    assert statuses[kernel["decision"]] == "accepted"
+    assert statuses[kernel.decision] == "accepted"
     assert json.loads((tmp_path / "optimize.json").read_text())["finished"] is not None
 
 
 def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, retime=lambda spec, variant, ms: 1.0)
-    [kernel] = results["kernels"]
-    assert not kernel["accepted"] and kernel["speedup"] == 1.0
-    assert {c["verdict"] for c in kernel["candidates"] if "verdict" in c} <= {"below_threshold"}
+    [kernel] = results.kernels
+    assert not kernel.accepted and kernel.speedup == 1.0
+    assert {c["verdict"] for c in kernel.candidates if "verdict" in c} <= {"below_threshold"}
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
 
@@ -105,11 +106,11 @@ def test_a_planted_wrong_candidate_is_rejected_however_fast(captured, tmp_path, 
 
     families = lambda spec: [Family("planted", Planted([wrong]), lambda v: "tolerance")]  # noqa: E731
     results = run(captured, tmp_path, worker, retime=retime, families=families)
-    [kernel] = results["kernels"]
-    [record] = kernel["candidates"]
+    [kernel] = results.kernels
+    [record] = kernel.candidates
     assert record["status"] == "rejected" and record["failure"] == "wrong_result"
     assert "out_ptr" in record["message"]  # names the output that differs
-    assert not kernel["accepted"]
+    assert not kernel.accepted
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
         [rejected] = store.rejected(store.keys()[0])
@@ -121,10 +122,10 @@ def test_a_crashing_candidate_is_survived_and_the_next_one_still_wins(captured, 
     good = Variant(name="block 256", constexprs={"BLOCK": 256})
     families = lambda spec: [Family("planted", Planted([crash, good]), lambda v: "tolerance")]  # noqa: E731
     results = run(captured, tmp_path, worker, families=families)
-    [kernel] = results["kernels"]
-    first, second = kernel["candidates"]
+    [kernel] = results.kernels
+    first, second = kernel.candidates
     assert first["status"] == "rejected" and first["failure"] == "crash"
-    assert second["status"] == "accepted" and kernel["decision"] == "block 256"
+    assert second["status"] == "accepted" and kernel.decision == "block 256"
     with DecisionStore(tmp_path / "decisions.db") as store:
         crashed = store.rejected(store.keys()[0])
         assert [c.failure_kind for c in crashed] == ["crash"] and "7" in crashed[0].message
@@ -151,16 +152,16 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
 
     calls.clear()
     results = run(captured, tmp_path, worker)
-    [kernel] = results["kernels"]
-    reused = [c["variant"] for c in kernel["candidates"] if c["reused"]]
+    [kernel] = results.kernels
+    reused = [c["variant"] for c in kernel.candidates if c["reused"]]
     assert reused == done_before
-    assert kernel["accepted"] and results["run_id"] == first_run.id
+    assert kernel.accepted and results.run_id == first_run.id
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert [r.status for r in store.runs()] == ["finished"]
 
     again = run(captured, tmp_path, worker)  # a finished run is not resumed: a new run, all reused
-    assert again["run_id"] != first_run.id
-    assert all(c["reused"] for c in again["kernels"][0]["candidates"])
+    assert again.run_id != first_run.id
+    assert all(c["reused"] for c in again.kernels[0].candidates)
 
 
 def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(captured):
@@ -197,18 +198,18 @@ def test_plan_merges_launches_of_one_key_and_samples_reproducibly(captured):
 
 def test_a_deadline_stops_before_the_next_kernel_and_the_run_resumes(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, deadline_s=1e-9)
-    assert results["kernels"] == [] and "deadline" in results["stopped"]
+    assert results.kernels == [] and "deadline" in results.stopped
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert [r.status for r in store.runs()] == ["interrupted"]
     resumed = run(captured, tmp_path, worker)
-    assert resumed["run_id"] == results["run_id"] and resumed["kernels"][0]["accepted"]
+    assert resumed.run_id == results.run_id and resumed.kernels[0].accepted
 
 
 def test_the_decision_is_applied_in_the_unmodified_program_and_rolled_back(captured, tmp_path, worker):
     """optimize -> store -> `tritune run --store` of the same script: the decided BLOCK is what
     launches (same checksum), and after a rollback the original launch runs again."""
     results = run(captured, tmp_path, worker)
-    assert results["kernels"][0]["accepted"]
+    assert results.kernels[0].accepted
     store_path = tmp_path / "decisions.db"
     env = {**os.environ, "TRITON_INTERPRET": "1"}
 
@@ -245,11 +246,11 @@ def test_a_candidate_the_arbiter_rejected_is_never_decided_in_a_later_run(captur
                                 lambda v: "tolerance")]
     first = optimize(captured, tmp_path, settings=SETTINGS, families=only,
                      evaluator=Disagreeing(captured, retime=block_speed, worker=worker))
-    assert first["kernels"][0]["candidates"][0]["status"] == "rejected"
+    assert first.kernels[0].candidates[0]["status"] == "rejected"
     other = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=5, per_round=3)
     second = run(captured, tmp_path, worker, families=only, settings=other)
-    [kernel] = second["kernels"]
-    assert second["run_id"] != first["run_id"] and not kernel["accepted"]
+    [kernel] = second.kernels
+    assert second.run_id != first.run_id and not kernel.accepted
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
 
@@ -262,12 +263,12 @@ def test_optimize_command_on_an_inductor_kernel_directory(tmp_path, small_induct
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 launches from 1 Inductor modules" in done.stdout and "NOT meaningful" in done.stdout
-    results = json.loads((tmp_path / "opt" / "optimize.json").read_text())
-    [kernel] = results["kernels"]
-    assert kernel["kind"] == "inductor" and kernel["category"] == "elementwise" and kernel["baseline_ms"] > 0
+    results = RunResults.load(tmp_path / "opt")
+    [kernel] = results.kernels
+    assert kernel.kind == "inductor" and kernel.category == "elementwise" and kernel.baseline_ms > 0
     # built and verified; one may reach confirmation on CPU wall time, which the arbiter refuses
-    assert len(kernel["candidates"]) == 2 and all(c["failure"] in (None, "not_meaningful") for c in kernel["candidates"])
-    assert not kernel["accepted"]
+    assert len(kernel.candidates) == 2 and all(c["failure"] in (None, "not_meaningful") for c in kernel.candidates)
+    assert not kernel.accepted
     assert (tmp_path / "opt" / "report.html").exists() and (tmp_path / "opt" / "decisions.db").exists()
 
 
@@ -335,15 +336,15 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
         if holder.poll() is None:
             holder.kill()
             holder.wait()
-    [kernel] = results["kernels"]
-    [record] = kernel["candidates"]
-    assert seen[0] == 1 and kernel["waited"] == 1
+    [kernel] = results.kernels
+    [record] = kernel.candidates
+    assert seen[0] == 1 and kernel.waited == 1
     assert json.loads((tmp_path / "optimize.json").read_text())["kernels"][0]["waited"] == 1
     if then == "finish":  # its verdict is used, not evaluated again
         assert record["reused"] and record["status"] == "rejected" and record["failure"] == "wrong_result"
-        assert kernel["busy"] == 0 and not kernel["accepted"]
+        assert kernel.busy == 0 and not kernel.accepted
     elif then == "die":  # taken over and evaluated here
-        assert not record["reused"] and record["status"] == "accepted" and kernel["decision"] == "block 256"
-        assert kernel["busy"] == 0
+        assert not record["reused"] and record["status"] == "accepted" and kernel.decision == "block 256"
+        assert kernel.busy == 0
     else:
-        assert record["status"] == "busy" and kernel["busy"] == 1 and not kernel["accepted"]
+        assert record["status"] == "busy" and kernel.busy == 1 and not kernel.accepted

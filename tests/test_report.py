@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from tritune.commands.report import report
+from tritune.report.document import KERNEL_HEADERS
 from tritune.report import ReportError, load_results, summarize, write_report
 from tritune.report.plots import MAX_BARS, SKIPPED_NO_MATPLOTLIB
 
@@ -206,7 +207,7 @@ def test_markdown_and_html_tables_escape_user_text(tmp_path):
     assert "<script>" not in md and "<b>" not in md
     row = next(line for line in md.splitlines() if "alert(1)" in line)
     assert row.startswith("| &lt;script>alert(1)&lt;/script>\\|x &amp; y | jit | elementwise | 3 |")
-    assert len(re.split(r"(?<!\\)\|", row)) == 13 + 2  # the escaped | did not add a cell
+    assert len(re.split(r"(?<!\\)\|", row)) == len(KERNEL_HEADERS) + 2  # the escaped | did not add a cell
     assert "| category | kernels | optimized | improved | success rate | mean speedup on success |" in md
     assert "| elementwise | 2 | 2 | 1 | 50.0% | 2.00x | 1.41x |" in md
     assert "| overall | 5 | 4 | 2 | 50.0% | 1.75x | 1.32x |" in md
@@ -302,7 +303,7 @@ def test_without_matplotlib(tmp_path, monkeypatch):
     ("{not json", "is not JSON (line 1"),
     ("[1, 2]", "is not a tritune optimize results file (no 'tritune_optimize' key)"),
     ('{"kernels": []}', "no 'tritune_optimize' key"),
-    ('{"tritune_optimize": 2, "kernels": []}', "has optimize format version 2; this tritune reads version 1"),
+    ('{"tritune_optimize": 3, "kernels": []}', "has optimize format version 3; this tritune reads version(s) 1, 2"),
     ('{"tritune_optimize": 1, "kernels": {"a": 1}}', "'kernels' is a dict, not a list"),
     ('{"tritune_optimize": 1, "kernels": [{}, 3]}', "kernels[1] is a int, not an object"),
 ])

@@ -276,9 +276,9 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_p
     assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
             f"{tmp_path / 'shared.db'} not signed by this user: candidates are evaluated again here, decisions ignored "
             "(`tritune store import` judges them)") in lines
-    (kernel,) = results["kernels"]
-    assert not any(c["reused"] for c in kernel["candidates"])
-    tried = {c["variant"]: c for c in kernel["candidates"]}
+    (kernel,) = results.kernels
+    assert not any(c["reused"] for c in kernel.candidates)
+    tried = {c["variant"]: c for c in kernel.candidates}
     assert tried["BLOCK=128"]["status"] in ("accepted", "verified") and tried["BLOCK=128"]["speedup"] == 2.0
     with DecisionStore(tmp_path / "shared.db") as store:
         (decision,) = store.decisions()

@@ -243,9 +243,9 @@ def test_optimize_decides_nothing_for_a_baseline_that_writes_outside(tmp_path):
                               worker=worker)
         results = optimize(capture, tmp_path / "out", settings=settings, evaluator=evaluator, log=lines.append,
                            families=lambda spec: [Family("fixed", Fixed(), lambda v: "tolerance")])
-    [kernel] = results["kernels"]
-    assert kernel["failure"] == BASELINE_OUT_OF_BOUNDS and not kernel["accepted"] and kernel["decision"] is None
-    assert "the baseline itself writes outside out_ptr" in kernel["message"]
+    [kernel] = results.kernels
+    assert kernel.failure == BASELINE_OUT_OF_BOUNDS and not kernel.accepted and kernel.decision is None
+    assert "the baseline itself writes outside out_ptr" in kernel.message
     assert any("unmasked: not optimized: baseline_out_of_bounds" in line for line in lines)
     with DecisionStore(tmp_path / "out" / "decisions.db") as store:
         assert store.decisions() == []

@@ -37,17 +37,20 @@ from tritune.commands.checks import writable_dir
 @click.option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Decision store (SQLite). Default: OUT/decisions.db.")
 @click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Only this kernel (or launch id); repeatable.")
-@click.option("--max-kernels", type=click.IntRange(min=1), default=None, help="At most N kernels, most launched first.")
+@click.option("--max-kernels", type=click.IntRange(min=1), default=None,
+              help="At most N kernels, costliest first (launches x baseline time).")
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="A seeded random sample of N kernels (benchmarks over many kernels).")
 @click.option("--deadline-s", type=click.FloatRange(min=1), default=None,
-              help="Start no kernel after this many seconds; the run stays resumable.")
+              help="Whole-run wall budget: kernels share it by their share of time; the run stays resumable.")
+@click.option("--cover", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
+              help="Stop once the kernels optimized hold this share of the program's kernel time.")
 @click.option("--rounds", type=click.IntRange(1, 64), default=8, show_default=True, help="Round cap per kernel.")
 @click.option("--per-round", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates per round.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=24, show_default=True,
               help="Candidates per kernel.")
 @click.option("--budget-s", type=click.FloatRange(min=1), default=900.0, show_default=True,
-              help="Wall seconds per kernel.")
+              help="Wall seconds per kernel at most (with --deadline-s, each kernel gets its share of it).")
 @click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
               help="Speedup a candidate must reach, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also try fast-math rewrites (max relative error 1e-4).")
@@ -58,12 +61,13 @@ from tritune.commands.checks import writable_dir
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
-             rounds: int, per_round: int, max_candidates: int,
+             cover: float, rounds: int, per_round: int, max_candidates: int,
              budget_s: float, threshold: float, fast_math: bool, use_ncu: str, fresh: bool, report: bool,
              command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
 
-    Each kernel: baseline timed, profiled (ncu when available), then up to --rounds rounds of
+    Every kernel's baseline is timed first; kernels are taken costliest first (launches x time)
+    until --cover of the kernel time is covered. Each kernel: profiled (ncu when available), then up to --rounds rounds of
     candidates (launch configs, Inductor blocks, IR passes, cache hints), each built, verified on
     3 fresh input sets and timed in an isolated worker; a candidate is kept only when it verified
     and is >= --threshold faster, confirmed by interleaved re-timing.
@@ -95,7 +99,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     try:
         with _progress(console) as (progress, log):
             results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
-                               max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, command=text, fresh=fresh, progress=progress, log=log)
+                               max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, cover=cover, command=text,
+                               fresh=fresh, progress=progress, log=log)
     except (OptimizeError, SpecError, StoreError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
@@ -103,11 +108,11 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
         sys.exit(130)
     _summary(console, results, out_dir)
-    if results.get("stopped"):
-        click.echo(f"tritune optimize: stopped at the {results['stopped']}", err=True)
+    if results.stopped:
+        click.echo(f"tritune optimize: stopped at the {results.stopped}", err=True)
     if report:
         _report(results, out_dir)
-    sys.exit(0 if any(k.get("baseline_ms") for k in results["kernels"]) else 1)
+    sys.exit(0 if any(k.ran for k in results.kernels) else 1)
 
 
 def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None, kernels: tuple[str, ...]) -> None:
@@ -206,32 +211,39 @@ class _progress:
         self.bar.console.print(line, highlight=False, markup=False)
 
 
-def _summary(console, results: dict, out_dir: Path) -> None:
+def _summary(console, results, out_dir: Path) -> None:
     from rich.table import Table
 
+    from tritune.report.document import fmt_pct
+
     table = Table(show_edge=False)
-    for column, justify in (("kernel", "left"), ("category", "left"), ("baseline ms", "right"),
-                            ("best ms", "right"), ("speedup", "right"), ("decision", "left"), ("finish", "left")):
+    for column, justify in (("kernel", "left"), ("category", "left"), ("launches", "right"), ("share", "right"),
+                            ("baseline ms", "right"), ("best ms", "right"), ("speedup", "right"),
+                            ("decision", "left"), ("finish", "left")):
         table.add_column(column, justify=justify)
-    for k in results["kernels"]:
-        table.add_row(k["kernel"], k["category"], _ms(k["baseline_ms"]), _ms(k["best_ms"]),
-                      f"{k['speedup']:.2f}x" if k.get("speedup") else "-",
-                      k["decision"] or (k.get("failure") and f"failed: {k['failure']}") or "-", k.get("finish") or "-")
+    for k in results.kernels:
+        table.add_row(k.kernel, k.category, str(k.launches), fmt_pct(k.time_share), _ms(k.baseline_ms),
+                      _ms(k.best_ms), f"{k.speedup:.2f}x" if k.speedup else "-",
+                      k.decision or (k.failure and f"failed: {k.failure}") or "-", k.finish or "-")
     console.print(table)
-    ran = [k for k in results["kernels"] if k.get("baseline_ms")]
-    better = [k for k in ran if k.get("accepted")]
-    console.print(f"{len(better)} of {len(ran)} kernels improved; store {results['store']}; results "
+    ran = [k for k in results.kernels if k.ran]
+    better = [k for k in ran if k.accepted]
+    console.print(f"{len(better)} of {len(ran)} kernels improved; store {results.store}; results "
                   f"{out_dir / 'optimize.json'}", highlight=False)
-    waited, busy = (sum(k.get(name) or 0 for k in results["kernels"]) for name in ("waited", "busy"))
+    if results.coverage is not None:
+        console.print(f"kernel time covered: {fmt_pct(results.coverage)} of {len(results.timed)} kernels' "
+                      f"{_ms(results.program_ms)} ms; expected saving {fmt_pct(results.expected_gain)} of kernel time",
+                      highlight=False)
+    waited, busy = sum(k.waited for k in results.kernels), sum(k.busy for k in results.kernels)
     if waited:
         console.print(f"{waited} candidates were being evaluated by another optimize run on this store: waited "
                       f"for them; {busy} still held when the budget ran out were not evaluated", highlight=False)
-    if not results.get("meaningful"):
+    if not results.meaningful:
         console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
                       "nothing is accepted on them", style="bold red")
 
 
-def _report(results: dict, out_dir: Path) -> None:
+def _report(results, out_dir: Path) -> None:
     try:
         from tritune.report import write_report
     except ImportError as exc:

@@ -29,6 +29,7 @@ from tritune.worker.failures import Failure
 PROFILE_JOB = "tritune.profile.runner:profile_job"
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # compile + 3 verified input sets + do_bench twice + a graph
+BASELINE_TIMEOUT_S = 120.0  # per launch in a batched baseline call: compile + do_bench twice + a graph
 PRELOAD = ("torch", "triton")
 
 
@@ -71,6 +72,32 @@ class Evaluator:
         if self.retime is not None and timing.get("time_ms"):
             timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
         return timing, None
+
+    def baselines(self, specs: list[LaunchSpec]) -> dict[str, tuple[dict | None, Failure | None]]:
+        """Every spec's baseline timed, by spec id, in as few worker calls as it takes: one, unless
+        a launch faults the device (the worker restarts and the rest go in the next call) or the
+        call itself fails (the first spec not yet timed is then timed alone, so a launch that
+        crashes or hangs the worker costs only itself)."""
+        found: dict[str, tuple[dict | None, Failure | None]] = {}
+        pending = list(specs)
+        while pending:
+            payload = {"specs": [s.to_json() for s in pending], "root": self.root, "copy_gbps": self.copy_gbps}
+            outcome = self.worker.call(jobs.BASELINES_JOB, payload,
+                                       timeout_s=BASELINE_TIMEOUT_S * len(pending))
+            if not outcome.ok:
+                first, pending = pending[0], pending[1:]
+                found[first.id] = self.baseline(first)
+                continue
+            for spec_id, timing, failure in outcome.value["timings"]:
+                failure = Failure.from_json(failure) if failure is not None else None
+                if timing is not None and self.retime is not None and timing.get("time_ms"):
+                    spec = next(s for s in pending if s.id == spec_id)
+                    timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
+                found[spec_id] = (timing, failure)
+            if outcome.value["fault"]:
+                self.worker.restart()
+            pending = [s for s in pending if s.id not in found]
+        return found
 
     # ----------------------------------------------------------------------------- candidate
 

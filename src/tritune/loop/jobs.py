@@ -16,6 +16,7 @@ from tritune.verify import verify
 
 CANDIDATE_JOB = "tritune.loop.jobs:candidate_job"
 BASELINE_JOB = "tritune.bench.run:bench_job"
+BASELINES_JOB = "tritune.loop.jobs:baselines_job"
 CONFIRM_JOB = "tritune.arbiter.confirm:confirm_job"
 TARGET_JOB = "tritune.loop.jobs:target_job"
 INDUCTOR_LAUNCHES_JOB = "tritune.loop.jobs:inductor_launches_job"
@@ -34,6 +35,29 @@ def candidate_job(payload: dict) -> dict:
         body["timing"] = bench_spec(spec, payload["root"], variant, methods=BENCH_METHODS,
                                     copy_gbps=payload.get("copy_gbps"))
     return body
+
+
+def baselines_job(payload: dict) -> dict:
+    """``{"specs": [spec JSON], "root", "copy_gbps"?}`` -> ``{"timings": [[id, bench result or
+    None, failure JSON or None]], "fault": bool}``: every spec's baseline timed in one call (the
+    optimizer ranks keys by time before proposing). A launch that fails is recorded and the next
+    one timed; after a device fault (the CUDA context is unusable from then on) the job returns
+    what it has with ``fault`` set, and the caller restarts the worker and sends the rest."""
+    from tritune.worker.failures import RESTART_KINDS, from_exception
+
+    timings: list[list] = []
+    for body in payload["specs"]:
+        spec = LaunchSpec.from_json(body)
+        try:
+            timing = bench_spec(spec, payload["root"], methods=BENCH_METHODS, copy_gbps=payload.get("copy_gbps"))
+        except Exception as exc:  # noqa: BLE001 - classified and returned with the spec it belongs to
+            failure = from_exception(exc)
+            timings.append([spec.id, None, failure.to_json()])
+            if failure.kind in RESTART_KINDS:
+                return {"timings": timings, "fault": True}
+            continue
+        timings.append([spec.id, timing, None])
+    return {"timings": timings, "fault": False}
 
 
 def target_job(payload: dict) -> dict:

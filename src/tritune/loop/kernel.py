@@ -1,6 +1,7 @@
 """The loop for one kernel: TritonForge's Algorithm 1 with model-free proposers.
 
-    baseline  <- bench(captured launch)                       (do_bench median twice: the noise)
+    baseline  <- bench(captured launch)                       (do_bench median twice: the noise;
+                                                               the session's batched timing)
     profile   <- ncu, else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
@@ -38,7 +39,7 @@ from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.store import DecisionKey, DecisionStore
-from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS
+from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
 
@@ -68,8 +69,10 @@ class LoopSettings:
 class KernelLoop:
     def __init__(self, spec: LaunchSpec, key: DecisionKey, *, store: DecisionStore, run_id: int,
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
-                 families: list[Family] | None = None, log: Callable[[str], None] | None = None) -> None:
+                 families: list[Family] | None = None, log: Callable[[str], None] | None = None,
+                 baseline: tuple[dict | None, Failure | None] | None = None) -> None:
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
+        self.baseline = baseline  # (timing, failure) when the session timed it already
         self.evaluator, self.settings, self.category = evaluator, settings, category
         self.families = families if families is not None else families_for(spec, settings.fast_math,
                                                                             evaluator.root)
@@ -90,7 +93,7 @@ class KernelLoop:
     def run(self) -> dict:
         start = time.monotonic()
         result = self._result()
-        timing, failure = self.evaluator.baseline(self.spec)
+        timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
         if failure is not None or not timing or not timing.get("time_ms"):
             why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
             result.update(failure=failure.kind if failure is not None else "error",

@@ -2,13 +2,19 @@
 
 Launches are grouped by decision key (kernel source, specialization with its shape bucket, GPU,
 Triton): one loop per key, on its most frequent launch, since a decision applies to the whole
-key. Keys are taken in order of launch count (what the program runs most first).
+key. Before anything is proposed, every key's baseline is timed once (one batched worker call,
+``Evaluator.baselines``) and the keys are ranked by their share of the program's kernel time
+(launches x time): a test-sized launch made twice no longer outranks the one that matters. Each
+key gets a wall budget in proportion to its share of what is left (``budget_for``: at least
+``floor_s``, at most ``LoopSettings.budget_s``, never past the deadline), and the run stops once
+the keys it ran on hold ``cover`` of the kernel time (``--cover``, default 95%).
 
-Resumable at two levels: the store holds every candidate (``KernelLoop`` reuses them), and
+Resumable at three levels: ``OUT/baselines.json`` keeps the timed keys (a resumed run does not
+time them again), the store holds every candidate (``KernelLoop`` reuses them), and
 ``OUT/kernels.jsonl`` holds every finished kernel's result for the run, so a resumed run skips
-those kernels outright. ``OUT/optimize.json`` is rewritten after each kernel: an interrupted run
-leaves a readable partial result (``finished: null``). Ctrl-C marks the run ``interrupted`` in
-the store; running the same command again continues it.
+those kernels outright. ``OUT/optimize.json`` (``RunResults``) is rewritten after each kernel:
+an interrupted run leaves a readable partial result (``finished: null``). Ctrl-C marks the run
+``interrupted`` in the store; running the same command again continues it.
 """
 
 from __future__ import annotations
@@ -29,14 +35,16 @@ from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
+from tritune.loop.results import FILE_NAME as RESULTS_FILE
+from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
 from tritune.store import DecisionKey, DecisionStore, key_for
 from tritune.worker import Worker
+from tritune.worker.failures import Failure
 
-RESULTS_FORMAT = 1
-RESULTS_FILE = "optimize.json"
 PROGRESS_FILE = "kernels.jsonl"
-
-
+BASELINES_FILE = "baselines.json"
+DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's kernel time
+FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
 class OptimizeError(RuntimeError):
     """The run cannot start (no launches, no usable target); the message names the problem."""
 
@@ -51,9 +59,9 @@ class Plan:
 
 def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = (),
          max_kernels: int | None = None, sample: int | None = None, seed: int = 0) -> Plan:
-    """One launch per key, most launched first; ``sample``: a seeded random sample of the keys
-    instead (a benchmark over hundreds of Inductor kernels that cannot afford them all; the
-    most-launched order would favour whatever sorts first among equal counts)."""
+    """One launch per key, most launched first (``ranked`` then orders them by time); ``sample``:
+    a seeded random sample of the keys instead (a benchmark over hundreds of Inductor kernels that
+    cannot afford them all, not even their baselines)."""
     wanted = set(kernels)
     by_key: dict[str, tuple[LaunchSpec, DecisionKey, int]] = {}
     for spec in specs:
@@ -77,19 +85,25 @@ def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = 
 
 def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None = None,
              settings: LoopSettings = LoopSettings(), kernels: Iterable[str] = (), max_kernels: int | None = None,
-             sample: int | None = None, deadline_s: float | None = None, command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
+             sample: int | None = None, deadline_s: float | None = None, cover: float = DEFAULT_COVER,
+             floor_s: float = FLOOR_S, command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              log: Callable[[str], None] | None = None,
-             families: Callable[[LaunchSpec], list] | None = None) -> dict:
+             families: Callable[[LaunchSpec], list] | None = None) -> RunResults:
     """Optimize the launches captured in ``root``; results in ``out`` (module docstring).
-    ``deadline_s``: no kernel is started after that many seconds; the run stays resumable.
-    ``families(spec)`` replaces the proposer families (tests plant candidates through it)."""
+    ``deadline_s``: no kernel is started after that many seconds, and none runs past it by more
+    than the round it is in; the run stays resumable. ``cover`` (0..1]: stop once the keys the
+    loop ran on hold that share of the kernel time. ``families(spec)`` replaces the proposer
+    families (tests plant candidates through it)."""
+    if not 0 < cover <= 1:
+        raise OptimizeError(f"--cover must be in (0, 1], not {cover}")
     root, out = Path(root), Path(out)
     specs = read_launches(root)
     if not specs:
         raise OptimizeError(f"{root}: no launches to optimize")
     job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
-               deadline_s=deadline_s, command=command, fresh=fresh, progress=progress, log=log, families=families)
+               deadline_s=deadline_s, cover=cover, floor_s=floor_s, command=command, fresh=fresh, progress=progress,
+               log=log, families=families)
     if evaluator is not None:
         return _optimize(root, out, specs, evaluator, **job)
     owned = Evaluator(root, use_ncu=settings.use_ncu)
@@ -100,61 +114,149 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
 
 
 def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluator, *, store_path, settings,
-              kernels, max_kernels, sample, deadline_s, command, fresh, progress, log, families) -> dict:
+              kernels, max_kernels, sample, deadline_s, cover, floor_s, command, fresh, progress, log,
+              families) -> RunResults:
+    started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     store_path = Path(store_path) if store_path else out / "decisions.db"
     target = machine(evaluator.worker)  # the same warm worker then builds the candidates
     if evaluator.copy_gbps is None:
         evaluator.copy_gbps = target.get("copy_gbps")
-    chosen = plan(specs, target, kernels=kernels, max_kernels=max_kernels, sample=sample)
+    chosen = plan(specs, target, kernels=kernels, sample=sample)
     if not chosen.items:
         raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
+    key_target = {k: target[k] for k in ("gpu", "capability", "triton_version")}
     run_settings = {"loop": settings.to_json(), "launches": _digest(root), "kernels": sorted(kernels),
-                    "max_kernels": max_kernels, "sample": sample, "target": {k: target[k] for k in ("gpu", "capability",
-                                                                                   "triton_version")}}
-    results = {"tritune_optimize": RESULTS_FORMAT, "command": command, "started": _now(), "finished": None,
-               "target": run_settings["target"], "settings": settings.to_json(), "meaningful": target["meaningful"],
-               "copy_gbps": target.get("copy_gbps"), "store": str(store_path), "launches": str(root),
-               "kernels": []}
-    results["planned"], results["keys"] = len(chosen.items), chosen.keys
-    started = time.monotonic()
+                    "max_kernels": max_kernels, "sample": sample, "cover": cover, "target": key_target}
+    results = RunResults(command=command, started=_now(), target=key_target, settings=settings.to_json(),
+                         meaningful=target["meaningful"], copy_gbps=target.get("copy_gbps"), store=str(store_path),
+                         launches=str(root), keys=chosen.keys, cover=cover)
     with DecisionStore(store_path) as store:
         for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
             (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) in "
                              f"{store_path} not signed by this user: candidates are evaluated again here, "
                              "decisions ignored (`tritune store import` judges them)")
         run_id, done = _start(store, run_settings, command, out, fresh)
-        results["run_id"] = run_id
+        results.run_id = run_id
         try:
-            for index, (spec, key) in enumerate(chosen.items):
-                if progress:
-                    progress(spec.kernel, index, len(chosen.items))
-                if key.sha in done:
-                    results["kernels"].append(done[key.sha])
-                    continue
-                if deadline_s is not None and time.monotonic() - started > deadline_s:
-                    results["stopped"] = (f"deadline: {deadline_s:.0f} s spent, {len(chosen.items) - index} "
-                                          "kernels left; run the same command again to go on")
-                    store.finish_run(run_id, "interrupted")
-                    _write(out / RESULTS_FILE, results)
-                    return results
-                loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator, settings=settings,
-                                  category=category_of(spec, root), log=log,
-                                  families=families(spec) if families is not None else None)
-                result = loop.run()
-                _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result})
-                results["kernels"].append(result)
-                _write(out / RESULTS_FILE, results)
-            if progress:
-                progress("", len(chosen.items), len(chosen.items))
+            timings = _timed_baselines(chosen.items, evaluator, out, run_settings, log)
+            results.timed = shares([timing_to_key(spec, key, timings.get(key.sha)) for spec, key in chosen.items])
+            items = ranked(chosen.items, results.timed, max_kernels=max_kernels)
+            results.planned = len(items)
+            _loop(items, results, timings, evaluator, store, run_id, done, out, root, settings, deadline_s, cover,
+                  floor_s, started, progress, log, families)
         except BaseException:
             store.finish_run(run_id, "interrupted")
-            _write(out / RESULTS_FILE, results)
+            results.write(out / RESULTS_FILE)
             raise
-        store.finish_run(run_id)
-    results["finished"] = _now()
-    _write(out / RESULTS_FILE, results)
+        store.finish_run(run_id, "interrupted" if results.stopped and results.stopped.startswith("deadline")
+                         else "finished")
+    if not (results.stopped or "").startswith("deadline"):
+        results.finished = _now()
+    results.write(out / RESULTS_FILE)
     return results
+
+
+def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store: DecisionStore, run_id: int,
+          done: dict, out: Path, root: Path, settings: LoopSettings, deadline_s, cover: float, floor_s: float,
+          started: float, progress, log, families) -> None:
+    """The keys in share order, each through ``KernelLoop`` with its budget, until covered."""
+    share_of = {t.key_sha: t.time_share for t in results.timed}
+    left = sum(share_of.get(key.sha) or 0.0 for _, key in items)
+    covered = 0.0
+    for index, (spec, key) in enumerate(items):
+        if progress:
+            progress(spec.kernel, index, len(items))
+        share = share_of.get(key.sha)
+        if results.timed and covered >= cover - 1e-9 and share is not None:
+            results.stopped = (f"cover: the {index} kernels optimized hold {covered:.1%} of the kernel time "
+                               f"(--cover {cover:.0%}); {len(items) - index} kernels left")
+            break
+        if key.sha in done:
+            result = KernelResult.from_json(done[key.sha])
+        else:
+            elapsed = time.monotonic() - started
+            if deadline_s is not None and elapsed > deadline_s:
+                results.stopped = (f"deadline: {deadline_s:.0f} s spent, {len(items) - index} kernels left; "
+                                   "run the same command again to go on")
+                break
+            budget = budget_for(share, left, settings.budget_s, floor_s,
+                                None if deadline_s is None else deadline_s - elapsed)
+            loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator,
+                              settings=dataclasses.replace(settings, budget_s=budget), category=category_of(spec, root),
+                              log=log, families=families(spec) if families is not None else None,
+                              baseline=timings.get(key.sha))
+            result = KernelResult.from_json(loop.run())
+            result.time_share, result.budget_s = share, budget
+            _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result.to_json()})
+        results.kernels.append(result)
+        results.write(out / RESULTS_FILE)
+        if share is not None:
+            covered += share if result.ran else 0.0
+            left -= share
+    else:
+        if progress:
+            progress("", len(items), len(items))
+
+
+def budget_for(share: float | None, left: float, cap_s: float, floor_s: float,
+               remaining_s: float | None) -> float:
+    """A key's wall budget: its share of the time still to cover, times the time still left
+    (``remaining_s``, None: no deadline), between ``floor_s`` and ``cap_s``, and never past the
+    deadline. Without a deadline every key may use the cap (the candidate cap then bounds it); a
+    key that finishes early leaves its time to the keys after it."""
+    if remaining_s is None:
+        return cap_s
+    if share is None or left <= 0:
+        proportional = floor_s
+    else:
+        proportional = remaining_s * min(1.0, share / left)
+    return max(1e-3, min(cap_s, max(floor_s, proportional), remaining_s))
+
+
+def ranked(items: list[tuple[LaunchSpec, DecisionKey]], timed: list[KeyTime], *,
+           max_kernels: int | None = None) -> list[tuple[LaunchSpec, DecisionKey]]:
+    """The keys costliest first (``timed``'s order: share, then untimed keys); ``max_kernels``:
+    the first N of them."""
+    position = {t.key_sha: i for i, t in enumerate(timed)}
+    chosen = sorted(items, key=lambda item: position.get(item[1].sha, len(position)))
+    return chosen[:max_kernels] if max_kernels is not None else chosen
+
+
+def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None) -> KeyTime:
+    timing, failure = found if found is not None else (None, None)
+    base = (timing or {}).get("time_ms")
+    if base:
+        return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=float(base))
+    return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=None,
+                   failure=failure.kind if failure is not None else "error",
+                   message=failure.message if failure is not None else (timing or {}).get("message") or "no time")
+
+
+def _timed_baselines(items: list[tuple[LaunchSpec, DecisionKey]], evaluator: Evaluator, out: Path,
+                     run_settings: dict, log) -> dict[str, tuple[dict | None, Failure | None]]:
+    """Every key's baseline timed once, by key sha: ``(timing, failure)``. Kept in
+    ``OUT/baselines.json`` for the same capture and target, so a resumed run reuses them."""
+    path = out / BASELINES_FILE
+    stamp = {"launches": run_settings["launches"], "target": run_settings["target"]}
+    kept: dict[str, Any] = {}
+    try:
+        body = json.loads(path.read_text())
+        if isinstance(body, dict) and body.get("stamp") == stamp and isinstance(body.get("keys"), dict):
+            kept = body["keys"]
+    except (OSError, json.JSONDecodeError):
+        pass
+    missing = [(spec, key) for spec, key in items if key.sha not in kept]
+    if missing:
+        (log or (lambda line: None))(f"timing {len(missing)} baseline(s) to rank the kernels by their share of time")
+        found = evaluator.baselines([spec for spec, _ in missing])
+        for spec, key in missing:
+            timing, failure = found[spec.id]
+            kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"stamp": stamp, "keys": kept}, default=str))
+        os.replace(tmp, path)
+    return {sha: (pair[0], Failure.from_json(pair[1]) if pair[1] else None) for sha, pair in kept.items()}
 
 
 def _stderr(line: str) -> None:
@@ -204,12 +306,6 @@ def _append(path: Path, body: dict) -> None:
         handle.write(json.dumps(body, default=str) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _write(path: Path, body: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body, indent=1, default=str))
-    os.replace(tmp, path)
 
 
 def _now() -> str:

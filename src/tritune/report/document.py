@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tritune.bench.render import fmt_ms
-from tritune.report.load import KernelFacts, mapping, text
+from tritune.loop.results import RunResults
+from tritune.report.load import KernelFacts
 from tritune.report.plots import MAX_BARS
 
 NOT_MEANINGFUL = ("Times are NOT meaningful: this run used the CPU interpreter (TRITON_INTERPRET=1), "
@@ -55,7 +56,7 @@ class Image:
 Block = Heading | Para | Items | Table | Image
 
 
-def build(results: Mapping[str, Any], summary: Mapping[str, Any], facts: list[KernelFacts],
+def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFacts],
           plots: Mapping[str, Path], notes: Sequence[str], out_dir: Path) -> list[Block]:
     mark = "" if summary["meaningful"] else "*"
 
@@ -64,14 +65,16 @@ def build(results: Mapping[str, Any], summary: Mapping[str, Any], facts: list[Ke
         return [Image(path, path.relative_to(out_dir).as_posix(), caption)] if path else []
 
     blocks: list[Block] = [Heading(1, "tritune optimize report"), Items(header_items(results, summary))]
-    if results.get("stopped"):
-        blocks.append(Para(f"The run stopped early: {text(results.get('stopped'))}", warning=True))
+    if results.stopped:
+        blocks.append(Para(f"The run stopped early: {results.stopped}", warning=True))
     if summary["meaningful"] is False:
         blocks.append(Para(NOT_MEANINGFUL, warning=True))
     elif summary["meaningful"] is None:
         blocks.append(Para(UNKNOWN_MEANING, warning=True))
     blocks += [Heading(2, "Summary"), Items(summary_items(summary, mark))]
     blocks += [Para(note) for note in notes]
+    blocks += image("amdahl", "Cumulative share of the program's kernel time, costliest kernel first, before "
+                    "and after the decisions")
     blocks += image("speedup", "Per-kernel time before and after, normalized to the baseline, by speedup"
                     + speedup_cut(facts))
     blocks += image("roofline", "Time per launch against the roofline floor (copy bandwidth)")
@@ -104,33 +107,38 @@ def speedup_cut(facts: list[KernelFacts]) -> str:
     return f" (the {MAX_BARS} costliest of {ran} kernels by baseline x count; the table has them all)"
 
 
-def header_items(results: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
-    target = mapping(results.get("target"))
-    gpu = text(target.get("gpu")) or "unknown GPU"
+def header_items(results: RunResults, summary: Mapping[str, Any]) -> list[str]:
+    target = results.target
+    gpu = str(target.get("gpu") or "") or "unknown GPU"
     details = [f"sm_{target['capability']}" if target.get("capability") else "",
                f"Triton {target['triton_version']}" if target.get("triton_version") else ""]
     details = ", ".join(d for d in details if d)
-    started, finished = text(results.get("started")), text(results.get("finished"))
-    date = (started or "unknown") + (f" to {finished}" if finished else " (not finished)")
+    finished = results.finished
+    date = (results.started or "unknown") + (f" to {finished}" if finished else " (not finished)")
     meaningful = {True: "yes (GPU times)", False: "NO (CPU interpreter)", None: "unknown"}[summary["meaningful"]]
-    copy = results.get("copy_gbps")
-    planned = results.get("planned")
-    kernels = len(results.get("kernels") or [])
+    kernels = len(results.kernels)
     items = [f"GPU: {gpu}" + (f" ({details})" if details else ""), f"date: {date}",
-             f"command: {text(results.get('command')) or 'unknown'}", f"times meaningful: {meaningful}",
+             f"command: {results.command or 'unknown'}", f"times meaningful: {meaningful}",
              f"success bar: {summary['threshold']:.2f}x confirmed speedup"]
-    if isinstance(planned, int) and not isinstance(planned, bool) and planned != kernels:
-        items.append(f"kernels in these results: {kernels} of {planned} planned")
-    if isinstance(copy, (int, float)) and not isinstance(copy, bool):
-        items.append(f"copy bandwidth (roofline): {copy:.0f} GB/s")
-    if results.get("store"):
-        items.append(f"decision store: {text(results.get('store'))}")
+    if results.planned is not None and results.planned != kernels:
+        items.append(f"kernels in these results: {kernels} of {results.planned} planned")
+    if results.copy_gbps is not None:
+        items.append(f"copy bandwidth (roofline): {results.copy_gbps:.0f} GB/s")
+    if results.store:
+        items.append(f"decision store: {results.store}")
     return items
 
 
 def summary_items(s: Mapping[str, Any], mark: str) -> list[str]:
     roof = s["roofline"]
-    items = [
+    program = s.get("program") or {}
+    items = []
+    if program.get("coverage") is not None:
+        items.append(f"program kernel time (every key's launches x baseline): {fmt_ms(program['kernel_ms'], mark)}; "
+                     f"covered by the kernels optimized: {fmt_pct(program['coverage'])}"
+                     + (f" (--cover {fmt_pct(program['cover'], 0)})" if program.get("cover") else "")
+                     + f"; expected saving from the decisions: {fmt_pct(program['expected_gain'])} of kernel time")
+    items += [
         f"kernels: {s['kernels']}; optimized (baseline ran): {s['optimized']}; improved: {s['improved']}",
         f"success rate (>= {s['threshold']:.2f}x, of optimized): {fmt_pct(s['success_rate'])}",
         f"geomean speedup over optimized kernels (1.0x when not improved): {fmt_x(s['geomean_speedup'])}",
@@ -156,12 +164,12 @@ def summary_items(s: Mapping[str, Any], mark: str) -> list[str]:
     return items
 
 
-KERNEL_HEADERS = ("kernel", "kind", "category", "count", "baseline", "best", "speedup", "decision",
-                  "bottleneck", "finish", "roofline before", "roofline after", "wall time")
+KERNEL_HEADERS = ("kernel", "kind", "category", "launches", "time share", "baseline", "best", "speedup", "decision",
+                  "won by", "bottleneck", "finish", "roofline before", "roofline after", "wall time")
 
 
 def kernel_table(facts: list[KernelFacts], mark: str) -> Table:
-    """Costliest first (baseline x count), kernels that did not run last."""
+    """Costliest first (baseline x launches), kernels that did not run last."""
     ordered = sorted((k for k in facts if k.ran), key=lambda k: -k.total_before_ms) + [k for k in facts if not k.ran]
     return Table(KERNEL_HEADERS, [kernel_row(k, mark) for k in ordered])
 
@@ -176,8 +184,9 @@ def kernel_row(k: KernelFacts, mark: str) -> list[str]:
     else:
         decision = "kept original"
     finish = ": ".join(part for part in (k.finish, k.finish_reason) if part) or "-"
-    return [k.label, k.kind, k.category, str(k.count), fmt_ms(k.baseline_ms, mark), fmt_ms(k.best_ms, mark),
-            fmt_x(k.speedup), decision, k.bottleneck or "-", finish, fmt_pct(k.roofline_before, 0),
+    return [k.label, k.kind, k.category, str(k.count), fmt_pct(k.time_share), fmt_ms(k.baseline_ms, mark),
+            fmt_ms(k.best_ms, mark), fmt_x(k.speedup), decision, ", ".join(k.won_by) if k.improved and k.won_by else "-",
+            k.bottleneck or "-", finish, fmt_pct(k.roofline_before, 0),
             fmt_pct(k.roofline_after, 0), fmt_s(k.wall_s)]
 
 

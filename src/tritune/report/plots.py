@@ -12,6 +12,9 @@ never ``pyplot``: no global backend switch and no figure registry in a caller's 
                   y = x line (a kernel on it moves its bytes at copy bandwidth).
 - ``categories``  TritonForge Table 1 as bars: success rate and mean speedup on success per category.
 - ``wall_time``   optimizer wall time per kernel, longest first (at most ``MAX_BARS``).
+- ``amdahl``      the program's view: cumulative share of kernel time against the number of
+                  kernels (costliest first), before and after the decisions, with the point where
+                  the run stopped covering; the gap at the end is the expected gain.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def draw_all(facts: list[KernelFacts], summary: Mapping[str, Any], plot_dir: Pat
         return {}, [SKIPPED_NO_MATPLOTLIB]
     drawers: dict[str, Callable[..., str | None]] = {
         "speedup": speedup_plot, "roofline": roofline_plot, "categories": category_plot, "wall_time": wall_plot,
+        "amdahl": amdahl_plot,
     }
     paths, notes = {}, []
     for name, draw in drawers.items():
@@ -154,6 +158,36 @@ def wall_plot(figure, facts: list[KernelFacts], summary: Mapping[str, Any]) -> s
     if len(timed) > len(shown):
         title += f" (the {len(shown)} longest of {len(timed)})"
     ax.set_title(title, fontsize=10)
+    return None
+
+
+def amdahl_plot(figure, facts: list[KernelFacts], summary: Mapping[str, Any]) -> str | None:
+    program = summary.get("program") or {}
+    keys = [k for k in program.get("keys") or () if k.get("share") is not None]
+    if not keys:
+        return "the run did not time the program's kernels (no shares)"
+    xs = list(range(len(keys) + 1))
+    before, after = [0.0], [0.0]
+    for k in keys:
+        before.append(before[-1] + k["share"])
+        after.append(after[-1] + k["after"])
+    figure.set_size_inches(6.5, 4.2)
+    ax = figure.add_subplot()
+    ax.step(xs, before, where="post", color=BEFORE, label="before: cumulative share of kernel time")
+    ax.step(xs, after, where="post", color=AFTER, label="after the decisions (same scale)")
+    optimized = sum(1 for k in keys if k["optimized"])
+    if program.get("coverage") is not None:
+        ax.axvline(optimized, color="#d62728", linestyle="--", linewidth=1,
+                   label=f"optimized: {optimized} kernels, {100 * program['coverage']:.0f}% of the time")
+    gain = program.get("expected_gain")
+    ax.set_xlabel("kernels, costliest first")
+    ax.set_ylabel("share of the program's kernel time")
+    ax.set_ylim(0, 1.05)
+    title = "Where the kernel time is (Amdahl)"
+    if gain is not None:
+        title += f": expected saving {100 * gain:.1f}% of kernel time ({1 / max(1e-9, 1 - gain):.3f}x)"
+    ax.set_title(title + _interpreter(summary), fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
     return None
 
 

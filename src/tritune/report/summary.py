@@ -25,15 +25,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tritune.report.load import (
-    KernelFacts,
-    kernel_facts,
-    load_results,
-    meaningful_of,
-    mapping,
-    text,
-    threshold_of,
-)
+from tritune.loop.results import RunResults
+from tritune.report.load import KernelFacts, kernel_facts, load_results, text
 from tritune.worker.failures import KINDS as FAILURE_KINDS
 
 CATEGORY_ORDER = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
@@ -41,9 +34,9 @@ KIND_ORDER = ("jit", "autotune", "heuristics", "inductor")
 REASON_CHARS = 80  # a rejected candidate without a failure code is tallied by its message, cut here
 
 
-def facts_of(results: Mapping[str, Any]) -> list[KernelFacts]:
-    threshold = threshold_of(results)
-    return [kernel_facts(record, threshold) for record in results.get("kernels") or []]
+def facts_of(results: RunResults | Mapping[str, Any]) -> list[KernelFacts]:
+    results = load_results(results)
+    return [kernel_facts(record, results.threshold) for record in results.kernels]
 
 
 def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
@@ -53,11 +46,10 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
     ran = [k for k in facts if k.ran]
     improved = [k for k in ran if k.improved]
     walls = [k.wall_s for k in facts if k.wall_s is not None]
-    target = mapping(results.get("target"))
     return {
-        "gpu": text(target.get("gpu")) or None,
-        "meaningful": meaningful_of(results),
-        "threshold": threshold_of(results),
+        "gpu": text(results.target.get("gpu")) or None,
+        "meaningful": results.meaningful,
+        "threshold": results.threshold,
         **group_stats(facts),
         "sum_before_ms": _sum(k.baseline_ms for k in ran),
         "sum_after_ms": _sum(k.after_ms for k in ran),
@@ -77,17 +69,34 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         "failures": tally(text(c.get("failure")) for k in facts for c in k.candidates if broke(c)),
         "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
         "held_elsewhere": held_elsewhere(results),
+        "program": program_figures(results),
         "by_category": grouped(facts, lambda k: k.category, CATEGORY_ORDER),
         "by_kind": grouped(facts, lambda k: k.kind, KIND_ORDER),
     }
 
 
-def held_elsewhere(results: Mapping[str, Any]) -> dict[str, int]:
+def held_elsewhere(results: RunResults) -> dict[str, int]:
     """Candidates another optimize process on the same store was evaluating when this run
     proposed them: ``waited`` for (then used or evaluated here), ``busy`` when still held as the
     kernel's budget ran out (not evaluated by this run)."""
-    kernels = [mapping(k) for k in results.get("kernels") or []]
-    return {name: sum(int(k.get(name) or 0) for k in kernels) for name in ("waited", "busy")}
+    return {"waited": sum(k.waited for k in results.kernels), "busy": sum(k.busy for k in results.kernels)}
+
+
+def program_figures(results: RunResults) -> dict[str, Any]:
+    """The whole program's view: its kernel time (every key's launches x baseline), the share of
+    it the run covered, the gain expected from the decisions (Amdahl), and the keys in share
+    order with each one's share before and after (``after``: share / speedup of an improved
+    key), for the Amdahl plot."""
+    applied = {k.key_sha: k for k in results.kernels}
+    keys = []
+    for t in results.timed:
+        k = applied.get(t.key_sha)
+        speedup = k.speedup if k is not None and k.improved(results.threshold) else 1.0
+        keys.append({"id": t.id, "kernel": t.kernel, "launches": t.launches, "baseline_ms": t.baseline_ms,
+                     "share": t.time_share, "optimized": k is not None and k.ran,
+                     "after": None if t.time_share is None else t.time_share / speedup})
+    return {"kernel_ms": results.program_ms, "coverage": results.coverage, "cover": results.cover,
+            "expected_gain": results.expected_gain, "keys": keys}
 
 
 def group_stats(facts: list[KernelFacts]) -> dict[str, Any]:

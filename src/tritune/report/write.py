@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune.loop.results import RunResults
 from tritune.report import document, html, markdown, plots
 from tritune.report.load import load_results
 from tritune.report.summary import facts_of, summarize
 
 
-def write_report(results: Mapping[str, Any] | str | Path, out_dir: str | Path) -> dict[str, Path]:
+def write_report(results: RunResults | Mapping[str, Any] | str | Path, out_dir: str | Path) -> dict[str, Path]:
     """Write the report into ``out_dir`` (created); returns what was written: ``markdown``,
     ``html`` and one entry per plot drawn (``speedup``, ``roofline``, ``categories``,
-    ``wall_time``). Raises ``ReportError`` (one line) when ``results`` is not an optimize.json."""
+    ``wall_time``, ``amdahl``). Raises ``ReportError`` (one line) when ``results`` is not an optimize.json."""
     results = load_results(results)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

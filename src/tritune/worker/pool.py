@@ -116,6 +116,12 @@ class Worker:
                 self._discard()
                 raise
 
+    def restart(self) -> None:
+        """Kill the child now; the next call starts a fresh one (a job reported a device fault
+        in its value, so the context is unusable although the job itself returned)."""
+        with self._lock:
+            self._discard()
+
     def close(self) -> None:
         """Stop the child (asking first, killing after a moment); further calls raise."""
         with self._lock:

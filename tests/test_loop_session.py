@@ -1,0 +1,153 @@
+"""The session's whole-program view: every key's baseline timed once, keys ranked by their share
+of the kernel time, budgets by share, the --cover stop, and the typed optimize.json. On the CPU
+the times are scripted (``Evaluator.retime``); builds, verification and the store are real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritune.arbiter import ArbiterSettings
+from tritune.loop import LoopSettings, optimize
+from tritune.loop.evaluate import Evaluator
+from tritune.loop.jobs import BASELINES_JOB
+from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
+from tritune.loop.session import budget_for
+from tritune.report import summarize, write_report
+from tritune.worker import Worker
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=3, per_round=3)
+MS_PER_PROGRAM = 0.01  # scripted: each program of the grid costs 10 us at the captured BLOCK=64
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("share") / "capture"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(PROGRAMS),
+                                                                                  os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
+                           str(PROGRAMS / "share_program.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+class CountingWorker(Worker):
+    """A worker that counts its calls per job, to see the baselines timed in one call."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+
+    def call(self, target, payload=None, **kwargs):
+        self.calls.append(target)
+        return super().call(target, payload, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with CountingWorker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as w:
+        yield w
+
+
+def by_grid(spec, variant, measured_ms):
+    """Scripted: time grows with the launch's size, and a bigger BLOCK is faster."""
+    return spec.grid[0] * MS_PER_PROGRAM * 64 / variant.constexprs.get("BLOCK", spec.constexprs["BLOCK"])
+
+
+def run(captured, out, worker, **kwargs):
+    evaluator = Evaluator(captured, retime=by_grid, worker=worker)
+    return optimize(captured, out, settings=kwargs.pop("settings", SETTINGS), evaluator=evaluator, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def full(captured, worker, tmp_path_factory):
+    """Both keys optimized (cover 100%), and the worker's calls during the run."""
+    worker.calls.clear()
+    results = run(captured, tmp_path_factory.mktemp("full"), worker, cover=1.0)
+    return results, list(worker.calls)
+
+
+def test_keys_are_ranked_by_time_share_not_launch_count(full):
+    results, calls = full
+    assert calls.count(BASELINES_JOB) == 1  # every baseline in one call
+    small, large = sorted(results.timed, key=lambda t: t.launches, reverse=True)
+    assert (small.launches, large.launches) == (3, 1)
+    # 3 launches x 5 programs against 1 launch x 125 programs
+    assert large.time_share == pytest.approx(125 / 140) and small.time_share == pytest.approx(15 / 140)
+    assert [k.key_sha for k in results.kernels] == [large.key_sha, small.key_sha]  # the costly one first
+    assert results.kernels[0].time_share == pytest.approx(125 / 140) and results.kernels[0].launches == 1
+    assert results.coverage == pytest.approx(1.0)
+    gain = sum(k.time_share * (1 - 1 / k.speedup) for k in results.kernels if k.accepted)
+    assert results.expected_gain == pytest.approx(gain) and 0 < gain < 1
+    assert results.program_ms == pytest.approx(140 * MS_PER_PROGRAM)
+
+
+def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_again(captured, tmp_path, worker):
+    results = run(captured, tmp_path, worker, cover=0.5)
+    [kernel] = results.kernels
+    assert kernel.launches == 1 and kernel.time_share == pytest.approx(125 / 140)
+    assert results.stopped.startswith("cover") and "1 kernels left" in results.stopped
+    assert results.coverage == pytest.approx(125 / 140) and len(results.timed) == 2
+    assert results.finished is not None  # covered is done, not interrupted
+    on_disk = RunResults.load(tmp_path)
+    assert on_disk.to_json() == results.to_json()
+    worker.calls.clear()
+    again = run(captured, tmp_path, worker, cover=1.0)  # another setting: a new run, same baselines
+    assert BASELINES_JOB not in worker.calls  # OUT/baselines.json kept them
+    assert len(again.kernels) == 2 and again.kernels[0].candidates and again.kernels[0].candidates[0]["reused"]
+
+
+def test_a_deadline_shares_the_time_by_share(captured, tmp_path, worker):
+    results = run(captured, tmp_path, worker, cover=1.0, deadline_s=600.0, floor_s=5.0)
+    first, second = results.kernels
+    # the costly key: its share (125/140) of what was left once the baselines were timed
+    assert 0.8 * 600 * 125 / 140 < first.budget_s <= 600 * 125 / 140
+    # the last key: all that is left (the first finished early and left its time)
+    assert first.budget_s < second.budget_s <= 600 - first.wall_s
+
+
+def test_budget_for_gives_shares_between_floor_and_cap():
+    assert budget_for(0.5, 1.0, 900.0, 20.0, None) == 900.0  # no deadline: the cap
+    assert budget_for(0.5, 1.0, 900.0, 20.0, 100.0) == 50.0  # half of what is left
+    assert budget_for(0.001, 1.0, 900.0, 20.0, 100.0) == 20.0  # the floor
+    assert budget_for(0.9, 1.0, 60.0, 20.0, 1000.0) == 60.0  # the cap
+    assert budget_for(0.5, 0.5, 900.0, 20.0, 10.0) == 10.0  # never past the deadline
+    assert budget_for(None, 1.0, 900.0, 20.0, 100.0) == 20.0  # untimed: the floor
+
+
+def test_shares_put_untimed_keys_last():
+    timed = shares([KeyTime("a", "a", "k", 2, 1.0), KeyTime("b", "b", "k", 1, None, failure="compile_error"),
+                    KeyTime("c", "c", "k", 1, 6.0)])
+    assert [t.key_sha for t in timed] == ["c", "a", "b"]
+    assert [t.time_share for t in timed] == [0.75, 0.25, None]
+
+
+def test_results_round_trip_and_read_format_1():
+    run = RunResults(command="x", timed=[KeyTime("a", "a", "k", 1, 2.0, 1.0)], cover=0.95,
+                     kernels=[KernelResult(id="a", key_sha="a", launches=1, time_share=1.0, baseline_ms=2.0,
+                                           best_ms=1.0, speedup=2.0, accepted=True, won_by=["BLOCK"])],
+                     settings={"arbiter": {"threshold": 1.05}})
+    body = run.to_json()
+    assert body["expected_gain"] == pytest.approx(0.5) and body["coverage"] == 1.0 and body["program_ms"] == 2.0
+    assert RunResults.from_json(body).to_json() == body
+    old = RunResults.from_json({"tritune_optimize": 1, "kernels": [{"id": "k", "count": 4, "baseline_ms": "x"}]})
+    assert old.kernels[0].launches == 4 and old.kernels[0].baseline_ms is None and old.coverage is None
+    with pytest.raises(ResultsError, match="version 9"):
+        RunResults.from_json({"tritune_optimize": 9})
+
+
+def test_the_report_shows_shares_coverage_and_the_amdahl_plot(full, tmp_path):
+    pytest.importorskip("matplotlib")
+    results, _ = full
+    program = summarize(results)["program"]
+    assert program["coverage"] == pytest.approx(1.0) and [k["share"] for k in program["keys"]] == \
+        [pytest.approx(125 / 140), pytest.approx(15 / 140)]
+    written = write_report(results, tmp_path / "report")
+    assert "amdahl" in written and written["amdahl"].stat().st_size > 0
+    text = written["markdown"].read_text()
+    assert "covered by the kernels optimized: 100.0%" in text and "89.3%" in text  # the table's share column
