@@ -23,13 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tritune.kernel_facts import itemsize
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size
 
-ITEMSIZE = {  # torch dtype name -> bytes per element
-    "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4,
-    "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8, "complex64": 8, "complex128": 16,
-}
 INOUT_PREFIX = "in_out_ptr"  # Inductor's name for a buffer a kernel reads and writes in place
 
 
@@ -45,13 +41,6 @@ class Traffic:
     @property
     def estimated(self) -> bool:
         return self.source != "inductor"
-
-
-def itemsize(dtype: str) -> int:
-    try:
-        return ITEMSIZE[dtype]
-    except KeyError:
-        raise ValueError(f"unknown tensor dtype {dtype!r}: no element size for the roofline") from None
 
 
 def view_elements(arg: ArgSpec) -> int:

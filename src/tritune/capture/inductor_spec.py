@@ -24,15 +24,14 @@ What the spec takes from Inductor:
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 from typing import Any, Sequence
 
 from tritune.capture.inductor_grid import grid_for, grid_rule
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, min_storage_size, source_hash
+from tritune.kernel_facts import inductor_kind
 
 WRITTEN_PREFIXES = ("out_ptr", "in_out_ptr", "ws_ptr")
-KERNEL_TYPE = re.compile(r"^triton_([a-z]+)_")
 HEURISTIC_TYPES = {"POINTWISE": "poi", "PERSISTENT_REDUCTION": "per", "REDUCTION": "red",
                    "SPLIT_SCAN": "scan", "TEMPLATE": "tem", "USER_AUTOTUNE": "user", "FIXED": "fixed"}
 # inductor_meta entries small and useful enough to keep with the spec.
@@ -115,7 +114,7 @@ def _static(tuner: Any) -> dict[str, Any]:
     mutated = set(getattr(tuner, "mutated_arg_names", None) or meta.get("mutated_arg_names") or ())
     written = {name for name in fn.arg_names if name.startswith(WRITTEN_PREFIXES) or name in mutated}
     name = fn.__name__
-    match = KERNEL_TYPE.match(name)
+    kind = inductor_kind(name)
     heuristic = getattr(getattr(tuner, "heuristic_type", None), "name", None)
     source_file = getattr(tuner, "filename", None) or inspect.getsourcefile(fn.fn) or ""
     static = {
@@ -128,7 +127,7 @@ def _static(tuner: Any) -> dict[str, Any]:
         "source_file": source_file,
         "extra": {
             "kernel_num_gb": meta.get("kernel_num_gb"),
-            "kernel_type": match.group(1) if match else HEURISTIC_TYPES.get(heuristic or "", heuristic),
+            "kernel_type": kind or HEURISTIC_TYPES.get(heuristic or "", heuristic),
             "heuristic": heuristic,
             "size_hints": _jsonable(getattr(tuner, "size_hints", None)),
             "specialized": {k: _jsonable(v) for k, v in constants.items() if k not in constexprs},

@@ -25,13 +25,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+from tritune.kernel_facts import DEFAULT_OPTIONS
 from tritune.capture import grid_rule
 from tritune.capture._jit_shim import Launch, is_interpreted
 from tritune.capture._language_shim import compilable_language
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
 from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, from_ttir, ttir_params
 
-DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}  # the CUDA backend's defaults
 STORAGE_SLACK = 1 << 20  # elements a view may reach past its span: see _storage_size
 _TARGET = GPUTarget("cuda", 90, 32)
 

@@ -20,18 +20,18 @@ import ast
 from pathlib import Path
 
 from tritune.capture.spec import LaunchSpec
+from tritune.kernel_facts import LOOPED, PERSISTENT, POINTWISE, TEMPLATE, inductor_kind
 
 CATEGORIES = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
-INDUCTOR_PREFIXES = {"triton_poi": "elementwise", "triton_red": "reduction", "triton_per": "reduction",
-                     "triton_tem": "matmul"}
+INDUCTOR_CATEGORIES = {POINTWISE: "elementwise", LOOPED: "reduction", PERSISTENT: "reduction", TEMPLATE: "matmul"}
 REDUCTIONS = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum"}
 SCANS = {"cumsum", "cumprod", "associative_scan"}
 
 
 def category_of(spec: LaunchSpec, root: str | Path) -> str:
-    for prefix, category in INDUCTOR_PREFIXES.items():
-        if spec.kernel.startswith(prefix):
-            return category
+    category = INDUCTOR_CATEGORIES.get(inductor_kind(spec.kernel) or "")
+    if category is not None:
+        return category
     try:
         tree = ast.parse((Path(root) / spec.source).read_text())
     except (OSError, SyntaxError, ValueError):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tritune.capture.spec import LaunchSpec
+from tritune.kernel_facts import LOOPED, inductor_kind
 
 CPU_TARGET = 90  # what CPU-side analysis compiles for: the GPU machine's H100/H200
 SM_COUNTS = {80: 108, 90: 132, 100: 148}  # A100, H100/H200 SXM, B200: the usual SKU of each target
@@ -59,7 +60,7 @@ def static_facts(spec: LaunchSpec, root: str | Path, variant: Any = None, *, dev
 
 def reduction_facts(spec: LaunchSpec, constexprs: dict[str, Any]) -> dict[str, Any]:
     """Inductor looped reduction (``triton_red_*``): its row length and block; else all off."""
-    if spec.kind != "inductor" or not spec.kernel.startswith("triton_red"):
+    if spec.kind != "inductor" or inductor_kind(spec.kernel) != LOOPED:
         return {"reduction": False, "r0_numel": None, "r0_block": None}
     from tritune.search.space import r0_numel
 

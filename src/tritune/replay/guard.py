@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tritune.kernel_facts import ITEMSIZE
+
 MIN_MARGIN_BYTES = 64 * 1024
 # Per side: bounds the memory a guard costs (two sides per tensor, each filled and checked after
 # every run) while covering a 128-row tile over rows of 64K fp32 elements (128 x 256 KiB = 32 MiB).
@@ -57,13 +59,11 @@ class Guard:
 def layout(spec: Any, block: int | None = None, *, margins: bool = True) -> dict[str, Guard]:
     """Tensor argument of a ``LaunchSpec`` -> its ``Guard``; ``block`` and the tensor's strides size
     its margins (``block`` by default the spec's largest block constexpr); ``margins=False``: none."""
-    import torch
-
     if not margins:
         return {a.name: Guard(0, a.storage_size, tag) for tag, a in enumerate(spec.tensors)}
     block = largest_block(spec.constexprs) if block is None else block
     # an unknown dtype gets byte-sized margins here; make_args refuses it
-    sizes = {a.name: getattr(getattr(torch, a.dtype, None), "itemsize", 1) for a in spec.tensors}
+    sizes = {a.name: ITEMSIZE.get(a.dtype, 1) for a in spec.tensors}
     return {a.name: Guard(margin_elements(sizes[a.name], block, sum(abs(s) for s in a.stride)),
                           a.storage_size, tag)
             for tag, a in enumerate(spec.tensors)}

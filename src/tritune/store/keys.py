@@ -44,13 +44,11 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
+from tritune.kernel_facts import ITEMSIZE
 from tritune.capture.spec import ArgSpec, LaunchSpec
 
 KEY_FORMAT = 1
 INTERPRETER_GPU = "interpreter"  # gpu_name under TRITON_INTERPRET=1 (capability 0)
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
-             "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8,
-             "complex64": 8, "complex128": 16}
 _CACHE_LIMIT = 4096  # live keys kept per kernel; cleared when full (ints that change per launch)
 _FLOAT = ("float",)  # the raw cache entry of any float: its value does not change the key
 _BOOL = ("bool",)
@@ -136,7 +134,7 @@ def specialization_json(args: Sequence[list], constexprs: Mapping[str, Any]) -> 
 
 
 def itemsize(dtype: str) -> int:
-    size = _ITEMSIZE.get(dtype)
+    size = ITEMSIZE.get(dtype)
     if size is None:
         import torch
 
