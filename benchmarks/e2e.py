@@ -1,0 +1,505 @@
+"""End-to-end proof on the GPU (issue 11, section 5): one model's training step under torch.compile's
+modes and with tritune, staged and resumable across device calls.
+
+    PYTHONPATH=$PWD/src python3 benchmarks/e2e.py MODEL --stage all --state $STATE --out $OUT --limit-s 540
+
+MODEL is one of ``benchmarks/e2e/train.py``'s (bert, resnet50, gpt2, vit_base_patch16_224). Stages,
+each a list of tasks; a task done is never run again, one cut short runs again on the next call:
+
+  modes     ``e2e/measure.py modes``, one process per mode, fresh Inductor and Triton caches each
+            (``compile_s`` is a cold compile): default, coordinate_descent, max_autotune (the last
+            capped at --autotune-cap-s; past it it is recorded as "skipped: compile exceeded N s")
+  optimize  ``tritune optimize --out STATE/MODEL/opt[-cd] --deadline-s D ... -- python3
+            benchmarks/e2e/train.py MODEL --steps 3 --mode M`` for default and coordinate descent
+            (decisions are keyed by the config Inductor chose, so a CD-compiled program needs its
+            own run); --optimize-s seconds per mode in all, summed over calls; each call resumes
+  measure   ``e2e/measure.py abab`` with that mode's store: enabled and disabled interleaved in one
+            process (default, then coordinate descent)
+  all       every task not done yet, in this order: modes default, modes coordinate_descent,
+            optimize default, measure default, optimize cd, measure cd, modes max_autotune
+  report    no GPU work: OUT/e2e/MODEL.json from the state
+
+A call starts a task only when its estimated time fits before --limit-s, and kills one that runs
+past it (tritune optimize gets SIGINT first: it saves its run, which the next call resumes). Each
+call writes ``OUT/e2e/MODEL.json`` (tasks not done yet under ``missing``), the logs under
+``OUT/e2e/logs/MODEL/``, and ``OUT/state-MODEL.tgz`` (bookkeeping and stores, not caches or
+captures): ``tar xzf state-MODEL.tgz -C STATE`` on a fresh machine keeps what was measured.
+
+Caches: optimize and measure of one compile mode share ``STATE/cache/MODEL-MODE``, as a user's
+program and ``tritune run`` share Inductor's cache: Inductor's runtime autotuning then picks the
+configs the decisions are keyed by. ``TRITUNE_HOME`` is ``STATE/home`` (the key that signs the
+decisions; on a fresh machine the carried stores are unsigned and optimize evaluates them again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from typing import Callable, Iterable
+
+BENCH = pathlib.Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path[:0] = [str(BENCH), str(BENCH / "e2e"), str(REPO / "src")]
+
+import _common  # noqa: E402
+from measure import bound  # noqa: E402 - one wording of "CPU-bound" (e2e/measure.py)
+from train import MODELS  # noqa: E402
+
+MEASURE = BENCH / "e2e" / "measure.py"
+TRAIN = "benchmarks/e2e/train.py"
+COMPILE_MODES = ("default", "coordinate_descent", "max_autotune")
+TUNED = {"default": "tritune", "coordinate_descent": "coordinate_descent+tritune"}
+RESERVE_S = 20  # kept free at the end of a call: results, logs, the state archive
+MAX_FAILURES = 2  # a task cut at a call's limit is not a failure: it needs more time, which it asks for next
+GRACE_S = 30  # after SIGINT, tritune optimize saves its run; then the process group is killed
+# Seconds a task is expected to take on an H100 (compile dominates): a task starts only when this
+# fits; after a task was cut short, what it ran then plus a minute. CAP_S: its own time limit.
+ESTIMATE_S = {"modes:default": 150, "modes:coordinate_descent": 240, "measure:default": 180,
+              "measure:coordinate_descent": 240}
+CAP_S = {"modes:default": 360, "modes:coordinate_descent": 420, "measure:default": 360,
+         "measure:coordinate_descent": 420}
+AFTER_COMPILE_S = 90  # max_autotune: what its measurement needs once compiled
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    stage: str  # modes | optimize | measure
+    mode: str   # a compile mode
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}:{self.mode}"
+
+    @property
+    def needs(self) -> "Task | None":
+        return Task("optimize", self.mode) if self.stage == "measure" else None
+
+
+ORDER = (Task("modes", "default"), Task("modes", "coordinate_descent"), Task("optimize", "default"),
+         Task("measure", "default"), Task("optimize", "coordinate_descent"), Task("measure", "coordinate_descent"),
+         Task("modes", "max_autotune"))
+STAGES = {"all": ORDER, "report": (), **{stage: tuple(t for t in ORDER if t.stage == stage)
+                                         for stage in ("modes", "optimize", "measure")}}
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str  # done | skipped | failed | cut (at the call's limit) | partial (optimize, to be resumed)
+    seconds: float
+    note: str = ""
+    fields: dict = dataclasses.field(default_factory=dict)  # merged into the task's entry
+
+
+# ---------------------------------------------------------------------------------- bookkeeping
+
+class Progress:
+    """``STATE/MODEL/progress.json``: every task's status, attempts, seconds, result; every call."""
+
+    def __init__(self, path: pathlib.Path, model: str):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path.exists() else {"model": model, "calls": [], "tasks": {}}
+
+    def entry(self, task: Task) -> dict:
+        return self.data["tasks"].setdefault(task.name, {"status": "pending", "failures": 0, "calls": 0,
+                                                         "seconds": 0.0, "note": ""})
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        os.replace(tmp, self.path)
+
+
+def is_final(entry: dict) -> bool:
+    return entry["status"] in ("done", "skipped") or entry["failures"] >= MAX_FAILURES
+
+
+def run_tasks(tasks: Iterable[Task], progress: Progress, runner, *, limit_s: float,
+              clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print) -> list[str]:
+    """Run what is not final yet, in order, each only if it fits before ``limit_s``; returns the
+    names run. A task that does not fit is passed over (a later, shorter one may fit)."""
+    start, ran = clock(), []
+    for task in tasks:
+        entry = progress.entry(task)
+        if is_final(entry):
+            continue
+        if task.needs is not None:
+            needed = progress.entry(task.needs)
+            if needed["status"] != "done":
+                if is_final(needed):
+                    entry.update(status="skipped", note=f"{task.needs.name} {needed['status']}: nothing to measure")
+                else:
+                    entry["note"] = f"waits for {task.needs.name}"
+                progress.save()
+                continue
+        left = limit_s - (clock() - start) - RESERVE_S
+        need = runner.need(task, entry)
+        if left < need:
+            entry["note"] = f"not started in this call: needs ~{need:.0f} s, {max(left, 0):.0f} s were left"
+            log(f"{task.name}: {entry['note']}")
+            progress.save()
+            continue
+        log(f"{task.name}: starting ({left:.0f} s left in this call)")
+        outcome = runner.run(task, entry, min(runner.cap(task), left))
+        entry["calls"] += 1
+        entry["seconds"] += outcome.seconds
+        entry["failures"] += outcome.status == "failed"
+        entry.update(status=outcome.status, note=outcome.note, **outcome.fields)
+        progress.save()
+        ran.append(task.name)
+        log(f"{task.name}: {outcome.status} in {outcome.seconds:.0f} s {outcome.note}".rstrip())
+    return ran
+
+
+# ---------------------------------------------------------------------------------- the runner
+
+class Runner:
+    """Runs a task as a subprocess of the repository root, within its time limit."""
+
+    def __init__(self, args: argparse.Namespace, state: pathlib.Path):
+        self.args, self.state, self.model = args, state, args.model
+        self.logs = state / args.model / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        (state / args.model / "tasks").mkdir(parents=True, exist_ok=True)
+
+    # -- sizes
+    def need(self, task: Task, entry: dict) -> float:
+        if task.stage == "optimize":
+            return self._startup_s(task) + self.args.key_budget_s + 45
+        if task.name == "modes:max_autotune":
+            base = self.args.autotune_cap_s + AFTER_COMPILE_S
+        else:
+            base = ESTIMATE_S[task.name]
+        return max(base, entry.get("cut_after_s", 0) + 60)
+
+    def cap(self, task: Task) -> float:
+        if task.stage == "optimize":
+            return float("inf")  # its budget bounds it (``optimize_s``)
+        if task.name == "modes:max_autotune":
+            return self.args.autotune_cap_s + AFTER_COMPILE_S
+        return CAP_S[task.name]
+
+    def _startup_s(self, task: Task) -> float:
+        """Before tritune optimize's own deadline starts: capturing the program (a compile) the first
+        time, starting its workers after."""
+        return 40 if (self.opt_dir(task.mode) / "capture" / "launches.jsonl").exists() else 150
+
+    def opt_dir(self, mode: str) -> pathlib.Path:
+        return self.state / self.model / ("opt" if mode == "default" else "opt-cd")
+
+    # -- running
+    def run(self, task: Task, entry: dict, timeout: float) -> Outcome:
+        return {"modes": self._modes, "optimize": self._optimize, "measure": self._measure}[task.stage](
+            task, entry, timeout)
+
+    def _env(self, caches: pathlib.Path) -> dict:
+        from tritune import config
+
+        return config.environment({
+            config.ENV_PYTHONPATH: config.python_path_first(str(REPO / "src")),
+            config.ENV_UNBUFFERED: "1",
+            config.ENV_HOME: str(self.state / "home"),
+            config.ENV_INDUCTOR_CACHE: str(caches / "inductor"),
+            config.ENV_TRITON_CACHE: str(caches / "triton"),
+        })
+
+    def _measure_cmd(self, task: Task, kind: str, out: pathlib.Path, *extra: str) -> list[str]:
+        return [sys.executable, str(MEASURE.relative_to(REPO)), kind, self.model, "--mode", task.mode,
+                "--json", str(out), *extra, *shlex.split(self.args.measure_args)]
+
+    def _worker(self, task: Task, cmd: list[str], out: pathlib.Path, caches: pathlib.Path, timeout: float) -> Outcome:
+        out.unlink(missing_ok=True)
+        rc, seconds, killed = run_process(cmd, self._env(caches), timeout, self.logs / f"{task.stage}-{task.mode}.log")
+        if rc == 0 and out.exists():
+            result = json.loads(out.read_text())
+            return Outcome("done", seconds, fields={"result": result, "command": portable(cmd, self.state)})
+        phase_file = out.with_suffix(".phase")
+        phase = phase_file.read_text().strip() if phase_file.exists() else "start"
+        if killed and timeout >= self.cap(task):
+            if task.name == "modes:max_autotune" and phase in ("start", "compile"):
+                return Outcome("skipped", seconds, f"compile exceeded {self.args.autotune_cap_s:.0f} s")
+            return Outcome("failed", seconds, f"exceeded its limit of {timeout:.0f} s (in {phase})")
+        if killed:
+            return Outcome("cut", seconds, f"cut at the call's limit after {seconds:.0f} s (in {phase})",
+                           {"cut_after_s": seconds})
+        return Outcome("failed", seconds, f"exit {rc}: {last_line(self.logs / f'{task.stage}-{task.mode}.log')}")
+
+    def _modes(self, task: Task, entry: dict, timeout: float) -> Outcome:
+        out = self.state / self.model / "tasks" / f"{task.stage}-{task.mode}.json"
+        with tempfile.TemporaryDirectory(prefix="tritune-e2e-") as fresh:  # a cold compile
+            return self._worker(task, self._measure_cmd(task, "modes", out), out, pathlib.Path(fresh), timeout)
+
+    def _measure(self, task: Task, entry: dict, timeout: float) -> Outcome:
+        out = self.state / self.model / "tasks" / f"{task.stage}-{task.mode}.json"
+        store = self.opt_dir(task.mode) / "decisions.db"
+        return self._worker(task, self._measure_cmd(task, "abab", out, "--store", str(store)), out,
+                            self._caches(task.mode), timeout)
+
+    def _caches(self, mode: str) -> pathlib.Path:
+        return self.state / "cache" / f"{self.model}-{mode}"
+
+    def _optimize(self, task: Task, entry: dict, timeout: float) -> Outcome:
+        spent = entry.get("optimize_s", 0.0)
+        left = self.args.optimize_s - spent
+        deadline = max(15.0, min(left, timeout - self._startup_s(task) - self.args.key_budget_s - 15))
+        out = self.opt_dir(task.mode)
+        cmd = [sys.executable, "-m", "tritune", "optimize", "--out", str(out), "--deadline-s", f"{deadline:.0f}",
+               "--budget-s", f"{self.args.key_budget_s:.0f}", *shlex.split(self.args.optimize_args), "--",
+               sys.executable, TRAIN, self.model, "--steps", str(self.args.optimize_steps), "--mode", task.mode]
+        log_path = self.logs / f"{task.stage}-{task.mode}.log"
+        rc, seconds, killed = run_process(cmd, self._env(self._caches(task.mode)), timeout, log_path, interrupt=True)
+        spent += seconds
+        results = read_json(out / "optimize.json")
+        fields = {"optimize_s": spent, "command": portable(cmd, self.state),
+                  "coverage": coverage(results) if results else None}
+        if results and results.get("finished"):
+            return Outcome("done", seconds, "finished", fields)
+        if spent >= self.args.optimize_s and results:
+            return Outcome("done", seconds, f"budget of {self.args.optimize_s:.0f} s spent (resumable)", fields)
+        if rc in (0, 130) or killed:
+            return Outcome("partial", seconds, "to be continued: run the same stage again", fields)
+        return Outcome("failed", seconds, f"exit {rc}: {last_line(log_path)}", fields)
+
+
+def run_process(cmd: list[str], env: dict, timeout: float, log_path: pathlib.Path,
+                interrupt: bool = False) -> tuple[int, float, bool]:
+    """Run ``cmd`` in its own process group, output appended to ``log_path``. Past ``timeout`` the
+    group is killed (with ``interrupt``: SIGINT to the command first, then up to GRACE_S for it to
+    save its run). Returns (exit code, seconds, killed)."""
+    start = time.monotonic()
+    with open(log_path, "a") as log:
+        log.write(f"\n$ {shlex.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if not _exited(proc.pid, timeout):
+            if interrupt:
+                proc.send_signal(signal.SIGINT)
+                _exited(proc.pid, GRACE_S)
+            # Not reaped yet, so the group id is still this command's: nothing else can be hit.
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return proc.returncode, time.monotonic() - start, True
+        proc.wait()
+    return proc.returncode, time.monotonic() - start, False
+
+
+def _exited(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` exits within ``timeout`` seconds; it is left unreaped (``WNOWAIT``)."""
+    end = time.monotonic() + timeout
+    while True:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.2)
+
+
+def portable(cmd: list[str], state: pathlib.Path | None = None) -> str:
+    """The command as typed in the repository root: python3, and $STATE for the state folder."""
+    text = shlex.join("python3" if part == sys.executable else part for part in cmd)
+    return text.replace(str(state), "$STATE") if state else text
+
+
+def last_line(path: pathlib.Path) -> str:
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()] \
+        if path.exists() else []
+    return lines[-1][:300] if lines else "no output"
+
+
+def read_json(path: pathlib.Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------- results
+
+def coverage(results: dict) -> dict:
+    """From optimize.json: the share of the program's kernel time in the keys optimized when the run
+    records per-key ``time_share``; else the share of keys decided."""
+    kernels = results.get("kernels") or []
+    keys = results.get("keys") or results.get("planned") or len(kernels)
+    done = [k for k in kernels if k.get("finish")]
+    out = {"keys": keys, "optimized": len(done), "decided": sum(1 for k in kernels if k.get("decision")),
+           "finished": bool(results.get("finished")), "stopped": results.get("stopped")}
+    if any(k.get("time_share") is not None for k in kernels):
+        out.update(share=sum(k.get("time_share") or 0.0 for k in done),
+                   of="kernel time: time_share summed over the keys optimized")
+    else:
+        out.update(share=out["decided"] / keys if keys else None, of="keys: decided / keys (no time_share recorded)")
+    if results.get("expected_gain") is not None:
+        out["expected_gain"] = results["expected_gain"]
+    return out
+
+
+MODE_FIELDS = ("step_ms", "kernel_ms", "gpu_ms", "noise", "gpu_busy", "triton_share", "cpu_bound", "loss", "blocks")
+
+
+def assemble(progress: Progress) -> dict:
+    """``OUT/e2e/MODEL.json``: the five modes, coverage, where the step is CPU-bound, the goals."""
+    tasks = progress.data["tasks"]
+    modes, facts, envs = {}, {}, []
+    for mode in COMPILE_MODES:
+        entry = tasks.get(f"modes:{mode}") or {"status": "pending"}
+        result = entry.get("result") if entry["status"] == "done" else None
+        modes[mode] = {**_fields(result), "compile_s": result and result["compile_s"], "status": _status(entry)}
+        if result:
+            facts, envs = result["model_facts"], envs + [result["environment"]]
+    coverages = {}
+    for mode, label in TUNED.items():
+        entry = tasks.get(f"measure:{mode}") or {"status": "pending"}
+        optimized = tasks.get(f"optimize:{mode}") or {}
+        result = entry.get("result") if entry["status"] == "done" else None
+        coverages[mode] = optimized.get("coverage")
+        row = {**_fields(result and result["on"]), "optimize_s": optimized.get("optimize_s"), "status": _status(entry)}
+        if result:
+            facts, envs = result["model_facts"], envs + [result["environment"]]
+            row.update(speedup=result["paired"], kernel_speedup=result["kernel_speedup"],
+                       loss_check=result["loss_check"], same_process_baseline=_fields(result["off"]),
+                       applier={k: v for k, v in result["applier"].items() if k != "per_kernel"},
+                       first_step_s=result["first_step_s"])
+        modes[label] = row
+    latest = max(envs, key=lambda env: env.get("utc") or "", default={})
+    return {"gpu": latest.get("gpu"), "date": latest.get("utc"), "torch": latest.get("torch"),
+            "triton": latest.get("triton"), "command": [call["command"] for call in progress.data["calls"]],
+            "model": {k: facts.get(k) for k in ("name", "what", "precision", "batch", "params")} if facts
+            else {"name": progress.data["model"]},
+            "modes": modes, "coverage": coverages, "cpu_bound": cpu_bound_note(modes), "goals": goals(modes),
+            "missing": [t.name for t in ORDER if t.name not in tasks or not is_final(tasks[t.name])],
+            "tasks": {t.name: {k: tasks.get(t.name, {"status": "pending"}).get(k)
+                               for k in ("status", "note", "seconds", "calls", "failures", "command")} for t in ORDER},
+            "definitions": DEFINITIONS}
+
+
+DEFINITIONS = {
+    "step_ms": "median over blocks of a block's mean step time (host clock between device syncs)",
+    "noise": "(max - min) / (2 * median) of the blocks",
+    "kernel_ms": "torch.profiler: summed time of kernels named triton_* per step",
+    "gpu_ms": "torch.profiler: every device kernel, copy and memset per step",
+    "speedup": "tritune modes: median over ABAB pairs of disabled / enabled step time, same process; "
+               "verdict 'faster' only when every pair agrees",
+    "modes vs each other": "separate processes (each compiles and autotunes anew)",
+    "loss_check": "see rule: enabled vs disabled from one snapshot, same data and RNG",
+}
+
+
+def _fields(result: dict | None) -> dict:
+    return {k: (result or {}).get(k) for k in MODE_FIELDS}
+
+
+def _status(entry: dict) -> str:
+    if entry["status"] in ("done", "pending"):
+        return {"done": "done", "pending": "not run yet"}[entry["status"]]
+    return f"{entry['status']}: {entry['note']}" if entry.get("note") else entry["status"]
+
+
+def cpu_bound_note(modes: dict) -> str | None:
+    """Said plainly, from the default mode's profile (or tritune's same-process baseline)."""
+    default = modes["default"] if modes["default"].get("step_ms") else modes["tritune"].get("same_process_baseline")
+    if not default or not default.get("step_ms") or default.get("gpu_busy") is None:
+        return None
+    return bound(default["step_ms"], default["gpu_ms"], default["kernel_ms"])["note"]
+
+
+def goals(modes: dict) -> dict:
+    """The issue's goals, as measured (None where not measured yet)."""
+    tuned, default, cd = modes["tritune"], modes["default"], modes["coordinate_descent"]
+    speedup = (tuned.get("speedup") or {}).get("speedup")
+    verdict = (tuned.get("speedup") or {}).get("verdict")
+    vs_cd = cd["step_ms"] / tuned["step_ms"] if cd.get("step_ms") and tuned.get("step_ms") else None
+    check = tuned.get("loss_check") or {}
+    return {
+        "tritune_step_speedup_ge_1.05": None if speedup is None else speedup >= 1.05 and verdict == "faster",
+        "tritune_step_speedup": speedup,
+        "tritune_at_least_coordinate_descent": None if vs_cd is None else vs_cd >= 1.0,
+        "coordinate_descent_over_tritune_step": vs_cd,
+        "tritune_kernel_speedup_ge_1.10": None if tuned.get("kernel_speedup") is None else tuned["kernel_speedup"] >= 1.10,
+        "losses_equal_within_tolerance": check.get("ok"),
+        "default_step_ms_separate_process": default.get("step_ms"),
+    }
+
+
+# ---------------------------------------------------------------------------------------- main
+
+def write_outputs(progress: Progress, state: pathlib.Path, out: pathlib.Path, model: str) -> pathlib.Path:
+    target = out / "e2e" / f"{model}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(assemble(progress), indent=1, default=str))
+    logs = out / "e2e" / "logs" / model
+    logs.mkdir(parents=True, exist_ok=True)
+    for log in (state / model / "logs").glob("*.log"):
+        (logs / log.name).write_text(log.read_text(errors="replace"))
+    with tarfile.open(out / f"state-{model}.tgz", "w:gz") as tar:
+        for path in carried(state, model):
+            tar.add(path, arcname=str(path.relative_to(state)))
+    return target
+
+
+def carried(state: pathlib.Path, model: str) -> list[pathlib.Path]:
+    """What a fresh machine needs to go on: the bookkeeping, results and stores (not captures or
+    caches), and ``home`` (the signing key this benchmark's tritune made for these stores, without
+    which they are another user's; it is this state's own, not a user's: never commit the archive)."""
+    kept = [p for p in sorted((state / model).rglob("*")) if p.is_file() and "capture" not in
+            p.relative_to(state).parts and p.suffix in (".json", ".jsonl", ".db", ".md")]
+    return kept + sorted(p for p in (state / "home").glob("*") if p.is_file())
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = _common.OneLineParser(prog="e2e.py", description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--stage", choices=sorted(STAGES), default="all")
+    parser.add_argument("--state", type=pathlib.Path, default=pathlib.Path(os.environ.get("STATE") or "gpu_state/e2e"))
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(os.environ.get("OUT") or "runs"))
+    parser.add_argument("--limit-s", type=float, default=540, help="stop starting and end tasks before this")
+    parser.add_argument("--optimize-s", type=float, default=240, help="tritune optimize seconds per mode, all calls")
+    parser.add_argument("--key-budget-s", type=float, default=60, help="tritune optimize --budget-s (per key)")
+    parser.add_argument("--optimize-steps", type=int, default=3, help="train.py --steps under tritune optimize")
+    parser.add_argument("--optimize-args", default="--ncu never", help="more tritune optimize options")
+    parser.add_argument("--autotune-cap-s", type=float, default=300, help="max_autotune's compile limit")
+    parser.add_argument("--measure-args", default="", help="more measure.py options (e.g. --pairs 10)")
+    parser.add_argument("--redo", action="append", default=[], metavar="TASK", help="run TASK again (e.g. modes:default)")
+    args = parser.parse_args(argv)
+    if args.model not in MODELS:
+        parser.error(f"unknown model {args.model!r}; one of {', '.join(MODELS)}")
+    unknown = [name for name in args.redo if name not in {t.name for t in ORDER}]
+    if unknown:
+        parser.error(f"--redo {unknown[0]}: not a task ({', '.join(t.name for t in ORDER)})")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    state, out = args.state.absolute(), args.out.absolute()
+    progress = Progress(state / args.model / "progress.json", args.model)
+    for name in args.redo:
+        progress.data["tasks"].pop(name, None)
+    given = sys.argv[1:] if argv is None else argv
+    command = _common.portable_command([__file__, *given]).replace(str(state), "$STATE")
+    progress.data["calls"].append({"command": command,
+                                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                   "stage": args.stage})
+    progress.save()
+    ran = run_tasks(STAGES[args.stage], progress, Runner(args, state), limit_s=args.limit_s)
+    progress.data["calls"][-1]["ran"] = ran
+    progress.save()
+    target = write_outputs(progress, state, out, args.model)
+    missing = assemble(progress)["missing"]
+    print(f"{args.model}: ran {', '.join(ran) or 'nothing'}; results {target}; "
+          + (f"not done yet: {', '.join(missing)} (run again)" if missing else "every task done"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
