@@ -23,18 +23,22 @@ A call starts a task only when its estimated time fits before --limit-s, and kil
 past it (tritune optimize gets SIGINT first: it saves its run, which the next call resumes). Each
 call writes ``OUT/e2e/MODEL.json`` (tasks not done yet under ``missing``), the logs under
 ``OUT/e2e/logs/MODEL/``, and ``OUT/state-MODEL.tgz`` (bookkeeping and stores, not caches or
-captures): ``tar xzf state-MODEL.tgz -C STATE`` on a fresh machine keeps what was measured.
+captures): on a fresh machine, ``--restore state-MODEL.tgz`` (carried in) unpacks it into an empty
+STATE, and the next call goes on from what was measured.
 
 Caches: optimize and measure of one compile mode share ``STATE/cache/MODEL-MODE``, as a user's
 program and ``tritune run`` share Inductor's cache: Inductor's runtime autotuning then picks the
-configs the decisions are keyed by. ``TRITUNE_HOME`` is ``STATE/home`` (the key that signs the
-decisions; on a fresh machine the carried stores are unsigned and optimize evaluates them again).
+configs the decisions are keyed by. ``TRITUNE_HOME`` is ``STATE/home``: the key that signs the
+decisions, made by this benchmark for this state; the archive carries it, so that on a fresh
+machine the stores are still this user's (never commit the archive).
+
+The parts, under ``benchmarks/e2e/``: ``train.py`` (the program), ``measure.py`` (the two
+measurements), ``tasks.py`` (the bookkeeping), ``summary.py`` (the results file).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -46,22 +50,18 @@ import sys
 import tarfile
 import tempfile
 import time
-from typing import Callable, Iterable
 
 BENCH = pathlib.Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(BENCH), str(BENCH / "e2e"), str(REPO / "src")]
 
 import _common  # noqa: E402
-from measure import bound  # noqa: E402 - one wording of "CPU-bound" (e2e/measure.py)
+from summary import assemble, coverage  # noqa: E402  (benchmarks/e2e/)
+from tasks import ORDER, STAGES, Outcome, Progress, Task, run_tasks  # noqa: E402
 from train import MODELS  # noqa: E402
 
 MEASURE = BENCH / "e2e" / "measure.py"
 TRAIN = "benchmarks/e2e/train.py"
-COMPILE_MODES = ("default", "coordinate_descent", "max_autotune")
-TUNED = {"default": "tritune", "coordinate_descent": "coordinate_descent+tritune"}
-RESERVE_S = 20  # kept free at the end of a call: results, logs, the state archive
-MAX_FAILURES = 2  # a task cut at a call's limit is not a failure: it needs more time, which it asks for next
 GRACE_S = 30  # after SIGINT, tritune optimize saves its run; then the process group is killed
 # Seconds a task is expected to take on an H100 (compile dominates): a task starts only when this
 # fits; after a task was cut short, what it ran then plus a minute. CAP_S: its own time limit.
@@ -70,96 +70,6 @@ ESTIMATE_S = {"modes:default": 150, "modes:coordinate_descent": 240, "measure:de
 CAP_S = {"modes:default": 360, "modes:coordinate_descent": 420, "measure:default": 360,
          "measure:coordinate_descent": 420}
 AFTER_COMPILE_S = 90  # max_autotune: what its measurement needs once compiled
-
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    stage: str  # modes | optimize | measure
-    mode: str   # a compile mode
-
-    @property
-    def name(self) -> str:
-        return f"{self.stage}:{self.mode}"
-
-    @property
-    def needs(self) -> "Task | None":
-        return Task("optimize", self.mode) if self.stage == "measure" else None
-
-
-ORDER = (Task("modes", "default"), Task("modes", "coordinate_descent"), Task("optimize", "default"),
-         Task("measure", "default"), Task("optimize", "coordinate_descent"), Task("measure", "coordinate_descent"),
-         Task("modes", "max_autotune"))
-STAGES = {"all": ORDER, "report": (), **{stage: tuple(t for t in ORDER if t.stage == stage)
-                                         for stage in ("modes", "optimize", "measure")}}
-
-
-@dataclasses.dataclass
-class Outcome:
-    status: str  # done | skipped | failed | cut (at the call's limit) | partial (optimize, to be resumed)
-    seconds: float
-    note: str = ""
-    fields: dict = dataclasses.field(default_factory=dict)  # merged into the task's entry
-
-
-# ---------------------------------------------------------------------------------- bookkeeping
-
-class Progress:
-    """``STATE/MODEL/progress.json``: every task's status, attempts, seconds, result; every call."""
-
-    def __init__(self, path: pathlib.Path, model: str):
-        self.path = path
-        self.data = json.loads(path.read_text()) if path.exists() else {"model": model, "calls": [], "tasks": {}}
-
-    def entry(self, task: Task) -> dict:
-        return self.data["tasks"].setdefault(task.name, {"status": "pending", "failures": 0, "calls": 0,
-                                                         "seconds": 0.0, "note": ""})
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
-
-
-def is_final(entry: dict) -> bool:
-    return entry["status"] in ("done", "skipped") or entry["failures"] >= MAX_FAILURES
-
-
-def run_tasks(tasks: Iterable[Task], progress: Progress, runner, *, limit_s: float,
-              clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print) -> list[str]:
-    """Run what is not final yet, in order, each only if it fits before ``limit_s``; returns the
-    names run. A task that does not fit is passed over (a later, shorter one may fit)."""
-    start, ran = clock(), []
-    for task in tasks:
-        entry = progress.entry(task)
-        if is_final(entry):
-            continue
-        if task.needs is not None:
-            needed = progress.entry(task.needs)
-            if needed["status"] != "done":
-                if is_final(needed):
-                    entry.update(status="skipped", note=f"{task.needs.name} {needed['status']}: nothing to measure")
-                else:
-                    entry["note"] = f"waits for {task.needs.name}"
-                progress.save()
-                continue
-        left = limit_s - (clock() - start) - RESERVE_S
-        need = runner.need(task, entry)
-        if left < need:
-            entry["note"] = f"not started in this call: needs ~{need:.0f} s, {max(left, 0):.0f} s were left"
-            log(f"{task.name}: {entry['note']}")
-            progress.save()
-            continue
-        log(f"{task.name}: starting ({left:.0f} s left in this call)")
-        outcome = runner.run(task, entry, min(runner.cap(task), left))
-        entry["calls"] += 1
-        entry["seconds"] += outcome.seconds
-        entry["failures"] += outcome.status == "failed"
-        entry.update(status=outcome.status, note=outcome.note, **outcome.fields)
-        progress.save()
-        ran.append(task.name)
-        log(f"{task.name}: {outcome.status} in {outcome.seconds:.0f} s {outcome.note}".rstrip())
-    return ran
 
 
 # ---------------------------------------------------------------------------------- the runner
@@ -324,113 +234,6 @@ def read_json(path: pathlib.Path) -> dict | None:
         return None
 
 
-# ------------------------------------------------------------------------------------- results
-
-def coverage(results: dict) -> dict:
-    """From optimize.json: the share of the program's kernel time in the keys optimized when the run
-    records per-key ``time_share``; else the share of keys decided."""
-    kernels = results.get("kernels") or []
-    keys = results.get("keys") or results.get("planned") or len(kernels)
-    done = [k for k in kernels if k.get("finish")]
-    out = {"keys": keys, "optimized": len(done), "decided": sum(1 for k in kernels if k.get("decision")),
-           "finished": bool(results.get("finished")), "stopped": results.get("stopped")}
-    if any(k.get("time_share") is not None for k in kernels):
-        out.update(share=sum(k.get("time_share") or 0.0 for k in done),
-                   of="kernel time: time_share summed over the keys optimized")
-    else:
-        out.update(share=out["decided"] / keys if keys else None, of="keys: decided / keys (no time_share recorded)")
-    if results.get("expected_gain") is not None:
-        out["expected_gain"] = results["expected_gain"]
-    return out
-
-
-MODE_FIELDS = ("step_ms", "kernel_ms", "gpu_ms", "noise", "gpu_busy", "triton_share", "cpu_bound", "loss", "blocks")
-
-
-def assemble(progress: Progress) -> dict:
-    """``OUT/e2e/MODEL.json``: the five modes, coverage, where the step is CPU-bound, the goals."""
-    tasks = progress.data["tasks"]
-    modes, facts, envs = {}, {}, []
-    for mode in COMPILE_MODES:
-        entry = tasks.get(f"modes:{mode}") or {"status": "pending"}
-        result = entry.get("result") if entry["status"] == "done" else None
-        modes[mode] = {**_fields(result), "compile_s": result and result["compile_s"], "status": _status(entry)}
-        if result:
-            facts, envs = result["model_facts"], envs + [result["environment"]]
-    coverages = {}
-    for mode, label in TUNED.items():
-        entry = tasks.get(f"measure:{mode}") or {"status": "pending"}
-        optimized = tasks.get(f"optimize:{mode}") or {}
-        result = entry.get("result") if entry["status"] == "done" else None
-        coverages[mode] = optimized.get("coverage")
-        row = {**_fields(result and result["on"]), "optimize_s": optimized.get("optimize_s"), "status": _status(entry)}
-        if result:
-            facts, envs = result["model_facts"], envs + [result["environment"]]
-            row.update(speedup=result["paired"], kernel_speedup=result["kernel_speedup"],
-                       loss_check=result["loss_check"], same_process_baseline=_fields(result["off"]),
-                       applier={k: v for k, v in result["applier"].items() if k != "per_kernel"},
-                       first_step_s=result["first_step_s"])
-        modes[label] = row
-    latest = max(envs, key=lambda env: env.get("utc") or "", default={})
-    return {"gpu": latest.get("gpu"), "date": latest.get("utc"), "torch": latest.get("torch"),
-            "triton": latest.get("triton"), "command": [call["command"] for call in progress.data["calls"]],
-            "model": {k: facts.get(k) for k in ("name", "what", "precision", "batch", "params")} if facts
-            else {"name": progress.data["model"]},
-            "modes": modes, "coverage": coverages, "cpu_bound": cpu_bound_note(modes), "goals": goals(modes),
-            "missing": [t.name for t in ORDER if t.name not in tasks or not is_final(tasks[t.name])],
-            "tasks": {t.name: {k: tasks.get(t.name, {"status": "pending"}).get(k)
-                               for k in ("status", "note", "seconds", "calls", "failures", "command")} for t in ORDER},
-            "definitions": DEFINITIONS}
-
-
-DEFINITIONS = {
-    "step_ms": "median over blocks of a block's mean step time (host clock between device syncs)",
-    "noise": "(max - min) / (2 * median) of the blocks",
-    "kernel_ms": "torch.profiler: summed time of kernels named triton_* per step",
-    "gpu_ms": "torch.profiler: every device kernel, copy and memset per step",
-    "speedup": "tritune modes: median over ABAB pairs of disabled / enabled step time, same process; "
-               "verdict 'faster' only when every pair agrees",
-    "modes vs each other": "separate processes (each compiles and autotunes anew)",
-    "loss_check": "see rule: enabled vs disabled from one snapshot, same data and RNG",
-}
-
-
-def _fields(result: dict | None) -> dict:
-    return {k: (result or {}).get(k) for k in MODE_FIELDS}
-
-
-def _status(entry: dict) -> str:
-    if entry["status"] in ("done", "pending"):
-        return {"done": "done", "pending": "not run yet"}[entry["status"]]
-    return f"{entry['status']}: {entry['note']}" if entry.get("note") else entry["status"]
-
-
-def cpu_bound_note(modes: dict) -> str | None:
-    """Said plainly, from the default mode's profile (or tritune's same-process baseline)."""
-    default = modes["default"] if modes["default"].get("step_ms") else modes["tritune"].get("same_process_baseline")
-    if not default or not default.get("step_ms") or default.get("gpu_busy") is None:
-        return None
-    return bound(default["step_ms"], default["gpu_ms"], default["kernel_ms"])["note"]
-
-
-def goals(modes: dict) -> dict:
-    """The issue's goals, as measured (None where not measured yet)."""
-    tuned, default, cd = modes["tritune"], modes["default"], modes["coordinate_descent"]
-    speedup = (tuned.get("speedup") or {}).get("speedup")
-    verdict = (tuned.get("speedup") or {}).get("verdict")
-    vs_cd = cd["step_ms"] / tuned["step_ms"] if cd.get("step_ms") and tuned.get("step_ms") else None
-    check = tuned.get("loss_check") or {}
-    return {
-        "tritune_step_speedup_ge_1.05": None if speedup is None else speedup >= 1.05 and verdict == "faster",
-        "tritune_step_speedup": speedup,
-        "tritune_at_least_coordinate_descent": None if vs_cd is None else vs_cd >= 1.0,
-        "coordinate_descent_over_tritune_step": vs_cd,
-        "tritune_kernel_speedup_ge_1.10": None if tuned.get("kernel_speedup") is None else tuned["kernel_speedup"] >= 1.10,
-        "losses_equal_within_tolerance": check.get("ok"),
-        "default_step_ms_separate_process": default.get("step_ms"),
-    }
-
-
 # ---------------------------------------------------------------------------------------- main
 
 def write_outputs(progress: Progress, state: pathlib.Path, out: pathlib.Path, model: str) -> pathlib.Path:
@@ -456,6 +259,16 @@ def carried(state: pathlib.Path, model: str) -> list[pathlib.Path]:
     return kept + sorted(p for p in (state / "home").glob("*") if p.is_file())
 
 
+def restore(archive: pathlib.Path, state: pathlib.Path) -> None:
+    """Unpack a state archive (``carried``) into ``state``: plain files only, inside it."""
+    state.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 (and backports)
+            tar.extractall(state, filter="data")
+        else:  # our own archive (``carried``)
+            tar.extractall(state)
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = _common.OneLineParser(prog="e2e.py", description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -469,10 +282,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--optimize-args", default="--ncu never", help="more tritune optimize options")
     parser.add_argument("--autotune-cap-s", type=float, default=300, help="max_autotune's compile limit")
     parser.add_argument("--measure-args", default="", help="more measure.py options (e.g. --pairs 10)")
+    parser.add_argument("--restore", type=pathlib.Path, default=None, metavar="TGZ",
+                        help="a state archive of an earlier call, unpacked when STATE has none for MODEL")
     parser.add_argument("--redo", action="append", default=[], metavar="TASK", help="run TASK again (e.g. modes:default)")
     args = parser.parse_args(argv)
     if args.model not in MODELS:
         parser.error(f"unknown model {args.model!r}; one of {', '.join(MODELS)}")
+    if args.restore and not args.restore.is_file():
+        parser.error(f"--restore {args.restore}: no such archive")
     unknown = [name for name in args.redo if name not in {t.name for t in ORDER}]
     if unknown:
         parser.error(f"--redo {unknown[0]}: not a task ({', '.join(t.name for t in ORDER)})")
@@ -482,6 +299,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     state, out = args.state.absolute(), args.out.absolute()
+    if args.restore and not (state / args.model / "progress.json").exists():
+        restore(args.restore, state)
     progress = Progress(state / args.model / "progress.json", args.model)
     for name in args.redo:
         progress.data["tasks"].pop(name, None)
