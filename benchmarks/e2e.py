@@ -86,7 +86,7 @@ class Runner:
     # -- sizes
     def need(self, task: Task, entry: dict) -> float:
         if task.stage == "optimize":
-            return self._startup_s(task) + self.args.key_budget_s + 45
+            return self._startup_s(task) + self.args.key_budget_s + GRACE_S + 45
         if task.name == "modes:max_autotune":
             base = self.args.autotune_cap_s + AFTER_COMPILE_S
         else:
@@ -129,12 +129,13 @@ class Runner:
                 "--json", str(out), *extra, *shlex.split(self.args.measure_args)]
 
     def _worker(self, task: Task, cmd: list[str], out: pathlib.Path, caches: pathlib.Path, timeout: float) -> Outcome:
+        phase_file = out.with_suffix(".phase")
         out.unlink(missing_ok=True)
+        phase_file.unlink(missing_ok=True)  # an earlier attempt's
         rc, seconds, killed = run_process(cmd, self._env(caches), timeout, self.logs / f"{task.stage}-{task.mode}.log")
         if rc == 0 and out.exists():
             result = json.loads(out.read_text())
             return Outcome("done", seconds, fields={"result": result, "command": portable(cmd, self.state)})
-        phase_file = out.with_suffix(".phase")
         phase = phase_file.read_text().strip() if phase_file.exists() else "start"
         if killed and timeout >= self.cap(task):
             if task.name == "modes:max_autotune" and phase in ("start", "compile"):
@@ -162,6 +163,7 @@ class Runner:
     def _optimize(self, task: Task, entry: dict, timeout: float) -> Outcome:
         spent = entry.get("optimize_s", 0.0)
         left = self.args.optimize_s - spent
+        timeout -= GRACE_S  # SIGINT then, so that it has saved and ended before the call's limit
         deadline = max(15.0, min(left, timeout - self._startup_s(task) - self.args.key_budget_s - 15))
         out = self.opt_dir(task.mode)
         cmd = [sys.executable, "-m", "tritune", "optimize", "--out", str(out), "--deadline-s", f"{deadline:.0f}",
@@ -173,13 +175,20 @@ class Runner:
         results = read_json(out / "optimize.json")
         fields = {"optimize_s": spent, "command": portable(cmd, self.state),
                   "coverage": coverage(results) if results else None}
-        if results and results.get("finished"):
-            return Outcome("done", seconds, "finished", fields)
-        if spent >= self.args.optimize_s and results:
-            return Outcome("done", seconds, f"budget of {self.args.optimize_s:.0f} s spent (resumable)", fields)
-        if rc in (0, 130) or killed:
-            return Outcome("partial", seconds, "to be continued: run the same stage again", fields)
-        return Outcome("failed", seconds, f"exit {rc}: {last_line(log_path)}", fields)
+        return optimize_outcome(rc, killed, results, spent, self.args.optimize_s, seconds, fields, last_line(log_path))
+
+
+def optimize_outcome(rc: int, killed: bool, results: dict | None, spent: float, budget: float, seconds: float,
+                     fields: dict, last: str) -> Outcome:
+    """Done when the run finished or its budget is spent (its optimize.json says how far it got);
+    partial when it stopped at its deadline or was interrupted (the next call resumes it)."""
+    if results and results.get("finished"):
+        return Outcome("done", seconds, "finished", fields)
+    if results and spent >= budget:
+        return Outcome("done", seconds, f"budget of {budget:.0f} s spent (resumable)", fields)
+    if killed or rc in (0, 130) or (results and results.get("stopped")):
+        return Outcome("partial", seconds, "to be continued: run the same stage again", fields)
+    return Outcome("failed", seconds, f"exit {rc}: {last}", fields)
 
 
 def run_process(cmd: list[str], env: dict, timeout: float, log_path: pathlib.Path,

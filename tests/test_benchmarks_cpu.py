@@ -354,12 +354,28 @@ def test_e2e_task_past_its_limit_is_killed_and_told_apart(tmp_path, monkeypatch)
     skipped = runner._worker(task, slow, out, tmp_path, runner.cap(task))
     assert (skipped.status, skipped.note) == ("skipped", "compile exceeded 1 s") and skipped.seconds < 10
     cut = runner._worker(task, slow, out, tmp_path, 0.5)
-    assert cut.status == "cut" and "in compile" in cut.note and runner.need(task, {"cut_after_s": cut.seconds}) >= 60
+    assert cut.status == "cut" and cut.note.startswith("cut at the call's limit after")
+    assert runner.need(task, {"cut_after_s": 100.0}) == 160  # next time it asks for what it ran plus a minute
     saved = tmp_path / "saved"
-    polite = [sys.executable, "-c", "import pathlib, sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
-                                    f"    pathlib.Path({str(saved)!r}).write_text('x'); sys.exit(130)"]
-    rc, seconds, killed = e2e.run_process(polite, dict(os.environ), 1.0, tmp_path / "log", interrupt=True)
+    polite = [sys.executable, "-c", "try:\n    import time\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+                                    f"    open({str(saved)!r}, 'w').close()\n    raise SystemExit(130)"]
+    rc, seconds, killed = e2e.run_process(polite, dict(os.environ), 2.0, tmp_path / "log", interrupt=True)
     assert (rc, killed, saved.exists()) == (130, True, True) and seconds < 10
+
+
+def test_e2e_optimize_call_outcomes():
+    import e2e
+
+    def status(rc, killed, results, spent=100.0):
+        return e2e.optimize_outcome(rc, killed, results, spent, 240.0, 10.0, {}, "Error: capture failed").status
+
+    stopped = {"finished": None, "stopped": "deadline: 200 s spent, 9 kernels left"}
+    assert status(0, False, {"finished": "2026-11-23T10:00:00"}) == "done"
+    assert status(0, False, stopped) == "partial" and status(1, False, stopped) == "partial"
+    assert status(0, False, stopped, spent=240.0) == "done"           # the budget is spent, summed over calls
+    assert status(130, True, None) == "partial"                       # interrupted while capturing: resumes
+    failed = e2e.optimize_outcome(2, False, None, 10.0, 240.0, 10.0, {}, "Error: capture failed")
+    assert (failed.status, failed.note) == ("failed", "exit 2: Error: capture failed")
 
 
 def _worker_json(tmp_path, kind, *extra):

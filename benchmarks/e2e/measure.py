@@ -177,7 +177,10 @@ def profile(stepper: Stepper, steps: int, cuda: bool) -> dict:
     with torch_profile(activities=activities) as prof:
         stepper.run(steps)
         stepper.sync()
-    kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    # Device events are kernels, copies and memsets, and the GPU side of record_function ranges
+    # (user annotations), which span kernels: those are left out, or gpu_ms would count twice.
+    kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+               if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
     return kernel_summary(kernels, steps)
 
 
