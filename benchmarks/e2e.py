@@ -70,6 +70,7 @@ ESTIMATE_S = {"modes:default": 150, "modes:coordinate_descent": 240, "measure:de
 CAP_S = {"modes:default": 360, "modes:coordinate_descent": 420, "measure:default": 360,
          "measure:coordinate_descent": 420}
 AFTER_COMPILE_S = 90  # max_autotune: what its measurement needs once compiled
+ROUND_S = 30  # tritune optimize past its deadline: the round it is in, then its report
 
 
 # ---------------------------------------------------------------------------------- the runner
@@ -86,7 +87,7 @@ class Runner:
     # -- sizes
     def need(self, task: Task, entry: dict) -> float:
         if task.stage == "optimize":
-            return self._startup_s(task) + self.args.key_budget_s + GRACE_S + 45
+            return self._startup_s(task) + ROUND_S + GRACE_S + 60
         if task.name == "modes:max_autotune":
             base = self.args.autotune_cap_s + AFTER_COMPILE_S
         else:
@@ -162,9 +163,10 @@ class Runner:
 
     def _optimize(self, task: Task, entry: dict, timeout: float) -> Outcome:
         spent = entry.get("optimize_s", 0.0)
-        left = self.args.optimize_s - spent
         timeout -= GRACE_S  # SIGINT then, so that it has saved and ended before the call's limit
-        deadline = max(15.0, min(left, timeout - self._startup_s(task) - self.args.key_budget_s - 15))
+        # --deadline-s is the loop's whole budget in this call (keys share it by time share); it
+        # starts after the capture and ends within a round of candidates, then the report.
+        deadline = max(15.0, min(self.args.optimize_s - spent, timeout - self._startup_s(task) - ROUND_S))
         out = self.opt_dir(task.mode)
         cmd = [sys.executable, "-m", "tritune", "optimize", "--out", str(out), "--deadline-s", f"{deadline:.0f}",
                "--budget-s", f"{self.args.key_budget_s:.0f}", *shlex.split(self.args.optimize_args), "--",
@@ -172,21 +174,30 @@ class Runner:
         log_path = self.logs / f"{task.stage}-{task.mode}.log"
         rc, seconds, killed = run_process(cmd, self._env(self._caches(task.mode)), timeout, log_path, interrupt=True)
         spent += seconds
-        results = read_json(out / "optimize.json")
-        fields = {"optimize_s": spent, "command": portable(cmd, self.state),
-                  "coverage": coverage(results) if results else None}
-        return optimize_outcome(rc, killed, results, spent, self.args.optimize_s, seconds, fields, last_line(log_path))
+        run = load_run(out)
+        fields = {"optimize_s": spent, "command": portable(cmd, self.state), "coverage": coverage(run) if run else None}
+        return optimize_outcome(rc, killed, run, spent, self.args.optimize_s, seconds, fields, last_line(log_path))
 
 
-def optimize_outcome(rc: int, killed: bool, results: dict | None, spent: float, budget: float, seconds: float,
+def load_run(folder: pathlib.Path):
+    """The run's ``optimize.json`` as tritune's typed value; None when there is none (yet)."""
+    from tritune.loop.results import ResultsError, RunResults
+
+    try:
+        return RunResults.load(folder)
+    except ResultsError:
+        return None
+
+
+def optimize_outcome(rc: int, killed: bool, run, spent: float, budget: float, seconds: float,
                      fields: dict, last: str) -> Outcome:
-    """Done when the run finished or its budget is spent (its optimize.json says how far it got);
+    """Done when the run finished (every key, or --cover reached) or its budget is spent;
     partial when it stopped at its deadline or was interrupted (the next call resumes it)."""
-    if results and results.get("finished"):
+    if run and run.finished:
         return Outcome("done", seconds, "finished", fields)
-    if results and spent >= budget:
+    if run and spent >= budget:
         return Outcome("done", seconds, f"budget of {budget:.0f} s spent (resumable)", fields)
-    if killed or rc in (0, 130) or (results and results.get("stopped")):
+    if killed or rc in (0, 130) or (run and run.stopped):
         return Outcome("partial", seconds, "to be continued: run the same stage again", fields)
     return Outcome("failed", seconds, f"exit {rc}: {last}", fields)
 
@@ -234,13 +245,6 @@ def last_line(path: pathlib.Path) -> str:
     lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()] \
         if path.exists() else []
     return lines[-1][:300] if lines else "no output"
-
-
-def read_json(path: pathlib.Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 # ---------------------------------------------------------------------------------------- main

@@ -365,17 +365,40 @@ def test_e2e_task_past_its_limit_is_killed_and_told_apart(tmp_path, monkeypatch)
 
 def test_e2e_optimize_call_outcomes():
     import e2e
+    from tritune.loop.results import RunResults
 
-    def status(rc, killed, results, spent=100.0):
-        return e2e.optimize_outcome(rc, killed, results, spent, 240.0, 10.0, {}, "Error: capture failed").status
+    def status(rc, killed, run, spent=100.0):
+        return e2e.optimize_outcome(rc, killed, run, spent, 240.0, 10.0, {}, "Error: capture failed").status
 
-    stopped = {"finished": None, "stopped": "deadline: 200 s spent, 9 kernels left"}
-    assert status(0, False, {"finished": "2026-11-23T10:00:00"}) == "done"
+    stopped = RunResults(stopped="deadline: 200 s spent, 9 kernels left; run the same command again to go on")
+    assert status(0, False, RunResults(finished="2026-11-23T10:00:00")) == "done"
     assert status(0, False, stopped) == "partial" and status(1, False, stopped) == "partial"
     assert status(0, False, stopped, spent=240.0) == "done"           # the budget is spent, summed over calls
     assert status(130, True, None) == "partial"                       # interrupted while capturing: resumes
     failed = e2e.optimize_outcome(2, False, None, 10.0, 240.0, 10.0, {}, "Error: capture failed")
     assert (failed.status, failed.note) == ("failed", "exit 2: Error: capture failed")
+
+
+def _optimize_json(kernels, timed):
+    from tritune.loop.results import RunResults
+
+    return RunResults.from_json({"tritune_optimize": 2, "keys": 4, "finished": "now", "timed": timed,
+                                 "kernels": kernels, "settings": {"threshold": 1.05}})
+
+
+def test_e2e_coverage_is_the_runs_share_of_kernel_time_else_keys_decided():
+    from summary import coverage
+
+    timed = [{"key_sha": k, "kernel": k, "launches": 1, "baseline_ms": ms} for k, ms in
+             (("a", 2.0), ("b", 1.0), ("c", 0.5), ("d", 0.5))]
+    kernels = [{"kernel": "a", "key_sha": "a", "baseline_ms": 2.0, "time_share": 0.5, "decision": "num_warps=2",
+                "accepted": True, "speedup": 1.25},
+               {"kernel": "b", "key_sha": "b", "baseline_ms": 1.0, "time_share": 0.25}]
+    cover = coverage(_optimize_json(kernels, timed))
+    assert (cover["share"], cover["optimized"], cover["decided"], cover["improved"]) == (0.75, 2, 1, 1)
+    assert cover["expected_gain"] == pytest.approx(0.5 * (1 - 1 / 1.25)) and cover["program_ms"] == 4.0
+    old = coverage(_optimize_json([{**k, "time_share": None} for k in kernels], []))
+    assert old["share"] == 0.25 and old["of"].startswith("keys")
 
 
 def _worker_json(tmp_path, kind, *extra):
@@ -399,9 +422,8 @@ def test_e2e_results_file_from_real_worker_output_and_its_table(tmp_path):
     modes, abab = _worker_json(tmp_path, "modes"), _worker_json(tmp_path, "abab", "--store", str(tmp_path / "d.db"))
     assert abab["loss_check"]["ok"] and abab["off"]["loss"] == abab["on"]["loss"] == modes["loss"]
     assert len(abab["paired"]["ratios"]) == 5 and abab["applier"]["applied"] == 0
-    optimize = {"keys": 4, "finished": "now", "kernels": [
-        {"kernel": "a", "finish": "done", "decision": "num_warps=2", "time_share": 0.5},
-        {"kernel": "b", "finish": "done", "decision": None, "time_share": 0.25}]}
+    optimize = _optimize_json([{"kernel": "a", "key_sha": "a", "baseline_ms": 2.0, "time_share": 0.75}],
+                              [{"key_sha": "a", "kernel": "a", "launches": 1, "baseline_ms": 2.0}])
     progress = e2e_tasks.Progress(tmp_path / "tiny" / "progress.json", "tiny")
     progress.data["calls"].append({"command": "PYTHONPATH=src python3 benchmarks/e2e.py tiny", "date": "d"})
     for task in e2e_tasks.ORDER:
@@ -423,7 +445,6 @@ def test_e2e_results_file_from_real_worker_output_and_its_table(tmp_path):
         assert len(row["loss"]) == 4, name
     assert result["coverage"]["default"]["share"] == 0.75 and result["missing"] == []
     assert result["goals"]["losses_equal_within_tolerance"] is True and "CPU-bound" in result["cpu_bound"]
-    assert e2e.coverage({"keys": 4, "kernels": [{"finish": "x", "decision": "d"}]})["share"] == 0.25
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "tiny.json").write_text(json.dumps(result))
     text = e2e_table.render(result)

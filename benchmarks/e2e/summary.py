@@ -8,21 +8,20 @@ from measure import bound
 from tasks import COMPILE_MODES, ORDER, TUNED, Progress, is_final
 
 
-def coverage(results: dict) -> dict:
-    """From optimize.json: the share of the program's kernel time in the keys optimized when the run
-    records per-key ``time_share``; else the share of keys decided."""
-    kernels = results.get("kernels") or []
-    keys = results.get("keys") or results.get("planned") or len(kernels)
-    done = [k for k in kernels if k.get("finish")]
-    out = {"keys": keys, "optimized": len(done), "decided": sum(1 for k in kernels if k.get("decision")),
-           "finished": bool(results.get("finished")), "stopped": results.get("stopped")}
-    if any(k.get("time_share") is not None for k in kernels):
-        out.update(share=sum(k.get("time_share") or 0.0 for k in done),
-                   of="kernel time: time_share summed over the keys optimized")
+def coverage(run) -> dict:
+    """From an optimize run (``tritune.loop.results.RunResults``): the share of the program's kernel
+    time held by the keys it optimized (its ``coverage``); a run without time shares (format 1)
+    gives the share of keys decided instead."""
+    ran = [k for k in run.kernels if k.ran]
+    keys = run.keys or run.planned or len(run.kernels)
+    out = {"keys": keys, "timed": len(run.timed), "optimized": len(ran),
+           "improved": sum(1 for k in ran if k.improved(run.threshold)),
+           "decided": sum(1 for k in run.kernels if k.decision), "finished": bool(run.finished),
+           "stopped": run.stopped, "program_ms": run.program_ms, "expected_gain": run.expected_gain}
+    if run.coverage is not None:
+        out.update(share=run.coverage, of="kernel time (optimize.json's coverage: time_share of the keys optimized)")
     else:
-        out.update(share=out["decided"] / keys if keys else None, of="keys: decided / keys (no time_share recorded)")
-    if results.get("expected_gain") is not None:
-        out["expected_gain"] = results["expected_gain"]
+        out.update(share=out["decided"] / keys if keys else None, of="keys: decided / keys (no time shares)")
     return out
 
 
