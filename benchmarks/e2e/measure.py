@@ -7,7 +7,10 @@
 a steady step: Dynamo, Inductor, its autotuning and coordinate descent all happen in that step),
 then timed blocks, then the profiler. ``abab``: ``tritune.enable(DB)`` before compiling (as
 ``tritune run`` does), then blocks with the store enabled and disabled, interleaved, in one
-process on one compiled model, then the profiler on each side.
+process on one compiled model, then the profiler on each side. A decision that takes effect when
+a kernel is loaded (served through Inductor's own config cache) cannot be switched off for a kernel
+already loaded: the disabled side then runs it too, and the speedup reads low, never high; the
+``applier`` stats and both sides' per-kernel times show which kernels ran what.
 
 Definitions, recorded with the results:
 - a block is ``block_steps`` steps between two device syncs, timed on the host clock; its value is
