@@ -9,6 +9,7 @@ machine does the same).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime
 import json
@@ -234,3 +235,12 @@ def print_table(rows: list[dict], columns: Sequence[str]) -> None:
     log("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
     for row in cells:
         log("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2 (argparse would
+    print its usage first)."""
+
+    def error(self, message: str):
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)

@@ -211,3 +211,268 @@ def test_guard_gpu_cases_end_as_expected_under_the_interpreter(tmp_path):
     with DecisionStore(tmp_path / "ctl" / "control.db") as store:
         assert [(d.key.kernel, d.variant.constexprs, d.usable) for d in store.decisions()] == \
             [("unmasked", {"BLOCK": 128}, True)]
+
+
+# ------------------------------------------------------------------- e2e.py (issue 11, section 5)
+# The GPU driver's pure parts: statistics, the ABAB order, the bookkeeping across calls, the
+# killing of a task past its limit, the results file and the table; the measurement workers run
+# for real on a tiny CPU model (eager: no compile), so the file the table reads has a real shape.
+
+import json  # noqa: E402
+import os  # noqa: E402
+
+sys.path.insert(0, str(BENCH / "e2e"))
+import measure as e2e_measure  # noqa: E402
+import tasks as e2e_tasks  # noqa: E402
+
+
+def test_e2e_block_statistics_and_pair_verdicts():
+    summary = e2e_measure.block_summary([10.0, 12.0, 11.0])
+    assert summary["step_ms"] == 11.0 and summary["noise"] == pytest.approx(2 / 22)
+    assert e2e_measure.paired([2.0, 2.2], [1.0, 2.0])["verdict"] == "faster"
+    assert e2e_measure.paired([1.0, 2.0], [2.0, 2.1])["verdict"] == "slower"
+    mixed = e2e_measure.paired([1.0, 1.0, 1.0], [0.9, 1.1, 0.95])
+    assert mixed["verdict"] == "within noise" and mixed["speedup"] == pytest.approx(1 / 0.95)
+    assert mixed["range"] == [pytest.approx(1 / 1.1), pytest.approx(1 / 0.9)]
+
+
+class _FakeGPU:
+    """A step whose cost depends on the side active (A: 2 ms, B: 1 ms), on a fake clock."""
+
+    def __init__(self):
+        self.now, self.side, self.log, self.syncs = 0.0, None, [], 0
+
+    def enter(self, side):
+        return lambda: setattr(self, "side", side)
+
+    def step(self, index):
+        self.log.append((self.side, index))
+        self.now += {"A": 2e-3, "B": 1e-3}[self.side]
+
+    def sync(self):
+        self.syncs += 1
+
+
+def test_e2e_interleave_is_abab_with_untimed_warmup_and_a_running_data_index():
+    gpu = _FakeGPU()
+    stepper = e2e_measure.Stepper(gpu.step, gpu.sync, clock=lambda: gpu.now)
+    sides = [e2e_measure.Side("A", gpu.enter("A")), e2e_measure.Side("B", gpu.enter("B"))]
+    times = stepper.interleave(sides, pairs=5, steps=3, warmup_steps=2)
+    assert times == {"A": [pytest.approx(2.0)] * 5, "B": [pytest.approx(1.0)] * 5}
+    order = [side for side, _ in gpu.log]
+    assert order == (["A"] * 5 + ["B"] * 5) * 6  # one untimed round, then 5 pairs: 2 warm-up + 3 timed steps
+    assert [index for _, index in gpu.log] == list(range(60)) and gpu.syncs == 2 * 12
+    assert e2e_measure.paired(times["A"], times["B"])["speedup"] == pytest.approx(2.0)
+
+
+def test_e2e_kernel_time_counts_triton_kernels_per_step_and_says_where_time_goes():
+    events = [("triton_poi_fused_add_0", 300.0), ("triton_per_fused_softmax_1", 600.0), ("sm90_xmma_gemm", 900.0),
+              ("triton_poi_fused_add_0", 300.0), ("Memcpy HtoD", 300.0)]
+    summary = e2e_measure.kernel_summary(events, steps=3)
+    assert summary["kernel_ms"] == pytest.approx(0.4) and summary["gpu_ms"] == pytest.approx(0.8)
+    assert [t["kernel"] for t in summary["top"]] == ["triton_poi_fused_add_0", "triton_per_fused_softmax_1"]
+    cpu = e2e_measure.bound(step_ms=10.0, gpu_ms=5.0, kernel_ms=5.0)
+    assert cpu["cpu_bound"] and "CPU-bound" in cpu["note"] and "busy 50%" in cpu["note"]
+    assert "at most 1.048x on the step" in cpu["note"]  # Amdahl: 1 / (0.5 + 0.5 / 1.1)
+    assert not e2e_measure.bound(step_ms=10.0, gpu_ms=9.5, kernel_ms=2.0)["cpu_bound"]
+
+
+def test_e2e_loss_check_tolerance_by_precision_and_measured_spread():
+    off = [10.0, 9.0, 8.0]
+    check = e2e_measure.loss_check
+    assert check(off, off, off, "fp32")["ok"]
+    assert check(off, [10.0, 9.0, 8.01], off, "bf16")["ok"]         # 1.25e-3 <= 2e-3
+    assert not check(off, [10.0, 9.0, 8.01], off, "fp32")["ok"]     # 1.25e-3 > 1e-4
+    noisy = check(off, [10.0, 9.0, 8.01], [10.0, 9.0, 8.004], "fp32")
+    assert noisy["ok"] and noisy["tolerance"] == pytest.approx(4 * 0.004 / 8)
+    assert not check(off, [10.0, float("nan"), 8.0], off, "bf16")["ok"]
+
+
+class _FakeRunner:
+    """Durations and outcomes by task name; advances the shared fake clock."""
+
+    def __init__(self, clock, plan):
+        self.clock, self.plan, self.started = clock, plan, []
+
+    def need(self, task, entry):
+        return {"optimize": 255, "modes": 150}.get(task.stage, 180) if task.mode != "max_autotune" else 390
+
+    def cap(self, task):
+        return float("inf") if task.stage == "optimize" else 400
+
+    def run(self, task, entry, timeout):
+        self.started.append(task.name)
+        status, seconds = self.plan[task.name].pop(0)
+        self.clock[0] += seconds
+        return e2e_tasks.Outcome(status, seconds, fields={"optimize_s": entry.get("optimize_s", 0) + seconds}
+                                 if task.stage == "optimize" else {"result": {"ok": True}})
+
+
+def test_e2e_tasks_run_in_order_within_the_limit_and_resume_across_calls(tmp_path):
+    clock = [0.0]
+    plan = {"modes:default": [("done", 150)], "modes:coordinate_descent": [("done", 240)],
+            "optimize:default": [("partial", 450), ("done", 100)], "measure:default": [("done", 180)],
+            "optimize:coordinate_descent": [("failed", 30), ("failed", 30)], "modes:max_autotune": [("skipped", 400)]}
+    path = tmp_path / "m" / "progress.json"
+
+    def call():
+        runner = _FakeRunner(clock, plan)
+        progress = e2e_tasks.Progress(path, "m")  # read back from disk: a new device call
+        e2e_tasks.run_tasks(e2e_tasks.ORDER, progress, runner, limit_s=540, clock=lambda: clock[0], log=lambda _: None)
+        return runner.started, progress.data["tasks"]
+
+    started, tasks = call()
+    assert started == ["modes:default", "modes:coordinate_descent"]  # 390 s spent; optimize needs 255 of 130 left
+    assert "needs ~255 s" in tasks["optimize:default"]["note"] and tasks["measure:default"]["note"] == \
+        "waits for optimize:default"
+    assert call()[0] == ["optimize:default"]                           # 450 s: nothing else fits after it
+    started, tasks = call()
+    assert started == ["optimize:default", "measure:default"]          # 280 s: optimize cd needs 255 of 240
+    assert tasks["optimize:default"]["optimize_s"] == 550 and tasks["measure:default"]["status"] == "done"
+    started, tasks = call()
+    assert started == ["optimize:coordinate_descent", "modes:max_autotune"]
+    assert tasks["optimize:coordinate_descent"]["failures"] == 1 and tasks["modes:max_autotune"]["status"] == "skipped"
+    started, tasks = call()
+    assert started == ["optimize:coordinate_descent"]
+    assert tasks["measure:coordinate_descent"]["status"] == "skipped"  # its optimize failed twice: final
+    assert all(e2e_tasks.is_final(entry) for entry in tasks.values())
+    assert call()[0] == []
+
+
+def test_e2e_task_past_its_limit_is_killed_and_told_apart(tmp_path, monkeypatch):
+    """A compile past max_autotune's cap is 'skipped'; a task cut by the call's limit is 'cut' (runs
+    again, asking for more time); tritune optimize gets SIGINT and time to save first."""
+    import e2e
+
+    monkeypatch.setattr(e2e, "AFTER_COMPILE_S", 0)
+    args = e2e.parse(["tiny", "--state", str(tmp_path), "--autotune-cap-s", "1"])
+    runner = e2e.Runner(args, tmp_path)
+    out = tmp_path / "w.json"
+    slow = [sys.executable, "-c", f"import pathlib, time; pathlib.Path({str(out.with_suffix('.phase'))!r})"
+                                  ".write_text('compile'); time.sleep(60)"]
+    task = e2e_tasks.Task("modes", "max_autotune")
+    skipped = runner._worker(task, slow, out, tmp_path, runner.cap(task))
+    assert (skipped.status, skipped.note) == ("skipped", "compile exceeded 1 s") and skipped.seconds < 10
+    cut = runner._worker(task, slow, out, tmp_path, 0.5)
+    assert cut.status == "cut" and cut.note.startswith("cut at the call's limit after")
+    assert runner.need(task, {"cut_after_s": 100.0}) == 160  # next time it asks for what it ran plus a minute
+    saved = tmp_path / "saved"
+    polite = [sys.executable, "-c", "try:\n    import time\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+                                    f"    open({str(saved)!r}, 'w').close()\n    raise SystemExit(130)"]
+    rc, seconds, killed = e2e.run_process(polite, dict(os.environ), 2.0, tmp_path / "log", interrupt=True)
+    assert (rc, killed, saved.exists()) == (130, True, True) and seconds < 10
+
+
+def test_e2e_optimize_call_outcomes():
+    import e2e
+    from tritune.loop.results import RunResults
+
+    def status(rc, killed, run, spent=100.0):
+        return e2e.optimize_outcome(rc, killed, run, spent, 240.0, 10.0, {}, "Error: capture failed").status
+
+    stopped = RunResults(stopped="deadline: 200 s spent, 9 kernels left; run the same command again to go on")
+    assert status(0, False, RunResults(finished="2026-11-23T10:00:00")) == "done"
+    assert status(0, False, stopped) == "partial" and status(1, False, stopped) == "partial"
+    assert status(0, False, stopped, spent=240.0) == "done"           # the budget is spent, summed over calls
+    assert status(130, True, None) == "partial"                       # interrupted while capturing: resumes
+    failed = e2e.optimize_outcome(2, False, None, 10.0, 240.0, 10.0, {}, "Error: capture failed")
+    assert (failed.status, failed.note) == ("failed", "exit 2: Error: capture failed")
+
+
+def _optimize_json(kernels, timed):
+    from tritune.loop.results import RunResults
+
+    return RunResults.from_json({"tritune_optimize": 2, "keys": 4, "finished": "now", "timed": timed,
+                                 "kernels": kernels, "settings": {"threshold": 1.05}})
+
+
+def test_e2e_coverage_is_the_runs_share_of_kernel_time_else_keys_decided():
+    from summary import coverage
+
+    timed = [{"key_sha": k, "kernel": k, "launches": 1, "baseline_ms": ms} for k, ms in
+             (("a", 2.0), ("b", 1.0), ("c", 0.5), ("d", 0.5))]
+    kernels = [{"kernel": "a", "key_sha": "a", "baseline_ms": 2.0, "time_share": 0.5, "decision": "num_warps=2",
+                "accepted": True, "speedup": 1.25},
+               {"kernel": "b", "key_sha": "b", "baseline_ms": 1.0, "time_share": 0.25}]
+    cover = coverage(_optimize_json(kernels, timed))
+    assert (cover["share"], cover["optimized"], cover["decided"], cover["improved"]) == (0.75, 2, 1, 1)
+    assert cover["expected_gain"] == pytest.approx(0.5 * (1 - 1 / 1.25)) and cover["program_ms"] == 4.0
+    old = coverage(_optimize_json([{**k, "time_share": None} for k in kernels], []))
+    assert old["share"] == 0.25 and old["of"].startswith("keys")
+
+
+def _worker_json(tmp_path, kind, *extra):
+    """measure.py as the driver runs it, in this process (the tiny model compiles nothing)."""
+    out = tmp_path / f"{kind}.json"
+    assert e2e_measure.main([kind, "tiny", "--mode", "eager", "--device", "cpu", "--json", str(out), "--blocks", "3",
+                             "--block-steps", "2", "--pairs", "5", "--loss-steps", "4", "--profile-steps", "1",
+                             *extra]) == 0
+    assert (tmp_path / f"{kind}.phase").read_text() == "done"
+    return json.loads(out.read_text())
+
+
+def test_e2e_results_file_from_real_worker_output_and_its_table(tmp_path):
+    """measure.py's two workers on a tiny CPU model, their outputs in the bookkeeping as the driver
+    keeps them, the results file's shape, and e2e_table.py's rendering of it."""
+    import e2e
+    import e2e_table
+    from tritune.store import DecisionStore
+
+    DecisionStore(tmp_path / "d.db").close()
+    modes, abab = _worker_json(tmp_path, "modes"), _worker_json(tmp_path, "abab", "--store", str(tmp_path / "d.db"))
+    assert abab["loss_check"]["ok"] and abab["off"]["loss"] == abab["on"]["loss"] == modes["loss"]
+    assert len(abab["paired"]["ratios"]) == 5 and abab["applier"]["applied"] == 0
+    optimize = _optimize_json([{"kernel": "a", "key_sha": "a", "baseline_ms": 2.0, "time_share": 0.75}],
+                              [{"key_sha": "a", "kernel": "a", "launches": 1, "baseline_ms": 2.0}])
+    progress = e2e_tasks.Progress(tmp_path / "tiny" / "progress.json", "tiny")
+    progress.data["calls"].append({"command": "PYTHONPATH=src python3 benchmarks/e2e.py tiny", "date": "d"})
+    for task in e2e_tasks.ORDER:
+        entry = progress.entry(task)
+        entry["status"] = "done"
+        if task.stage == "modes":
+            entry["result"] = modes
+        elif task.stage == "measure":
+            entry["result"] = abab
+        else:
+            entry.update(optimize_s=240.0, coverage=e2e.coverage(optimize))
+    result = json.loads(json.dumps(e2e.assemble(progress)))
+    assert {"gpu", "date", "command", "model", "modes", "coverage", "cpu_bound", "goals"} <= set(result)
+    assert set(result["modes"]) == {"default", "coordinate_descent", "max_autotune", "tritune",
+                                    "coordinate_descent+tritune"}
+    for name, row in result["modes"].items():
+        cost = "optimize_s" if name.endswith("tritune") else "compile_s"
+        assert row["step_ms"] > 0 and row["noise"] is not None and row["kernel_ms"] == 0 and row[cost] is not None
+        assert len(row["loss"]) == 4, name
+    assert result["coverage"]["default"]["share"] == 0.75 and result["missing"] == []
+    assert result["goals"]["losses_equal_within_tolerance"] is True and "CPU-bound" in result["cpu_bound"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "tiny.json").write_text(json.dumps(result))
+    text = e2e_table.render(result)
+    assert text.count("\n| ") == 6 and "| tritune | " in text and "(within noise, 5 pairs" in text
+    assert "equal: max rel. diff 0.0e+00" in text and "covered 75% of kernel time" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["nomodel"], "e2e.py: unknown model 'nomodel'"),
+    (["bert", "--redo", "modes:nothing"], "e2e.py: --redo modes:nothing: not a task"),
+    (["bert", "--restore", "missing.tgz"], "e2e.py: --restore missing.tgz: no such archive"),
+])
+def test_e2e_refuses_bad_arguments_in_one_line(argv, message, tmp_path):
+    result = _run(str(BENCH / "e2e.py"), *argv, "--state", str(tmp_path / "s"), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and result.stderr.startswith(message), result.stderr
+    assert result.stderr.count("\n") == 1 and not (tmp_path / "s").exists()
+
+
+def test_e2e_table_without_results_says_so_in_one_line(tmp_path):
+    result = _run(str(BENCH / "e2e_table.py"), str(tmp_path))
+    assert result.returncode == 2 and result.stderr == f"e2e_table.py: no results in {tmp_path}\n"
+
+
+def test_e2e_train_snapshot_restores_weights_optimizer_and_rng():
+    import train
+
+    trainer = train.Trainer("tiny", "eager", device="cpu")
+    snap = trainer.snapshot()
+    first = [float(trainer.step(i)) for i in range(4)] + [float(torch.rand(1))]
+    trainer.restore(snap)
+    assert [float(trainer.step(i)) for i in range(4)] + [float(torch.rand(1))] == first
