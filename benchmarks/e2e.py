@@ -298,14 +298,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--restore", type=pathlib.Path, default=None, metavar="TGZ",
                         help="a state archive of an earlier call, unpacked when STATE has none for MODEL")
     parser.add_argument("--redo", action="append", default=[], metavar="TASK", help="run TASK again (e.g. modes:default)")
+    parser.add_argument("--tasks", default=None, metavar="T1,T2",
+                        help="these tasks in this order instead of --stage's (the device time of a session is short: "
+                             "the tritune measurement first)")
     args = parser.parse_args(argv)
     if args.model not in MODELS:
         parser.error(f"unknown model {args.model!r}; one of {', '.join(MODELS)}")
     if args.restore and not args.restore.is_file():
         parser.error(f"--restore {args.restore}: no such archive")
-    unknown = [name for name in args.redo if name not in {t.name for t in ORDER}]
+    unknown = [name for name in args.redo + (args.tasks.split(",") if args.tasks else [])
+               if name not in {t.name for t in ORDER}]
     if unknown:
-        parser.error(f"--redo {unknown[0]}: not a task ({', '.join(t.name for t in ORDER)})")
+        parser.error(f"{unknown[0]}: not a task ({', '.join(t.name for t in ORDER)})")
     return args
 
 
@@ -323,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                                    "stage": args.stage})
     progress.save()
-    ran = run_tasks(STAGES[args.stage], progress, Runner(args, state), limit_s=args.limit_s)
+    by_name = {t.name: t for t in ORDER}
+    tasks = [by_name[name] for name in args.tasks.split(",")] if args.tasks else STAGES[args.stage]
+    ran = run_tasks(tasks, progress, Runner(args, state), limit_s=args.limit_s)
     progress.data["calls"][-1]["ran"] = ran
     progress.save()
     target = write_outputs(progress, state, out, args.model)

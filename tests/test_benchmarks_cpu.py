@@ -454,7 +454,8 @@ def test_e2e_results_file_from_real_worker_output_and_its_table(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["nomodel"], "e2e.py: unknown model 'nomodel'"),
-    (["bert", "--redo", "modes:nothing"], "e2e.py: --redo modes:nothing: not a task"),
+    (["bert", "--redo", "modes:nothing"], "e2e.py: modes:nothing: not a task"),
+    (["bert", "--tasks", "measure:default,nope"], "e2e.py: nope: not a task"),
     (["bert", "--restore", "missing.tgz"], "e2e.py: --restore missing.tgz: no such archive"),
 ])
 def test_e2e_refuses_bad_arguments_in_one_line(argv, message, tmp_path):
