@@ -343,3 +343,22 @@ def test_interpreted_kernel_runs_in_a_worker_and_its_out_of_bounds_read_is_conta
         bad = w.call(f"{JOBS}:interpreted_kernel", 10**8)
         assert bad.failure.kind == CRASH
         assert w.call(f"{JOBS}:interpreted_kernel", 0).ok
+
+
+def test_abort_from_another_thread_ends_the_running_call_at_once():
+    w = Worker(timeout_s=30)
+    try:
+        pid = w.call(f"{JOBS}:pid").value
+        timer = threading.Timer(0.5, w.abort)
+        timer.start()
+        begin = time.monotonic()
+        out = w.call(f"{JOBS}:hang")
+        assert out.failure.kind == CRASH and "SIGKILL" in out.failure.message
+        assert time.monotonic() - begin < 10 and wait_gone(pid)
+        idle = w.call(f"{JOBS}:pid").value
+        w.abort()  # an idle child: the next call must not fail on the dead one, it starts anew
+        assert wait_gone(idle)
+        again = w.call(f"{JOBS}:echo", 1)
+        assert again.ok and again.value["pid"] not in (pid, idle)
+    finally:
+        w.close()

@@ -41,7 +41,8 @@ tritune's own variables (all optional):
     Where tritune keeps per-user state: the secret that signs decision stores (``store.key``,
     see ``tritune.store.signing``). Default ``~/.tritune``, created with mode 0700 on first use
     (``home()``). Stores signed under one home are not trusted under another: tests and
-    sandboxes that set it get a store of their own.
+    sandboxes that set it get a store of their own. The GPU locks of ``tritune optimize --jobs``
+    live under it too (``gpu_lock_path()``): processes with the same home share a GPU politely.
 
 Other programs' variables tritune reads or sets:
 
@@ -193,6 +194,13 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
     else:
         os.chmod(path, 0o700)  # mkdir's mode goes through the umask
     return path
+
+
+def gpu_lock_path(name: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The lock file of one GPU (``tritune.worker.gpulock``): ``home()/locks/gpu-NAME.lock``,
+    ``NAME`` the device's UUID (CUDA_VISIBLE_DEVICES renumbers indices, never UUIDs)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return home(environ) / "locks" / f"gpu-{safe}.lock"
 
 
 # ------------------------------------------------------------------------------ writers

@@ -122,6 +122,20 @@ class Worker:
         with self._lock:
             self._discard()
 
+    @property
+    def busy(self) -> bool:
+        """A call is running (in some thread)."""
+        return self._lock.locked()
+
+    def abort(self) -> None:
+        """Kill the child now, from any thread, without waiting for the call it runs: that call
+        returns a ``crash`` at once, the next call starts a fresh child (Ctrl-C while several
+        workers are busy for one caller)."""
+        child = self._child
+        if child is not None:
+            child.doomed = True  # before the kill: a call that sees it next starts a fresh child
+            child.signal_group()
+
     def close(self) -> None:
         """Stop the child (asking first, killing after a moment); further calls raise."""
         with self._lock:
@@ -142,6 +156,8 @@ class Worker:
             child.kill()
 
     def _ensure_child(self) -> Outcome:
+        if self._child is not None and self._child.doomed:
+            self._discard()
         if self._child is not None:
             return Outcome(ok=True)
         begin = time.perf_counter()
@@ -258,6 +274,7 @@ class _Child:
         self.inbox = Connection(to_child_w, readable=False)
         self.outbox = Connection(from_child_r, writable=False)
         self._ended = False
+        self.doomed = False  # aborted: killed or about to be, never to be given another job
         _LIVE.add(self)
 
     def handshake(self, preload: tuple[str, ...], timeout_s: float) -> Failure | None:
@@ -313,15 +330,22 @@ class _Child:
         self.wait_exit()
         self.kill()
 
+    def signal_group(self) -> None:
+        """SIGKILL the child's process group and nothing else: a thread waiting on its pipe sees
+        the end of file and cleans up (closing the pipe under that thread would not be safe)."""
+        if self.proc.returncode is not None:  # reaped: its process id may belong to another now
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def kill(self) -> None:
         """Kill the child's process group, reap the child, remove the log; safe to repeat."""
         if self._ended:
             return
         self._ended = True
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self.signal_group()
         try:
             self.proc.wait(_STOP_WAIT_S)
         except subprocess.TimeoutExpired:
