@@ -99,3 +99,14 @@ def test_gpu_result_arithmetic_on_synthetic_times():
     only_graph.update(meaningful=True, bytes=3_000_000, copy_gbps=None, graph_ms=0.004)
     done = run._finish(only_graph)
     assert done["time_ms"] == 0.004 and done["gbps"] == pytest.approx(750.0) and done["roofline"] is None
+
+
+def test_a_screening_time_takes_one_median_the_baseline_two(monkeypatch):
+    medians = []
+    monkeypatch.setattr(run.timing, "do_bench_median", lambda launch: medians.append(1) or 2.0)
+    monkeypatch.setattr(run.timing, "graph_time", lambda launch: {"graph_ms": 1.0, "method": "graph",
+                                                                  "fallback": None, "launches": 9})
+    once = run._gpu_times(lambda: None, ("median", "graph"), medians=1)
+    assert medians == [1] and once["median_ms"] == 2.0 and "noise" not in once and once["graph_ms"] == 1.0
+    twice = run._gpu_times(lambda: None, ("median",))
+    assert len(medians) == 3 and twice["median2_ms"] == 2.0 and twice["noise"] == 0.0

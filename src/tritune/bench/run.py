@@ -38,11 +38,15 @@ RESULT_KEYS = (
 
 
 def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None,
-               methods: tuple[str, ...] = METHODS, seed: int = 0, copy_gbps: float | None = None) -> dict:
+               methods: tuple[str, ...] = METHODS, seed: int = 0, copy_gbps: float | None = None,
+               replay: Any = None, medians: int = 2) -> dict:
     """Time one launch of ``spec`` (as ``variant``, default the baseline) on fresh inputs.
 
     ``copy_gbps`` is the roofline bandwidth; None measures it here (once per process). Raises the
     replay's or compiler's error when the launch cannot be built or run: the caller classifies.
+    ``replay``: that launch's ``Replay``, already built (a caller that compiles before it takes
+    the GPU to itself). ``medians``: the do_bench median is taken twice by default, the second
+    giving ``noise``; 1 takes it once (``noise`` None), for a time that is only screened.
     """
     from tritune.replay import Replay, Variant, device_of
 
@@ -56,7 +60,8 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
 
     if _is_cuda(dev):
         _require_cuda(spec, dev)
-    replay = Replay(spec, variant=variant, root=root, device=dev)
+    if replay is None:
+        replay = Replay(spec, variant=variant, root=root, device=dev)
     result["grid"] = list(replay.grid)
     if not _is_cuda(dev):
         result.update(_cpu_times(spec, root, replay, dev, seed))
@@ -69,7 +74,7 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
         launch, result["rotation"] = _rotating_launch(spec, root, replay, dev, seed, moved.bytes)
         launch()
         torch.cuda.synchronize()  # a fault surfaces here, before any timing
-        result.update(_gpu_times(launch, methods))
+        result.update(_gpu_times(launch, methods, medians))
         result["copy_gbps"] = copy_gbps if copy_gbps is not None else timing.copy_bandwidth_gbps(dev)
     return _finish(result)
 
@@ -117,9 +122,11 @@ def bandwidth_job(payload: dict) -> dict:
 
 # ---------------------------------------------------------------------------------- the timing
 
-def _gpu_times(launch: Callable[[], None], methods: tuple[str, ...]) -> dict:
+def _gpu_times(launch: Callable[[], None], methods: tuple[str, ...], medians: int = 2) -> dict:
     times: dict[str, Any] = {}
-    if "median" in methods:
+    if "median" in methods and medians == 1:
+        times.update(median_ms=timing.do_bench_median(launch))
+    elif "median" in methods:
         twice = timing.noise(launch)
         times.update(median_ms=twice["first_ms"], median2_ms=twice["second_ms"], noise=twice["spread"])
     if "events" in methods:

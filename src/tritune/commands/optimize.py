@@ -56,14 +56,17 @@ from tritune.commands.checks import writable_dir
 @click.option("--fast-math", is_flag=True, help="Also try fast-math rewrites (max relative error 1e-4).")
 @click.option("--ncu", "use_ncu", type=click.Choice(["auto", "never", "require"]), default="auto", show_default=True,
               help="Profile with Nsight Compute (auto: when available).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Workers building and verifying candidates at once (one times them). "
+                   "Default: the usable CPU cores, at most 16.")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
-             budget_s: float, threshold: float, fast_math: bool, use_ncu: str, fresh: bool, report: bool,
-             command: tuple[str, ...]) -> None:
+             budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None, fresh: bool,
+             report: bool, command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
 
     Every kernel's baseline is timed first; kernels are taken costliest first (launches x time)
@@ -76,6 +79,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     from tritune.capture.spec import SpecError
     from tritune.loop import LoopSettings, OptimizeError
     from tritune.loop import optimize as run_loop
+    from tritune.loop.evaluate import default_jobs
     from tritune.store import StoreError
 
     given = [name for name, value in (("-- COMMAND", command), ("--launches", launches),
@@ -86,7 +90,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
-                                fast_math=fast_math, use_ncu=use_ncu)
+                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs())
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     _check_inputs(out_dir, launches, store_path, kernels)

@@ -1,9 +1,21 @@
-"""The loop's hands: baseline, candidate, confirmation and profile, each in an isolated worker.
+"""The loop's hands: baseline, candidates, confirmation and profile, each in an isolated worker.
 
-``Evaluator`` owns one warm worker process (``tritune.worker``) and turns its outcomes into
-plain records. A candidate that faults, hangs or crashes ends only the worker's child (the next
-call starts a fresh one) and comes back as a ``Trial`` with the failure kind, so the loop goes on
-(seed 004's remediation: classify, record, move on; the proposers learn from the kind).
+``Evaluator`` owns one warm worker process (``tritune.worker``), the timing worker, and turns its
+outcomes into plain records. A candidate that faults, hangs or crashes ends only a worker's child
+(the next call starts a fresh one) and comes back as a ``Trial`` with the failure kind, so the loop
+goes on (seed 004's remediation: classify, record, move on; the proposers learn from the kind).
+
+``jobs`` (``tritune optimize --jobs``): the candidates of a round are built and verified by that
+many workers at once, one thread driving each, and timed one at a time by the timing worker; a
+GPU lock keeps every other launch off the GPU while it times (``loop.jobs``). Compilation is
+most of a candidate's cost and holds no lock, so it overlaps the timing of others. The results
+come back in the order the candidates were given, whatever finished first, and the store is
+written by the caller's thread only, so ``--jobs 8`` decides exactly what ``--jobs 1`` does.
+With one job the timing worker verifies too: one process, as before ``--jobs`` existed.
+
+Each candidate's wall seconds are split (``Evaluated.split``): ``verify_s`` compiling and
+verifying, ``time_s`` being timed, ``wait_s`` the rest (queued for a worker or for the timing
+worker, waiting for the GPU lock, a worker's restart after a crash).
 
 Tests substitute the timing (``Evaluator.retime``): on the CPU the interpreter's times measure
 numpy, and the loop's decisions must still be exercised end to end. Building and verifying are
@@ -12,9 +24,14 @@ never substituted.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
+import queue
+import threading
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from tritune.arbiter.confirm import Confirmation, confirmation_from_json
 from tritune.arbiter.rules import ArbiterSettings, Verdict, judge_candidate, screen_candidate
@@ -23,14 +40,24 @@ from tritune.capture.spec import LaunchSpec
 from tritune.loop import jobs
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
-from tritune.worker import Worker
+from tritune.worker import Outcome, Worker
 from tritune.worker.failures import Failure
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
-CANDIDATE_TIMEOUT_S = 600.0  # compile + 3 verified input sets + do_bench twice + a graph
+CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
 BASELINE_TIMEOUT_S = 120.0  # per launch in a batched baseline call: compile + do_bench twice + a graph
 PRELOAD = ("torch", "triton")
+MAX_DEFAULT_JOBS = 16  # past this, more compilers mostly queue on the one timing worker
+
+
+def default_jobs() -> int:
+    """The CPU cores this process may use (compilation is CPU-bound), at most ``MAX_DEFAULT_JOBS``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_JOBS, cores))
 
 
 @dataclasses.dataclass
@@ -40,32 +67,63 @@ class Evaluated:
     trial: Trial
     verification: dict | None = None
     timing: dict | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time from submission to result
     failure: Failure | None = None  # the worker's failure (with its detail), when the job failed
+    split: dict | None = None  # seconds: verify_s, time_s, wait_s (module docstring)
+
+
+class _Ran(NamedTuple):
+    """What the worker threads bring back for one candidate; turned into ``Evaluated`` in order."""
+
+    verified: Outcome | None  # None: abandoned before it ran
+    timed: Outcome | None  # None: not timed (failed verification, or abandoned)
+    seconds: float
 
 
 class Evaluator:
     def __init__(self, root: str | Path, *, timeout_s: float = CANDIDATE_TIMEOUT_S, input_sets: int = 3,
                  copy_gbps: float | None = None, use_ncu: str = "auto",
                  retime: Callable[[LaunchSpec, Variant, float], float] | None = None,
-                 worker: Worker | None = None) -> None:
+                 worker: Worker | None = None, jobs: int = 1, verifiers: Sequence[Worker] | None = None) -> None:
+        """``jobs`` workers verify (like ``worker``: same limit, environment and preload);
+        ``verifiers`` gives them instead (tests share warm ones; they are not closed here)."""
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.root = str(root)
         self.input_sets = input_sets
         self.copy_gbps = copy_gbps
         self.use_ncu = use_ncu
         self.retime = retime  # tests only: (spec, variant, measured_ms) -> ms to use instead
         self.worker = worker or Worker(timeout_s, preload=PRELOAD)
+        self._owned: list[Worker] = []
+        if verifiers is not None:
+            self.verifiers = list(verifiers)
+        elif jobs > 1:
+            self.verifiers = self._owned = [Worker(self.worker.timeout_s, env=self.worker.env,
+                                                   preload=self.worker.preload) for _ in range(jobs)]
+        else:
+            self.verifiers = [self.worker]
+        self.jobs = len(self.verifiers)
+        self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        for verifier in self.verifiers:
+            self._idle.put(verifier)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stopping = threading.Event()
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for verifier in self._owned:
+            verifier.close()
         self.worker.close()
 
     # ------------------------------------------------------------------------------ baseline
 
     def baseline(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None]:
         """The captured launch timed (do_bench median twice: the noise; graph; roofline)."""
-        outcome = self.worker.call(jobs.BASELINE_JOB, {"spec": spec.to_json(), "root": self.root,
-                                                       "methods": list(jobs.BENCH_METHODS),
-                                                       "copy_gbps": self.copy_gbps})
+        outcome = self._exclusive(jobs.BASELINE_JOB, {"spec": spec.to_json(), "root": self.root,
+                                                      "methods": list(jobs.BENCH_METHODS),
+                                                      "copy_gbps": self.copy_gbps})
         if not outcome.ok:
             return None, outcome.failure
         timing = dict(outcome.value)
@@ -99,34 +157,89 @@ class Evaluator:
             pending = [s for s in pending if s.id not in found]
         return found
 
-    # ----------------------------------------------------------------------------- candidate
+    # ---------------------------------------------------------------------------- candidates
 
     def candidate(self, spec: LaunchSpec, variant: Variant, mode: str) -> Evaluated:
+        """One candidate built, verified in ``mode`` and, if it verified, timed."""
+        [evaluated] = self.candidates(spec, [(variant, mode)])
+        return evaluated
+
+    def candidates(self, spec: LaunchSpec, items: Sequence[tuple[Variant, str]]) -> Iterator[Evaluated]:
+        """``items`` ((variant, verification mode) pairs) built, verified and timed, ``jobs`` at a
+        time; yielded in the order given. A generator: leaving it early (Ctrl-C, an error; close
+        it) kills what is still running, so nothing outlives the round."""
+        if not items:
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.jobs, thread_name_prefix="tritune-candidate")
+        self._stopping.clear()
+        futures = [self._pool.submit(self._run, spec, variant, mode, time.perf_counter()) for variant, mode in items]
+        try:
+            for (variant, _), future in zip(items, futures):
+                yield self._evaluated(spec, variant, future.result())
+        finally:
+            if not all(f.done() for f in futures):
+                self._abandon(futures)
+
+    def _run(self, spec: LaunchSpec, variant: Variant, mode: str, submitted: float) -> _Ran:
+        """One candidate, in a pool thread: verify on an idle verifier, then time on ``worker``."""
         payload = {"spec": spec.to_json(), "root": self.root, "variant": variant.to_json(), "mode": mode,
                    "input_sets": self.input_sets, "copy_gbps": self.copy_gbps}
-        outcome = self.worker.call(jobs.CANDIDATE_JOB, payload)
-        if not outcome.ok:
-            failure = outcome.failure
-            return Evaluated(Trial(variant, False, failure=failure.kind, message=failure.message),
-                             seconds=outcome.seconds, failure=failure)
-        verification, timing = outcome.value["verification"], outcome.value["timing"]
+        verifier = self._idle.get()  # never waits: as many threads as verifiers
+        try:
+            if self._stopping.is_set():
+                return _Ran(None, None, time.perf_counter() - submitted)
+            verified = verifier.call(jobs.VERIFY_JOB, payload)
+        finally:
+            self._idle.put(verifier)
+        timed = None
+        if verified.ok and verified.value["verification"]["ok"] and not self._stopping.is_set():
+            timed = self.worker.call(jobs.TIME_JOB, payload)
+        return _Ran(verified, timed, time.perf_counter() - submitted)
+
+    def _abandon(self, futures: list[concurrent.futures.Future]) -> None:
+        """The caller left the round: drop what has not started, kill what runs, wait for the rest."""
+        self._stopping.set()
+        for future in futures:
+            future.cancel()
+        for worker in {id(w): w for w in [*self.verifiers, self.worker]}.values():
+            if worker.busy:
+                worker.abort()
+        concurrent.futures.wait(futures)
+
+    def _evaluated(self, spec: LaunchSpec, variant: Variant, ran: _Ran) -> Evaluated:
+        verified, timed = ran.verified, ran.timed
+        verify_s = _busy_seconds(verified)
+        time_s = _busy_seconds(timed)
+        split = {"verify_s": verify_s, "time_s": time_s, "wait_s": max(0.0, ran.seconds - verify_s - time_s)}
+        done = dict(seconds=ran.seconds, split=split)
+        if not verified.ok:
+            failure = verified.failure
+            return Evaluated(Trial(variant, False, failure=failure.kind, message=failure.message), failure=failure,
+                             **done)
+        verification = verified.value["verification"]
         if not verification["ok"]:
             return Evaluated(Trial(variant, False, failure=verification.get("failure") or "wrong_result",
-                                   message=verification.get("message", "")), verification, None, outcome.seconds)
-        time_ms = timing.get("time_ms") if timing else None
+                                   message=verification.get("message", "")), verification, **done)
+        if not timed.ok:
+            failure = timed.failure
+            return Evaluated(Trial(variant, False, failure=failure.kind, message=failure.message), verification,
+                             failure=failure, **done)
+        timing = timed.value["timing"]
+        time_ms = timing.get("time_ms")
         if time_ms is None:
             return Evaluated(Trial(variant, False, failure="error", message=timing.get("message") or "no time"),
-                             verification, timing, outcome.seconds)
+                             verification, timing, **done)
         if self.retime is not None:
             time_ms = timing["time_ms"] = self.retime(spec, variant, time_ms)
-        return Evaluated(Trial(variant, True, time_ms=time_ms), verification, timing, outcome.seconds)
+        return Evaluated(Trial(variant, True, time_ms=time_ms), verification, timing, **done)
 
     # --------------------------------------------------------------------------- confirmation
 
     def confirm(self, spec: LaunchSpec, variant: Variant) -> tuple[Confirmation | None, Failure | None]:
         """Baseline and ``variant`` re-timed interleaved (ABBA) in one process."""
-        outcome = self.worker.call(jobs.CONFIRM_JOB, {"spec": spec.to_json(), "root": self.root,
-                                                      "candidate": variant.to_json()})
+        outcome = self._exclusive(jobs.CONFIRM_JOB, {"spec": spec.to_json(), "root": self.root,
+                                                     "candidate": variant.to_json()})
         if not outcome.ok:
             return None, outcome.failure
         confirmation = confirmation_from_json(outcome.value)
@@ -160,10 +273,22 @@ class Evaluator:
         When the profiler job itself fails, the facts are the timing alone, and the note says so."""
         payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": self.use_ncu,
                    "variant": variant.to_json() if variant is not None else None, "timeout_s": NCU_TIMEOUT_S}
-        outcome = self.worker.call(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120)
+        outcome = self._exclusive(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120)
         if outcome.ok:
             return dict(outcome.value)
         return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
+
+    def _exclusive(self, job: str, payload: dict, **call: Any) -> Outcome:
+        """``job`` on the timing worker, holding the GPU to itself (``loop.jobs.exclusive_job``)."""
+        return self.worker.call(jobs.EXCLUSIVE_JOB, {"job": job, "payload": payload}, **call)
+
+
+def _busy_seconds(outcome: Outcome | None) -> float:
+    """A job's own seconds, less what it waited for the GPU lock."""
+    if outcome is None:
+        return 0.0
+    waited = outcome.value.get("lock_wait_s", 0.0) if outcome.ok and isinstance(outcome.value, dict) else 0.0
+    return max(0.0, outcome.seconds - waited)
 
 
 def fallback_profile(timing: dict | None, note: str) -> dict:

@@ -1,40 +1,143 @@
-"""Worker entries of the loop: each candidate is built, verified and timed in an isolated process.
+"""Worker entries of the loop: each candidate is built and verified, then timed, in isolated processes.
 
-``candidate_job`` is one worker call per candidate: verification first (>= 3 fresh input sets,
-poisoned outputs), and only a verified candidate is timed, so a wrong kernel never costs a
-benchmark. A compile error, fault, hang or crash surfaces as the worker's failure kind (the
-worker classifies it); a wrong result is returned with its verification record. ``target_job``
-names the machine the decisions are keyed by, and measures the roofline bandwidth once.
+A candidate is two worker calls, so that N workers can build and verify while one times:
+
+- ``verify_job``  compile, then verify (>= 3 fresh input sets, poisoned outputs, guard margins).
+                  The GPU launches hold the GPU lock shared (``tritune.worker.gpulock``); the
+                  compilation holds nothing, so it overlaps another worker's timing.
+- ``time_job``    only for a verified candidate (a wrong kernel never costs a benchmark): the
+                  do_bench median and a CUDA graph, holding the lock exclusively, so no other
+                  process launches on the GPU while it is timed.
+
+Every other job that times (baselines, confirmation, profile, the roofline copy) holds the lock
+exclusively too (``exclusive_job``, ``baselines_job``, ``target_job``). A compile error, fault, hang or crash surfaces as the
+worker's failure kind (the worker classifies it); a wrong result is returned with its record.
+
+Screening. The candidate is timed with one do_bench median (the baseline gets two, whose spread
+is the noise the arbiter screens with). The second median only ever gave the candidate's own
+spread, which no decision reads, so dropping it changes no decision and saves a third of the
+timing. The one median keeps do_bench's full budget (25 ms warm-up, 100 ms of runs), so the
+screen ranks candidates exactly as before: a shorter budget would let noise put a real winner
+below the threshold (a lost decision) or send losers to the interleaved ABBA re-timing
+(``arbiter.confirm``), which is what accepts; a lost decision cannot be won back later.
+
+The baseline of a launch is built once per worker process (``baseline_replay``) and verified
+against by every candidate that worker sees, not rebuilt per candidate.
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import json
+from typing import Any
+
 from tritune.bench.run import bench_spec
 from tritune.capture.spec import LaunchSpec
-from tritune.replay import Variant
+from tritune.replay import Replay, Variant, device_of
 from tritune.verify import verify
+from tritune.worker.gpulock import GpuLock
 
-CANDIDATE_JOB = "tritune.loop.jobs:candidate_job"
-BASELINE_JOB = "tritune.bench.run:bench_job"
-BASELINES_JOB = "tritune.loop.jobs:baselines_job"
-CONFIRM_JOB = "tritune.arbiter.confirm:confirm_job"
+VERIFY_JOB = "tritune.loop.jobs:verify_job"
+TIME_JOB = "tritune.loop.jobs:time_job"
+EXCLUSIVE_JOB = "tritune.loop.jobs:exclusive_job"
+BASELINES_JOB = "tritune.loop.jobs:baselines_job"  # holds the lock itself, per launch
+BASELINE_JOB = "tritune.bench.run:bench_job"  # run through EXCLUSIVE_JOB
+CONFIRM_JOB = "tritune.arbiter.confirm:confirm_job"  # run through EXCLUSIVE_JOB
 TARGET_JOB = "tritune.loop.jobs:target_job"
 INDUCTOR_LAUNCHES_JOB = "tritune.loop.jobs:inductor_launches_job"
 BENCH_METHODS = ("median", "graph")  # the median decides; the graph time tells launch-bound kernels apart
+SCREEN_MEDIANS = 1  # a candidate's do_bench medians (module docstring: why one)
+BASELINES_KEPT = 8  # built baselines a worker keeps (keys are optimized one after another)
+
+_BASELINES: collections.OrderedDict[tuple, Replay] = collections.OrderedDict()
+_LOCKS: dict[str, GpuLock] = {}
 
 
-def candidate_job(payload: dict) -> dict:
-    """``{"spec", "root", "variant", "mode", "input_sets"?, "copy_gbps"?}`` ->
-    ``{"verification": VerifyResult JSON, "timing": bench result or None}``."""
+def verify_job(payload: dict) -> dict:
+    """``{"spec", "root", "variant", "mode", "input_sets"?}`` -> ``{"verification": VerifyResult
+    JSON, "lock_wait_s"}``."""
     spec = LaunchSpec.from_json(payload["spec"])
     variant = Variant.from_json(payload["variant"])
+    device = device_of(spec)
+    lock = gpu_lock(device)
+    waited = lock.waited_s
     result = verify(spec, variant, payload["root"], mode=payload.get("mode", "tolerance"),
-                    input_sets=int(payload.get("input_sets", 3)))
-    body = {"verification": result.to_json(), "timing": None}
-    if result.ok:
-        body["timing"] = bench_spec(spec, payload["root"], variant, methods=BENCH_METHODS,
-                                    copy_gbps=payload.get("copy_gbps"))
-    return body
+                    input_sets=int(payload.get("input_sets", 3)), device=device,
+                    baseline=baseline_replay(spec, payload["root"], device), on_gpu=lock.shared)
+    _free_cached_memory(device)  # N workers each holding their peak would crowd the GPU
+    return {"verification": result.to_json(), "lock_wait_s": lock.waited_s - waited}
+
+
+def time_job(payload: dict) -> dict:
+    """``{"spec", "root", "variant", "copy_gbps"?}`` -> ``{"timing": bench result, "lock_wait_s"}``."""
+    spec = LaunchSpec.from_json(payload["spec"])
+    variant = Variant.from_json(payload["variant"])
+    device = device_of(spec)
+    lock = gpu_lock(device)
+    waited = lock.waited_s
+    replay = Replay(spec, variant, root=payload["root"], device=device)
+    with lock.shared():  # the inputs it is built for are made on the GPU; the build is a cache hit
+        replay.compile()
+    with lock.exclusive():
+        timing = bench_spec(spec, payload["root"], variant, device=device, methods=BENCH_METHODS,
+                            copy_gbps=payload.get("copy_gbps"), replay=replay, medians=SCREEN_MEDIANS)
+    return {"timing": timing, "lock_wait_s": lock.waited_s - waited}
+
+
+def exclusive_job(payload: dict) -> Any:
+    """``{"job": "package.module:function", "payload": {"spec", ...}}`` -> that job's value, run
+    holding the spec's GPU exclusively (baseline timing, confirmation, profile)."""
+    from tritune.worker.child import resolve
+
+    inner = payload["payload"]
+    device = device_of(LaunchSpec.from_json(inner["spec"]), inner.get("device"))
+    with gpu_lock(device).exclusive():
+        return resolve(payload["job"])(inner)
+
+
+def baseline_replay(spec: LaunchSpec, root: str, device: str) -> Replay:
+    """The captured launch's ``Replay``, built once per process and kept (its kernel stays
+    compiled). Keyed by the spec's whole JSON, not its id alone: two specs may share an id."""
+    text = json.dumps(spec.to_json(), sort_keys=True, default=str)
+    key = (str(root), device, hashlib.sha256(text.encode()).hexdigest())
+    replay = _BASELINES.get(key)
+    if replay is None:
+        replay = _BASELINES[key] = Replay(spec, Variant(), root=root, device=device)
+        while len(_BASELINES) > BASELINES_KEPT:
+            _BASELINES.popitem(last=False)
+    _BASELINES.move_to_end(key)
+    return replay
+
+
+def gpu_lock(device: str) -> GpuLock:
+    """This process's handle on the lock of ``device``'s GPU (the CPU has one too, so the
+    interpreter runs the same code; nothing times the CPU for a decision)."""
+    name = _gpu_name(device)
+    if name not in _LOCKS:
+        from tritune.config import gpu_lock_path
+
+        _LOCKS[name] = GpuLock(gpu_lock_path(name))
+    return _LOCKS[name]
+
+
+def _gpu_name(device: str) -> str:
+    if not str(device).startswith("cuda"):
+        return "cpu"
+    import torch
+
+    parsed = torch.device(device)
+    index = parsed.index if parsed.index is not None else torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    return str(uuid) if uuid else f"{index}-{props.name}"
+
+
+def _free_cached_memory(device: str) -> None:
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def baselines_job(payload: dict) -> dict:
@@ -49,7 +152,8 @@ def baselines_job(payload: dict) -> dict:
     for body in payload["specs"]:
         spec = LaunchSpec.from_json(body)
         try:
-            timing = bench_spec(spec, payload["root"], methods=BENCH_METHODS, copy_gbps=payload.get("copy_gbps"))
+            with gpu_lock(device_of(spec)).exclusive():
+                timing = bench_spec(spec, payload["root"], methods=BENCH_METHODS, copy_gbps=payload.get("copy_gbps"))
         except Exception as exc:  # noqa: BLE001 - classified and returned with the spec it belongs to
             failure = from_exception(exc)
             timings.append([spec.id, None, failure.to_json()])
@@ -70,7 +174,10 @@ def target_job(payload: dict) -> dict:
 
     on_gpu = torch.cuda.is_available() and not interpreting()
     target = current_target("cuda" if on_gpu else "cpu")
-    target["copy_gbps"] = copy_bandwidth_gbps("cuda") if on_gpu else None
+    target["copy_gbps"] = None
+    if on_gpu:
+        with gpu_lock("cuda").exclusive():  # a bandwidth measured beside other launches is low
+            target["copy_gbps"] = copy_bandwidth_gbps("cuda")
     target["meaningful"] = on_gpu
     return target
 

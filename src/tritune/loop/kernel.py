@@ -5,7 +5,8 @@
     profile   <- ncu, else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
-        BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench
+        BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench;
+                     ``jobs`` workers verify the round's candidates at once, one times them
         Remediation  a failure is classified and recorded; the proposers learn from its kind
                      (a baseline that writes outside its tensors ends the loop: nothing decided)
         Arbiter      the fastest verified candidates, fastest first: screen, then confirm by
@@ -27,6 +28,7 @@ noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Callable
@@ -52,17 +54,21 @@ class LoopSettings:
     budget_s: float = 900.0  # wall time per kernel; the loop finishes the round it is in
     fast_math: bool = False  # allow the fast-math pass set (verified with max relative error 1e-4)
     use_ncu: str = "auto"  # "auto" | "never" | "require"
+    # Workers building and verifying candidates at once (Evaluator). How fast, never what is
+    # decided: left out of to_json, which names the run that a later command resumes.
+    jobs: int = 1
 
     def __post_init__(self) -> None:
-        if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0:
-            raise ValueError(f"per_round ({self.per_round}), max_candidates ({self.max_candidates}) and "
-                             f"budget_s ({self.budget_s}) must be positive")
+        if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0 or self.jobs < 1:
+            raise ValueError(f"per_round ({self.per_round}), max_candidates ({self.max_candidates}), "
+                             f"budget_s ({self.budget_s}) and jobs ({self.jobs}) must be positive")
         if self.use_ncu not in ("auto", "never", "require"):
             raise ValueError(f"use_ncu must be auto, never or require, not {self.use_ncu!r}")
 
     def to_json(self) -> dict:
         body = dataclasses.asdict(self)
         body["arbiter"] = dataclasses.asdict(self.arbiter)
+        del body["jobs"]
         return body
 
 
@@ -124,7 +130,7 @@ class KernelLoop:
             if not proposals:
                 step = next_step(history, self.settings.arbiter, _fraction(best["roofline"]), exhausted=True)
                 break
-            done = [self._evaluate(variant, family, start) for variant, family in proposals]
+            done = self._evaluate(proposals)
             done += self._wait_for_held(start)
             unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
             if unsafe is not None:  # every comparison with this baseline is void: decide nothing
@@ -178,22 +184,47 @@ class KernelLoop:
 
     # -------------------------------------------------------------------------- build and run
 
-    def _evaluate(self, variant: Variant, family: Family, start: float) -> Evaluated | None:
-        cand = self.store.add_candidate(self.run_id, self.key, variant)
-        if cand.done:  # evaluated before this run was interrupted: its record, not a rerun
-            if cand.status == "rejected":  # the store's verdict is final: never judged again
-                self._final.add(variant.key())
-            verified = bool((cand.verification or {}).get("ok"))
-            trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
-            self.trials.append(trial)
-            self._record(variant, family, trial, reused=True, status=cand.status)
-            return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
-        if self.store.claim(cand.id, self.run_id) is None:  # another live optimize process evaluates it
-            self._held.append((variant, family))
-            return None
-        mode = family.mode(variant)
-        self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({mode})")
-        evaluated = self.evaluator.candidate(self.spec, variant, mode)
+    def _evaluate(self, proposals: list[tuple[Variant, Family]]) -> list[Evaluated | None]:
+        """The round's candidates, recorded in the store first (in proposal order: one evaluated
+        before an interruption is reused, one another live run holds is left for
+        ``_wait_for_held``, the rest are claimed), then the claimed ones built, verified and timed
+        by the evaluator (in parallel with ``--jobs``) and finished in the store in proposal
+        order, from this thread only: trials, records and store rows come out the same however
+        many workers ran them."""
+        planned = []
+        for variant, family in proposals:
+            cand = self.store.add_candidate(self.run_id, self.key, variant)
+            if not cand.done and self.store.claim(cand.id, self.run_id) is None:
+                self._held.append((variant, family))  # another live optimize process evaluates it
+                continue
+            planned.append((variant, family, cand))
+        work = [(variant, family) for variant, family, cand in planned if not cand.done]
+        for variant, family in work:
+            self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({family.mode(variant)})")
+        begin, done = time.monotonic(), []
+        items = [(variant, family.mode(variant)) for variant, family in work]
+        with contextlib.closing(self.evaluator.candidates(self.spec, items)) as results:
+            for variant, family, cand in planned:
+                if cand.done:
+                    done.append(self._reuse(variant, family, cand))
+                else:
+                    done.append(self._finish(variant, family, cand, next(results)))
+        share = (time.monotonic() - begin) / len(work) if work else 0.0
+        for variant, _ in work:  # what a candidate cost, with the others of its round running beside it
+            self._index[variant.key()]["share_s"] = share
+        return done
+
+    def _reuse(self, variant: Variant, family: Family, cand: Any) -> Evaluated | None:
+        """A candidate evaluated before this run was interrupted: its record, not a rerun."""
+        if cand.status == "rejected":  # the store's verdict is final: never judged again
+            self._final.add(variant.key())
+        verified = bool((cand.verification or {}).get("ok"))
+        trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
+        self.trials.append(trial)
+        self._record(variant, family, trial, reused=True, status=cand.status)
+        return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
+
+    def _finish(self, variant: Variant, family: Family, cand: Any, evaluated: Evaluated) -> Evaluated:
         self.trials.append(evaluated.trial)
         if evaluated.trial.ok:
             self.store.finish_candidate(cand.id, "verified", verification=evaluated.verification,
@@ -202,8 +233,8 @@ class KernelLoop:
             failure = evaluated.failure or {"kind": evaluated.trial.failure, "message": evaluated.trial.message}
             self.store.finish_candidate(cand.id, "rejected", failure=failure, verification=evaluated.verification,
                                         timings=evaluated.timing)
-        self._record(variant, family, evaluated.trial, seconds=evaluated.seconds, mode=mode,
-                     status="verified" if evaluated.trial.ok else "rejected")
+        self._record(variant, family, evaluated.trial, seconds=evaluated.seconds, split=evaluated.split,
+                     mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected")
         self._candidate_ids[variant.key()] = cand.id
         return evaluated
 
@@ -225,7 +256,7 @@ class KernelLoop:
                 self.busy += len(held)
                 break
             time.sleep(HELD_POLL_S)
-            done += [self._evaluate(variant, family, start) for variant, family in held]
+            done += self._evaluate(held)
         return done
 
     # ------------------------------------------------------------------------------- arbiter
@@ -292,11 +323,16 @@ class KernelLoop:
                     roofline=None)
 
     def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
-                mode: str | None = None, reused: bool = False) -> None:
+                split: dict | None = None, mode: str | None = None, reused: bool = False) -> None:
+        """The candidate's line in the results. Seconds: ``seconds`` from submission to result,
+        split into ``verify_s`` + ``time_s`` + ``wait_s`` (``Evaluator``); ``share_s`` its round's
+        wall time over the candidates evaluated in it (with N running at once, what one cost)."""
         speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
+        split = split or {}
         record = {"variant": _name(variant), "family": family.name, "mode": mode or family.mode(variant),
                   "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
-                  "speedup": speedup, "seconds": seconds, "reused": reused}
+                  "speedup": speedup, "seconds": seconds, "verify_s": split.get("verify_s"),
+                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused}
         self.records.append(record)
         self._index[variant.key()] = record
 

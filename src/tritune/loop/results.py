@@ -209,6 +209,7 @@ class RunResults:
     planned: int | None = None  # keys the run meant to optimize (after --kernel/--max-kernels/--sample)
     keys: int | None = None  # distinct keys in the capture
     cover: float | None = None  # stop once this share of kernel time is covered
+    jobs: int | None = None  # workers that built and verified candidates at once (--jobs)
     stopped: str | None = None
     timed: list[KeyTime] = dataclasses.field(default_factory=list)  # every key, costliest first
     kernels: list[KernelResult] = dataclasses.field(default_factory=list)
@@ -284,7 +285,8 @@ class RunResults:
             copy_gbps=positive(data.get("copy_gbps")), store=text(data.get("store")),
             launches=text(data.get("launches")), run_id=count(run_id) if run_id is not None else None,
             planned=count(planned) if planned is not None else None, keys=count(keys) if keys is not None else None,
-            cover=positive(data.get("cover")), stopped=text(data.get("stopped")) or None,
+            cover=positive(data.get("cover")), jobs=count(data.get("jobs")) or None,
+            stopped=text(data.get("stopped")) or None,
             timed=[KeyTime.from_json(t) for t in records(data.get("timed"))],
             kernels=[KernelResult.from_json(k) for k in kernels],
         )

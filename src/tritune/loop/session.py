@@ -106,7 +106,7 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
                log=log, families=families)
     if evaluator is not None:
         return _optimize(root, out, specs, evaluator, **job)
-    owned = Evaluator(root, use_ncu=settings.use_ncu)
+    owned = Evaluator(root, use_ncu=settings.use_ncu, jobs=settings.jobs)
     try:
         return _optimize(root, out, specs, owned, **job)
     finally:
@@ -130,7 +130,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
                     "max_kernels": max_kernels, "sample": sample, "cover": cover, "target": key_target}
     results = RunResults(command=command, started=_now(), target=key_target, settings=settings.to_json(),
                          meaningful=target["meaningful"], copy_gbps=target.get("copy_gbps"), store=str(store_path),
-                         launches=str(root), keys=chosen.keys, cover=cover)
+                         launches=str(root), keys=chosen.keys, cover=cover, jobs=evaluator.jobs)
     with DecisionStore(store_path) as store:
         for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
             (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) in "

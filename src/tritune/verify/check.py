@@ -49,9 +49,10 @@ everywhere but where the update is tiny or the identity).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Replay, Variant, make_args
@@ -95,36 +96,44 @@ class VerifyResult:
 
 
 def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = "tolerance",
-           input_sets: int = 3, device: str | None = None, seed: int = 0) -> VerifyResult:
+           input_sets: int = 3, device: str | None = None, seed: int = 0, baseline: Replay | None = None,
+           on_gpu: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> VerifyResult:
     """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets and compare
     every written tensor. Compile and launch errors propagate (the isolation worker classifies
     them); a wrong result is ``ok=False`` with ``failure="wrong_result"``, a baseline that writes
-    outside its tensors ``failure="baseline_out_of_bounds"``."""
+    outside its tensors ``failure="baseline_out_of_bounds"``.
+
+    ``baseline``: the captured launch's ``Replay``, kept built by a caller that verifies many
+    candidates of one launch (default: built here). ``on_gpu()`` is entered around everything
+    that launches on the device (inputs made, runs, comparisons) and left while the kernels
+    compile: ``tritune optimize --jobs`` passes its GPU lock's shared mode."""
     if input_sets < 1:
         raise ValueError(f"input_sets must be at least 1, got {input_sets}")
     for arg in spec.written:
         tolerance_for(arg.dtype, mode)  # unknown mode or unsupported dtype: fail before running
-    base = Replay(spec, Variant(), root=root, device=device)
+    base = baseline if baseline is not None else Replay(spec, Variant(), root=root, device=device)
     cand = Replay(spec, variant, root=root, device=device)
     block = largest_block(base.constexprs, cand.constexprs)  # margins of one block of either
     guards = layout(spec, block)
     written = [a.name for a in spec.written]
     seeds = [seed + k for k in range(input_sets)]
-    initial = make_args(spec, root, seed=seeds[0], device=base.device, block=block)
+    with on_gpu():
+        initial = make_args(spec, root, seed=seeds[0], device=base.device, block=block)
     base.compile(initial)  # both built before anything runs, on the first input set
     cand.compile(initial)
     result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
     pure: dict[str, bool] | None = None
-    for k, s in enumerate(seeds):
-        try:
-            if k:
-                initial = make_args(spec, root, seed=s, device=base.device, block=block)
-            if pure is None:
-                pure = _pure_outputs(spec, base, initial, written, guards)
-                result.in_out = [w for w in written if not pure[w]]
-            result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards)
-        except OutOfBounds as exc:
-            return _outside(result, exc, baseline=exc.replay is base, seed=s)
+    with on_gpu():
+        for k, s in enumerate(seeds):
+            try:
+                if k:
+                    initial = make_args(spec, root, seed=s, device=base.device, block=block)
+                if pure is None:
+                    pure = _pure_outputs(spec, base, initial, written, guards)
+                    result.in_out = [w for w in written if not pure[w]]
+                result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards)
+            except OutOfBounds as exc:
+                return _outside(result, exc, baseline=exc.replay is base, seed=s)
     return _conclude(result, written)
 
 
