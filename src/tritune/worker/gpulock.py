@@ -29,7 +29,7 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 
 class GpuLock:
@@ -86,17 +86,15 @@ class GpuLock:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self._mode = None
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        self.acquire(False)
-        try:
-            yield
-        finally:
-            self.release()
+    def shared(self) -> ContextManager[None]:
+        return self._held(False)
+
+    def exclusive(self) -> ContextManager[None]:
+        return self._held(True)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        self.acquire(True)
+    def _held(self, exclusive: bool) -> Iterator[None]:
+        self.acquire(exclusive)
         try:
             yield
         finally:
