@@ -10,13 +10,14 @@ A candidate is two worker calls, so that N workers can build and verify while on
                   process launches on the GPU while it is timed.
 
 Every other job that times (baselines, confirmation, profile, the roofline copy) holds the lock
-exclusively too (``exclusive_job``, ``baselines_job``, ``target_job``). A compile error, fault, hang or crash surfaces as the
-worker's failure kind (the worker classifies it); a wrong result is returned with its record.
+exclusively too (``exclusive_job``, ``baselines_job``, ``target_job``). A compile error, fault,
+hang or crash surfaces as the worker's failure kind (the worker classifies it); a wrong result is
+returned with its record.
 
 Screening. The candidate is timed with one do_bench median (the baseline gets two, whose spread
 is the noise the arbiter screens with). The second median only ever gave the candidate's own
-spread, which no decision reads, so dropping it changes no decision and saves a third of the
-timing. The one median keeps do_bench's full budget (25 ms warm-up, 100 ms of runs), so the
+spread, which no decision reads, so dropping it changes no decision and saves about a third of
+the timing. The one median keeps do_bench's full budget (25 ms warm-up, 100 ms of runs), so the
 screen ranks candidates exactly as before: a shorter budget would let noise put a real winner
 below the threshold (a lost decision) or send losers to the interleaved ABBA re-timing
 (``arbiter.confirm``), which is what accepts; a lost decision cannot be won back later.
