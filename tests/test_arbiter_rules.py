@@ -151,3 +151,12 @@ def test_finishes_within_the_roofline_target():
 
 def test_finishes_when_the_search_space_is_exhausted():
     assert next_step(improving(1), ArbiterSettings(), 0.4, exhausted=True).code == "exhausted"
+
+
+def test_interpreter_times_are_screened_out_whatever_they_say():
+    """Slower or faster on numpy, an interpreter-timed candidate is rejected as not meaningful
+    before any re-timing (an order that once depended on the CPU's wall clock)."""
+    for cand_ms in (2.0, 0.5):
+        verdict = screen_candidate(True, 1.0, cand_ms, 0.01, ArbiterSettings(), meaningful=False)
+        assert verdict is not None and verdict.code == "not_meaningful"
+    assert screen_candidate(True, 1.0, 0.5, 0.01, ArbiterSettings(require_meaningful=False), meaningful=False) is None

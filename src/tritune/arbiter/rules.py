@@ -96,11 +96,16 @@ class Round:
 # ------------------------------------------------------------------------------------ candidates
 
 def screen_candidate(verified: bool, baseline_ms: float | None, candidate_ms: float | None,
-                     noise: float | None, settings: ArbiterSettings = ArbiterSettings()) -> Verdict | None:
+                     noise: float | None, settings: ArbiterSettings = ArbiterSettings(), *,
+                     meaningful: bool = True) -> Verdict | None:
     """The checks that need no confirmation: a REJECT verdict, or None when the candidate is worth
-    the interleaved re-timing (so the loop spends confirmation time only on plausible winners)."""
+    the interleaved re-timing (so the loop spends confirmation time only on plausible winners).
+    ``meaningful=False``: the candidate was timed on the CPU interpreter; with
+    ``require_meaningful`` that decides it, whatever the times say (they measure numpy)."""
     if not verified:
         return _reject("unverified", "did not pass verification: never accepted, whatever its speed")
+    if settings.require_meaningful and not meaningful:
+        return _reject("not_meaningful", "timed on the CPU interpreter: such times decide nothing")
     if not (_positive(baseline_ms) and _positive(candidate_ms)):
         return _reject("bad_timing", f"no usable times (baseline {baseline_ms!r} ms, candidate {candidate_ms!r} ms)")
     speedup = baseline_ms / candidate_ms

@@ -252,11 +252,12 @@ class Evaluator:
         return confirmation, None
 
     def judge(self, spec: LaunchSpec, variant: Variant, base_ms: float, cand_ms: float, noise: float | None,
-              settings: ArbiterSettings) -> tuple[Verdict, Confirmation | None]:
+              settings: ArbiterSettings, *, timing: dict | None = None) -> tuple[Verdict, Confirmation | None]:
         """The arbiter's verdict on a verified candidate: screened on its benchmark time, then
         confirmed by interleaved re-timing (only for plausible winners); a re-timing that fails
         is a rejection (``unconfirmed``)."""
-        verdict = screen_candidate(True, base_ms, cand_ms, noise, settings)
+        meaningful = (timing or {}).get("meaningful") is not False  # the candidate's own timing, when given
+        verdict = screen_candidate(True, base_ms, cand_ms, noise, settings, meaningful=meaningful)
         if verdict is not None:
             return verdict, None
         confirmation, failure = self.confirm(spec, variant)

@@ -127,7 +127,8 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
                               timings=evaluated.timing)
         return _result(decision, REJECTED, f"{evaluated.trial.failure}: {evaluated.trial.message}")
     mine.finish_candidate(cand.id, "verified", verification=evaluated.verification, timings=evaluated.timing)
-    verdict, confirmation = evaluator.judge(spec, variant, base_ms, evaluated.trial.time_ms, noise, settings)
+    verdict, confirmation = evaluator.judge(spec, variant, base_ms, evaluated.trial.time_ms, noise, settings,
+                                            timing=evaluated.timing)
     held = mine.decision_for(decision.key)
     if held is not None:
         verdict = beats_held(verdict, held.speedup, noise, settings,

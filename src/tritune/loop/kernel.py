@@ -272,7 +272,7 @@ class KernelLoop:
             if trial.variant.key() in self._final:
                 continue  # rejected by the arbiter in an earlier run: its record is final
             verdict, confirmation = self.evaluator.judge(self.spec, trial.variant, base_ms, trial.time_ms, noise,
-                                                         settings)
+                                                         settings, timing=evaluated.timing)
             verdict = beats_held(verdict, best["ratio"], noise, settings)
             self._judged(trial.variant, verdict)
             if not verdict.accepted:
