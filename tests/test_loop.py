@@ -16,7 +16,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.families import Family, families_for
+from tritune.loop.families import Family, families_for, order_of
 from tritune.loop.kernel import KernelLoop
 from tritune.loop.results import RunResults
 from tritune.loop.session import machine, plan
@@ -76,7 +76,7 @@ def run(captured, out, worker, retime=block_speed, families=None, settings=SETTI
 def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker)
     [kernel] = results.kernels
-    assert kernel.accepted and kernel.decision.startswith("BLOCK=")
+    assert kernel.accepted and kernel.decision.startswith("BLOCK=") and kernel.won_by[0] == "BLOCK"
     assert kernel.speedup >= 2.0 and kernel.baseline_ms == 1.0
     assert results.meaningful is False and results.target["gpu"] == "interpreter"
     with DecisionStore(tmp_path / "decisions.db") as store:
@@ -91,7 +91,7 @@ def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, work
 def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, retime=lambda spec, variant, ms: 1.0)
     [kernel] = results.kernels
-    assert not kernel.accepted and kernel.speedup == 1.0
+    assert not kernel.accepted and kernel.speedup == 1.0 and kernel.won_by == []
     assert {c["verdict"] for c in kernel.candidates if "verdict" in c} <= {"below_threshold"}
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
@@ -170,6 +170,12 @@ def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(capture
     assert modes["launch-config"](Variant(options={"num_warps": 8})) == "tolerance"
     assert modes["passes"](Variant(passes=("exact",))) == "bitwise"
     assert modes["passes"](Variant(passes=("fast",), fast_math=True)) == "fast_math"
+    # a register cap alone changes no operation; with anything else it is a config like the others
+    assert modes["launch-config"](Variant(options={"maxnreg": 128})) == "bitwise"
+    assert modes["launch-config"](Variant(options={"maxnreg": 128, "num_warps": 8})) == "tolerance"
+    assert modes["looped-reduction"](Variant(source="...")) == "tolerance"  # a sum added chunk by chunk
+    assert order_of({"proposers": ["inductor-blocks", "passes"]})[0] == ["launch-config", "looped-reduction",
+                                                                         "passes", "cache-hints"]
 
 
 def test_settings_refuse_nonsense():

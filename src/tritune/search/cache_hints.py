@@ -56,6 +56,7 @@ POLICIES = ("evict_first", "evict_last")
 POLICY_ARG = 6  # tl.load(pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy)
 PID = "pid"  # tag: the value follows the program id
 INDIRECT = "indirect"  # tag: the value was loaded from memory (a gather's index)
+NAME_PREFIX = "cache hints: "  # a variant's name: the prefix, then "load<i> <policy>, ..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +188,14 @@ def _opposite(policy: str) -> str:
 
 
 def _name(change: dict[int, str]) -> str:
-    return "cache hints: " + ", ".join(f"load{i} {p}" for i, p in sorted(change.items()))
+    return NAME_PREFIX + ", ".join(f"load{i} {p}" for i, p in sorted(change.items()))
+
+
+def changed(name: str) -> list[str] | None:
+    """The knobs a variant this proposer named changes, one per load (None: not one of its names)."""
+    if not name.startswith(NAME_PREFIX):
+        return None
+    return [f"evict:{'='.join(part.split())}" for part in name[len(NAME_PREFIX):].split(", ")]
 
 
 def _grid(spec: LaunchSpec) -> list[int] | None:
