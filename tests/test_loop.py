@@ -354,3 +354,23 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
         assert kernel.busy == 0
     else:
         assert record["status"] == "busy" and kernel.busy == 1 and not kernel.accepted
+
+
+def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
+    from tritune.capture.spec import ArgSpec, LaunchSpec
+
+    red = LaunchSpec(kernel="triton_red_fused_sum_0", kind="inductor", module="m", source_file="m.py",
+                     source="sources/m.py", source_hash="0" * 64,
+                     args=[ArgSpec("in_ptr0", "tensor", shape=[64, 512], stride=[512, 1], dtype="float32"),
+                           ArgSpec("xnumel", "scalar", value=64, type="int"),
+                           ArgSpec("r0_numel", "scalar", value=512, type="int"),
+                           ArgSpec("XBLOCK", "constexpr"), ArgSpec("R0_BLOCK", "constexpr")],
+                     constexprs={"XBLOCK": 1, "R0_BLOCK": 64}, options={"num_warps": 2, "num_stages": 1},
+                     grid=[64], grid_rule={"kind": "inductor", "grid_type": "Grid1D"},
+                     extra={"config_from": "autotuned"})
+    [config] = [f for f in families_for(red) if f.name == "launch-config"]
+    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    assert set(first.constexprs) == {"XBLOCK"}  # Inductor's heuristic pick: its blocks first
+    red.extra["config_from"] = "coordinate_descent"
+    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    assert first.options == {"num_stages": 2} and not first.constexprs

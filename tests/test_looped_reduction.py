@@ -50,12 +50,14 @@ def test_layer_norm_loops_three_times_and_keeps_every_other_byte():
     text = body(looped, kernel)
     assert "R0_BLOCK: tl.constexpr = 64" in text and "R0_BLOCK: tl.constexpr = 256" not in text
     assert text.count(LOOP) == 3  # mean, variance, then the normalized row
-    # chunk 0 starts each accumulator, the other chunks add to it
-    assert "    tmp5 = tl.sum(tmp3, 1)[:, None].to(tl.float32)\n" in text
+    # chunk 0 (its own names) starts each accumulator, the other chunks add to it
+    assert "    tmp5 = tl.sum(tmp3_c0, 1)[:, None].to(tl.float32)\n" in text
     assert "        tmp5 = tmp5 + tl.sum(tmp3, 1)[:, None].to(tl.float32)\n" in text
-    assert text.count("r0_index = r0_offset + tl.arange(0, R0_BLOCK)[None, :]") == 6
+    assert text.count("    r0_index_c0 = r0_offset_c0 + tl.arange(0, R0_BLOCK)[None, :]\n") == 3
+    assert text.count("        r0_index = r0_offset + tl.arange(0, R0_BLOCK)[None, :]\n") == 3
     # the row's store in the last loop (chunk 0 and the loop), the per-row stores once, after it
-    assert text.count("tl.store(out_ptr1 + (r0_1 + 256*x0), tmp24, None)") == 2
+    assert "    tl.store(out_ptr1 + (r0_1_c0 + 256 * x0), tmp24_c0, None)\n" in text
+    assert text.count("tl.store(out_ptr1 + (r0_1 + 256*x0), tmp24, None)") == 1
     tail = text[text.rindex(LOOP):]
     assert tail.count("tl.store(out_ptr0 + (x0), tmp8, None)") == 1
     # x-only values sit between the loops: the mean after the first, rsqrt after the second
@@ -77,15 +79,14 @@ def test_an_in_place_row_is_read_before_it_is_overwritten_behind_a_barrier():
     assert last.index("tmp4 = tl.load(in_out_ptr0") < last.index("tl.store(in_out_ptr0")
 
 
-def test_rewritten_kernels_compile_for_sm90(tmp_path):
+def test_a_rewritten_kernel_compiles_for_sm90(tmp_path):
     from tritune.analyze.report import analyze_path
 
-    for path in (LAYER_NORM, IN_PLACE):
-        out = tmp_path / path.name
-        out.write_text(rewrite(path.read_text(), kernel_of(path), 128))
-        [record] = analyze_path(out)
-        assert record["error"] is None, record["error"]
-        assert record["kind"] == "inductor"
+    out = tmp_path / IN_PLACE.name  # three loops, a barrier in one, a masked x dimension
+    out.write_text(rewrite(IN_PLACE.read_text(), kernel_of(IN_PLACE), 128))
+    [record] = analyze_path(out)
+    assert record["error"] is None, record["error"]
+    assert record["kind"] == "inductor" and record["target"] == "sm_90"
 
 
 # ------------------------------------------------------------------------ under the interpreter
@@ -107,11 +108,24 @@ SMALL = {  # kernel file, edits to make it small, the looped R0_BLOCK
     "layer_norm": (LAYER_NORM, {"4096": "16"}, 128),
     # max2 is tl.reduce with a jit combine function, which the interpreter calls per element pair
     "softmax": (SOFTMAX, {"4096": "4", "256": "64"}, 32),
+    # a row of 50 in a block of 64, masked as Inductor masks it: the last chunk of 32 is partial
+    "softmax_masked": (SOFTMAX, {"(4096, 256), (256, 1)": "(4, 50), (50, 1)", "4096, 256,": "4, 50,", "4096": "4",
+                                 "'r0_': 256": "'r0_': 64", "r0_numel = 256": "r0_numel = 50",
+                                 "R0_BLOCK: tl.constexpr = 256": "R0_BLOCK: tl.constexpr = 64",
+                                 "tl.full([R0_BLOCK], True, tl.int1)[None, :]": "r0_index < r0_numel",
+                                 "256*x0), None)": "50*x0), r0_mask, other=0.0)",
+                                 "tmp11 = tl.broadcast_to(tmp9, [XBLOCK, R0_BLOCK])":
+                                     "tmp11 = tl.where(r0_mask, tmp9, float('-inf'))",
+                                 "tmp16 = tl.broadcast_to(tmp15, [XBLOCK, R0_BLOCK])":
+                                     "tmp16 = tl.where(r0_mask, tmp15, 0)",
+                                 "(r0_1 + 256*x0), tmp23, None)": "(r0_1 + 50*x0), tmp23, r0_mask)"}, 32),
     "in_place": (IN_PLACE, {"xnumel = 400": "xnumel = 16", "(8, 50, 512)": "(1, 16, 512)",
                             "(400, 512)": "(16, 512)", "(8, 50, 1), (50, 1, 1)": "(1, 16, 1), (16, 1, 1)",
                             "400, 512,": "16, 512,", "'x': 512": "'x': 16"}, 128),
 }
 
+
+PLANTED = {"layer_norm", "in_place", "softmax_masked"}  # softmax's tl.reduce is slow under the interpreter
 
 INTERPRETED = textwrap.dedent("""
     import json, re, sys
@@ -120,15 +134,18 @@ INTERPRETED = textwrap.dedent("""
     from tritune.search.looped_reduction import rewrite
     from tritune.verify import verify
 
+    def check(spec, out, name, text):
+        result = verify(spec, Variant(name=name, source=text), out, mode="tolerance", input_sets=1)
+        return [result.ok, result.failure, result.message]
+
     report = {}
-    for kernel_file, out, block in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
+    for case, kernel_file, out, block, plant in zip(*[iter(sys.argv[1:])] * 5):
         [spec], errors = specs_from_modules([kernel_file], out, launch=False)
         looped = rewrite(open(kernel_file).read(), spec.kernel, int(block))
         # a sum that forgets the earlier chunks: the check must catch it
         broken, n = re.subn(r"(tmp\\d+) = \\1 \\+ ", r"\\1 = ", looped, count=1)
-        results = [verify(spec, Variant(name=name, source=text), out, mode="tolerance", input_sets=1)
-                   for name, text in (("looped", looped), ("broken", broken))]
-        report[spec.kernel] = [errors, n, [[r.ok, r.failure, r.message] for r in results]]
+        report[case] = {"errors": errors, "looped": check(spec, out, "looped", looped),
+                        "broken": check(spec, out, "broken", broken) if plant == "1" and n == 1 else None}
     print(json.dumps(report))
 """)
 
@@ -138,18 +155,20 @@ def test_the_looped_kernels_compute_what_the_persistent_ones_do(tmp_path):
     # interpreted too, and this process may have imported them compiled
     argv = []
     for name, (path, replacements, block) in sorted(SMALL.items()):
-        argv += [str(small(path, tmp_path / name, replacements)), str(tmp_path / name / "capture"), str(block)]
+        argv += [name, str(small(path, tmp_path / name, replacements)), str(tmp_path / name / "capture"), str(block),
+                 str(int(name in PLANTED))]
     script = tmp_path / "run.py"
     script.write_text(INTERPRETED)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert sorted(report) == sorted(kernel_of(path) for path, _, _ in SMALL.values())
-    for kernel, (errors, planted, (looped, broken)) in report.items():
-        assert errors == [] and planted == 1, kernel
-        assert looped[0], f"{kernel}: {looped[2]}"
-        assert not broken[0] and broken[1] == "wrong_result", f"{kernel}: {broken[2]}"
+    assert sorted(report) == sorted(SMALL)
+    for case, result in report.items():
+        assert result["errors"] == [] and result["looped"][0], f"{case}: {result}"
+        if case in PLANTED:
+            ok, failure, message = result["broken"]
+            assert not ok and failure == "wrong_result", f"{case}: {message}"
 
 
 # ------------------------------------------------------------------------------ must not fire
@@ -184,6 +203,8 @@ REFUSED = {
     "an unmasked row of unknown length": (edited("    r0_numel = 256\n", ""), LN, "does not fix"),
     "a name assigned twice": (edited("    tmp7 = tmp6.to(tl.float32)", "    tmp7 = tmp6.to(tl.float32)\n"
                                      "    tmp7 = tmp7 * 2.0"), LN, "assigned twice"),
+    "a name the rewrite would give chunk 0": (edited("tmp7 = tmp6.to(tl.float32)", "tmp7 = tmp6.to(tl.float32)\n"
+                                                     "    tmp0_c0 = tmp7"), LN, "names ending in _c0"),
     "a store that scatters a row to one address": (edited("tl.store(out_ptr0 + (x0), tmp8, None)",
                                                           "tl.store(out_ptr0 + (x0), tmp24, None)"), LN,
                                                    "disagree on varying"),
@@ -242,3 +263,18 @@ def test_proposer_halves_r0_block_one_step_at_a_time(capture):
     assert proposer.propose(dataclasses.replace(per, kind="jit"), [], limit=4) == []
     shutil.rmtree(capture / "sources")
     assert proposer.propose(per, [], limit=4) == []  # no source to rewrite: nothing, not a crash
+
+
+def test_every_family_offers_something_for_a_persistent_reduction(capture):
+    from tritune.capture.spec import read_launches
+    from tritune.loop.families import families_for
+    from tritune.search import knobs
+
+    per = next(s for s in read_launches(capture) if s.kernel == LN)
+    assert {"XBLOCK", "num_warps", "num_stages", "maxnreg"} <= {k.name for k in knobs(per)}
+    assert "R0_BLOCK" not in {k.name for k in knobs(per)}  # fixed in the body: only the rewrite moves it
+    offered = {f.name: f.propose(per, [], 8, ("num_stages", "maxnreg")) for f in families_for(per, root=str(capture))}
+    assert {name for name, variants in offered.items() if variants} == {"launch-config", "passes", "cache-hints",
+                                                                        "looped-reduction"}
+    assert offered["launch-config"][0].options.keys() == {"num_stages"}  # the roles asked for it first
+    assert offered["cache-hints"][0].name.startswith("cache hints: ")

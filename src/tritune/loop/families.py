@@ -66,10 +66,15 @@ def order_of(bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:
 
 
 def _knob_order(spec: LaunchSpec, roles: tuple[str, ...]) -> list[str]:
+    """Knob names most promising first: the bottleneck's roles; for a launch Inductor's coordinate
+    descent already tuned, the knobs it never turns (num_stages, maxnreg) before those it walked
+    to a local optimum (its blocks and warps), whatever the roles."""
     from tritune.profile.bottleneck import Bottleneck, order_knobs
 
-    names = [k.name for k in space.knobs(spec)]
-    return order_knobs(Bottleneck("given", "", (), (), tuple(roles)), names)
+    names = order_knobs(Bottleneck("given", "", (), (), tuple(roles)), [k.name for k in space.knobs(spec)])
+    if spec.kind == "inductor" and spec.extra.get("config_from") == "coordinate_descent":
+        names.sort(key=lambda name: name in space.COORDINATE_DESCENT_KNOBS)  # stable: roles kept within
+    return names
 
 
 def _cache_hint_proposer(root: str | None) -> Any | None:

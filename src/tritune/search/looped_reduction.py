@@ -15,8 +15,9 @@ from its IR. Here the captured source is rewritten instead, statement by stateme
                that level; r-varying stores go in the loop of their level; x-only statements sit
                between the loops, x-only stores and barriers after the last one.
     chunk      r0_index = r0_offset + tl.arange(0, R0_BLOCK)[None, :]; r0_mask as written, so it
-               masks the last chunk where the row was masked; chunk 0 is peeled (r0_offset = 0) so
-               each accumulator starts as that chunk's value, of the type the kernel gives it.
+               masks the last chunk where the row was masked; chunk 0 is peeled before the loop,
+               its row values renamed (``tmp0_c0``), so each accumulator starts as that chunk's
+               value, of the type the kernel gives it, and only accumulators are loop-carried.
 
 Legal (checked, else ``NotLoopable`` says why and nothing is proposed):
 - the body is Inductor's straight-line persistent form: ``R0_BLOCK: tl.constexpr = <int>``,
@@ -63,12 +64,13 @@ ELEMENTWISE = {"tl.load", "tl.store", "tl.where", "tl.full", "tl.broadcast_to", 
                "tl.fma", "tl.cos", "tl.sin", "tl.floor", "tl.ceil", "tl.program_id", "tl.arange",
                "tl.debug_barrier", "tl.device_assert", "triton_helpers.maximum", "triton_helpers.minimum",
                "triton_helpers.promote_to_tensor", "triton_helpers.div_floor_integer",
-               "triton_helpers.remainder_integer", "triton_helpers.div_floor_floating"}
+               "triton_helpers.remainder_integer", "triton_helpers.div_floor_floating", "float"}  # float("-inf")
 ELEMENTWISE_MODULES = ("libdevice.", "tl_math.", "tl.math.", "math.")
 METHODS = {"to"}  # tensor methods that are elementwise; .shape and .dtype are read, not called
 UNMASKED = "tl.full([R0_BLOCK], True, tl.int1)[None, :]"
 MASKED = "r0_index < r0_numel"
 INDEX = "tl.arange(0, R0_BLOCK)[None, :]"
+CHUNK0 = "_c0"  # suffix of chunk 0's own names
 
 
 class NotLoopable(ValueError):
@@ -181,6 +183,8 @@ def _check_prologue(statements: list[_Stmt], params: set[str]) -> tuple[int, boo
         if stmt.target in by_target:
             raise NotLoopable(f"{stmt.target} is assigned twice")
         by_target[stmt.target] = stmt
+    if any(name.endswith(CHUNK0) for s in statements for name in s.uses | {s.target or ""}):
+        raise NotLoopable(f"the kernel already uses names ending in {CHUNK0}, which the rewrite gives chunk 0")
     block = by_target.get("R0_BLOCK")
     match = re.fullmatch(r"R0_BLOCK\s*:\s*tl\.constexpr\s*=\s*(\d+)", block.text) if block else None
     if match is None:
@@ -349,6 +353,9 @@ def _emit(found: Persistent, r0_block: int) -> str:
     indent, statements = found.indent, found.statements
     loops = _loops(statements)
     loaded = {base for s in statements for base, _ in _loads_in(s.text)}
+    # chunk 0's row values get names of their own: only the accumulators are carried into the
+    # loop (a value carried in must keep its type, and chunk 0's offset is a constant 0)
+    first = {n: f"{n}{CHUNK0}" for s in statements if s.r_varying or s.role == "offset" for n in [s.target] if n}
     out: list[str] = []
 
     def put(text: str, depth: int = 0) -> None:
@@ -359,25 +366,25 @@ def _emit(found: Persistent, r0_block: int) -> str:
             if s.level == level and not s.r_varying and s.role in ("static", "value", "assert"):
                 put(_with_block(s, r0_block))
 
-    def chunk(body: list[_Stmt], depth: int, first: bool) -> None:
+    def chunk(body: list[_Stmt], depth: int, rename: dict[str, str]) -> None:
         for s in body:
             if s.role == "index":
-                put(f"r0_index = r0_offset + {INDEX}", depth)
-            elif s.role == "reduction" and not first:
-                part = s.text.split("=", 1)[1].strip()
-                put(f"{s.target} = " + s.combine.format(acc=s.target, part=part), depth)
+                text = f"r0_index = r0_offset + {INDEX}"
+            elif s.role == "reduction" and not rename:
+                text = f"{s.target} = " + s.combine.format(acc=s.target, part=s.text.split("=", 1)[1].strip())
             else:
-                if s.role == "store" and s.pointer[0] in loaded:
-                    put("tl.debug_barrier()", depth)
-                put(s.text, depth)
+                text = s.text
+            if s.role == "store" and s.pointer[0] in loaded:
+                put("tl.debug_barrier()", depth)
+            put(_renamed(text, rename) if rename else text, depth)
 
     outside(0)
     for level, body in enumerate(loops):
         put(f"# loop {level}: chunk 0, then the rest of the row")
-        put("r0_offset = 0")
-        chunk(body, 0, first=True)
+        put(f"r0_offset{CHUNK0} = 0")
+        chunk(body, 0, first)
         put("for r0_offset in tl.range(R0_BLOCK, r0_numel, R0_BLOCK):")
-        chunk(body, 1, first=False)
+        chunk(body, 1, {})
         outside(level + 1)
     for s in statements:  # after the loops: x-only stores and barriers, as ordered in the source
         if s.role in ("store", "barrier") and not s.r_varying:
@@ -385,6 +392,15 @@ def _emit(found: Persistent, r0_block: int) -> str:
                 put("tl.debug_barrier()")
             put(s.text)
     return "\n".join(out)
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` (one statement) with its names replaced, through the AST (never inside a string)."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            node.id = names[node.id]
+    return ast.unparse(tree)
 
 
 def _with_block(stmt: _Stmt, r0_block: int) -> str:
