@@ -87,7 +87,7 @@ def find_loads(source: str, kernel: str, *, grid: list[int] | None = None) -> li
     walker = _Walker(_language_names(tree))
     walker.block(fn.body, env={}, loops=())
     data = source.encode()
-    offsets = _line_offsets(data)
+    offsets = line_offsets(data)
     calls = sorted(walker.loads, key=lambda c: (c.lineno, c.col_offset))
     pointers = [_keyword(c, "pointer", position=0) for c in calls]
     dumps = [ast.dump(p) if p is not None else "" for p in pointers]
@@ -417,7 +417,7 @@ def _keyword(call: ast.Call, name: str, position: int | None = None) -> ast.expr
     return None
 
 
-def _line_offsets(data: bytes) -> list[int]:
+def line_offsets(data: bytes) -> list[int]:
     """Byte offset of each line start (ast columns are UTF-8 byte offsets)."""
     offsets, total = [0], 0
     for line in data.splitlines(keepends=True):

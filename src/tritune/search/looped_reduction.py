@@ -51,6 +51,7 @@ from typing import Iterable
 
 from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.replay.variant import Variant
+from tritune.search.cache_hints import CacheHintProposer, line_offsets
 from tritune.search.proposers import Trial
 
 NAME_PREFIX = "looped reduction: R0_BLOCK="
@@ -65,7 +66,7 @@ ELEMENTWISE = {"tl.load", "tl.store", "tl.where", "tl.full", "tl.broadcast_to", 
                "tl.debug_barrier", "tl.device_assert", "triton_helpers.maximum", "triton_helpers.minimum",
                "triton_helpers.promote_to_tensor", "triton_helpers.div_floor_integer",
                "triton_helpers.remainder_integer", "triton_helpers.div_floor_floating", "float"}  # float("-inf")
-ELEMENTWISE_MODULES = ("libdevice.", "tl_math.", "tl.math.", "math.")
+ELEMENTWISE_MODULES = ("libdevice.", "tl_math.", "tl.math.")
 METHODS = {"to"}  # tensor methods that are elementwise; .shape and .dtype are read, not called
 UNMASKED = "tl.full([R0_BLOCK], True, tl.int1)[None, :]"
 MASKED = "r0_index < r0_numel"
@@ -125,11 +126,12 @@ def parse(source: str, kernel: str) -> Persistent:
     block, masked = _check_prologue(statements, params)
     _classify(statements)
     _check_memory(statements)
-    lines = _line_offsets(source.encode())
+    data = source.encode()
+    lines = line_offsets(data)  # ast columns are UTF-8 byte offsets
     first, last = fn.body[0], fn.body[-1]
     start = lines[first.lineno - 1]  # from the start of the first body line (its indentation)
-    end = lines[last.end_lineno - 1] + len(source.splitlines()[last.end_lineno - 1].encode())
-    indent = source.splitlines()[first.lineno - 1][:first.col_offset]
+    end = lines[last.end_lineno - 1] + last.end_col_offset
+    indent = data[start:start + first.col_offset].decode()
     return Persistent(block, masked, tuple(statements), (start, end), indent)
 
 
@@ -379,7 +381,7 @@ def _emit(found: Persistent, r0_block: int) -> str:
             put(_renamed(text, rename) if rename else text, depth)
 
     outside(0)
-    for level, body in enumerate(loops):
+    for level, body in enumerate(loops):  # every level has a root: a reduction feeds the next
         put(f"# loop {level}: chunk 0, then the rest of the row")
         put(f"r0_offset{CHUNK0} = 0")
         chunk(body, 0, first)
@@ -427,14 +429,6 @@ def _squash(text: str) -> str:
     return "".join(text.split())
 
 
-def _line_offsets(data: bytes) -> list[int]:
-    offsets, total = [], 0
-    for line in data.splitlines(keepends=True):
-        offsets.append(total)
-        total += len(line)
-    return offsets + [total]
-
-
 # -------------------------------------------------------------------------------- proposals
 
 class LoopedReductionProposer:
@@ -450,8 +444,6 @@ class LoopedReductionProposer:
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
         if spec.kind != "inductor" or limit <= 0:
             return []
-        from tritune.search.cache_hints import CacheHintProposer
-
         try:
             source = CacheHintProposer(self.root).source_of(spec)
             found = parse(source, spec.kernel)
