@@ -21,6 +21,7 @@ from tritune.replay.variant import Variant
 from tritune.search import cache_hints, looped_reduction, space
 
 SOURCE_NAMES = (cache_hints.changed, looped_reduction.changed)  # name -> knobs, or None if not theirs
+_UNSET = object()  # an option the captured launch does not name: any value set is a change
 
 
 def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
@@ -36,5 +37,3 @@ def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
                       ["source"])
     return list(dict.fromkeys(found))
 
-
-_UNSET = object()
