@@ -242,6 +242,46 @@ def test_shim_records_the_launched_config_and_counts(tmp_path, monkeypatch):
     assert [a.name for a in spec.written] == ["out_ptr0"]
 
 
+def test_shim_records_coordinate_descents_winner_not_the_starting_config(tmp_path, monkeypatch):
+    """With ``coordinate_descent_tuning`` on, Inductor's real ``run`` hands the launcher to its real
+    coordinate descent (``CoordescTuner``), which replaces ``launchers`` by its winner; compiling and
+    timing are faked (no GPU): a config costs its distance from XBLOCK 128 and 2 warps."""
+    import math
+
+    from tritune.capture.recorder import Recorder, finalize
+
+    module, tuner, calls = _tuner_with_fake_launcher(config_index=0)
+    start = tuner.launchers[0].config
+    assert (start.kwargs["XBLOCK"], start.num_warps) != (128, 2)
+    tuner.inductor_meta = {**tuner.inductor_meta, "coordinate_descent_tuning": True}
+    tuner.coordesc_tuner.inductor_meta = tuner.inductor_meta
+
+    def compiled(config):
+        def launcher(*args, stream):
+            calls.append(config)
+
+        launcher.config, launcher.cache_hash, launcher.store_cubin = config, "fake", False
+        launcher.n_regs = launcher.n_spills = launcher.shared = 0  # Inductor logs them
+        return types.SimpleNamespace(make_launcher=lambda: launcher)
+
+    def bench(launcher, *args, **kwargs):
+        config = launcher.config
+        return 1.0 + abs(math.log2(config.kwargs["XBLOCK"] / 128)) + abs(math.log2(config.num_warps / 2))
+
+    monkeypatch.setattr(tuner, "_precompile_config", compiled)
+    monkeypatch.setattr(tuner, "bench", bench)
+    monkeypatch.setattr(tuner, "save_cache_hook", None)
+    recorder = Recorder(tmp_path)
+    with inductor.recording(recorder.add):
+        tuner.run(*module.get_args(), stream=0)
+    recorder.close()
+    (spec,) = finalize(tmp_path)
+    assert spec.constexprs == {"XBLOCK": 128} and spec.options["num_warps"] == 2
+    assert spec.grid == [1024000 // 128, 1, 1]
+    assert spec.extra["config_from"] == "coordinate_descent"
+    assert calls[-1].kwargs["XBLOCK"] == 128  # the winner is what Inductor launched
+
+
 def test_recording_restores_the_previous_listener():
     module, tuner, _ = _tuner_with_fake_launcher(config_index=0)
     outer, inner = [], []

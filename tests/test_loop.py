@@ -16,7 +16,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.families import Family, families_for
+from tritune.loop.families import Family, families_for, order_of
 from tritune.loop.kernel import KernelLoop
 from tritune.loop.results import RunResults
 from tritune.loop.session import machine, plan
@@ -76,7 +76,7 @@ def run(captured, out, worker, retime=block_speed, families=None, settings=SETTI
 def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker)
     [kernel] = results.kernels
-    assert kernel.accepted and kernel.decision.startswith("BLOCK=")
+    assert kernel.accepted and kernel.decision.startswith("BLOCK=") and kernel.won_by[0] == "BLOCK"
     assert kernel.speedup >= 2.0 and kernel.baseline_ms == 1.0
     assert results.meaningful is False and results.target["gpu"] == "interpreter"
     with DecisionStore(tmp_path / "decisions.db") as store:
@@ -91,7 +91,7 @@ def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, work
 def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, retime=lambda spec, variant, ms: 1.0)
     [kernel] = results.kernels
-    assert not kernel.accepted and kernel.speedup == 1.0
+    assert not kernel.accepted and kernel.speedup == 1.0 and kernel.won_by == []
     assert {c["verdict"] for c in kernel.candidates if "verdict" in c} <= {"below_threshold"}
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
@@ -170,6 +170,12 @@ def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(capture
     assert modes["launch-config"](Variant(options={"num_warps": 8})) == "tolerance"
     assert modes["passes"](Variant(passes=("exact",))) == "bitwise"
     assert modes["passes"](Variant(passes=("fast",), fast_math=True)) == "fast_math"
+    # a register cap alone changes no operation; with anything else it is a config like the others
+    assert modes["launch-config"](Variant(options={"maxnreg": 128})) == "bitwise"
+    assert modes["launch-config"](Variant(options={"maxnreg": 128, "num_warps": 8})) == "tolerance"
+    assert modes["looped-reduction"](Variant(source="...")) == "tolerance"  # a sum added chunk by chunk
+    assert order_of({"proposers": ["inductor-blocks", "passes"]})[0] == ["launch-config", "looped-reduction",
+                                                                         "passes", "cache-hints"]
 
 
 def test_settings_refuse_nonsense():
@@ -348,3 +354,23 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
         assert kernel.busy == 0
     else:
         assert record["status"] == "busy" and kernel.busy == 1 and not kernel.accepted
+
+
+def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
+    from tritune.capture.spec import ArgSpec, LaunchSpec
+
+    red = LaunchSpec(kernel="triton_red_fused_sum_0", kind="inductor", module="m", source_file="m.py",
+                     source="sources/m.py", source_hash="0" * 64,
+                     args=[ArgSpec("in_ptr0", "tensor", shape=[64, 512], stride=[512, 1], dtype="float32"),
+                           ArgSpec("xnumel", "scalar", value=64, type="int"),
+                           ArgSpec("r0_numel", "scalar", value=512, type="int"),
+                           ArgSpec("XBLOCK", "constexpr"), ArgSpec("R0_BLOCK", "constexpr")],
+                     constexprs={"XBLOCK": 1, "R0_BLOCK": 64}, options={"num_warps": 2, "num_stages": 1},
+                     grid=[64], grid_rule={"kind": "inductor", "grid_type": "Grid1D"},
+                     extra={"config_from": "autotuned"})
+    [config] = [f for f in families_for(red) if f.name == "launch-config"]
+    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    assert set(first.constexprs) == {"XBLOCK"}  # Inductor's heuristic pick: its blocks first
+    red.extra["config_from"] = "coordinate_descent"
+    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    assert first.options == {"num_stages": 2} and not first.constexprs

@@ -254,3 +254,29 @@ def test_a_maxnreg_variant_replays_under_the_interpreter(tmp_path, monkeypatch):
     Replay(captured, variant, root=tmp_path)(args)
     assert variant.options == {"maxnreg": 40}
     assert torch.equal(args["out_ptr"], args["x_ptr"] + args["y_ptr"])
+
+
+# ------------------------------------------------------------------------- which knobs changed
+
+def test_changed_knobs_names_what_differs_from_the_captured_launch():
+    from tritune.search import changed_knobs
+
+    red = inductor_red(r0_numel=512, r0_block=64)  # XBLOCK 1, R0_BLOCK 64, 2 warps, 1 stage
+    assert changed_knobs(red, Variant()) == []
+    # in the space's order whatever the variant's, and a value equal to the captured one is no change
+    turned = Variant(options={"maxnreg": 128, "num_warps": 4, "num_stages": 1}, constexprs={"R0_BLOCK": 512, "XBLOCK": 1})
+    assert changed_knobs(red, turned) == ["R0_BLOCK", "num_warps", "maxnreg"]
+    assert changed_knobs(spec(), Variant(options={"num_stages": 3, "num_warps": 8})) == ["num_warps"]  # 3: the default
+    assert changed_knobs(spec(), Variant(options={"enable_fp_fusion": False})) == ["enable_fp_fusion"]
+    assert changed_knobs(spec(), Variant(passes=("exact",))) == ["pass:exact"]
+    assert changed_knobs(spec(), Variant(passes=("fast",), fast_math=True)) == ["pass:fast fast-math"]
+
+
+def test_changed_knobs_of_source_rewrites_come_from_their_proposers_names():
+    from tritune.search import changed_knobs
+
+    hints = Variant(name="cache hints: load0 evict_last, load2 evict_first", source="...")
+    assert changed_knobs(spec(), hints) == ["evict:load0=evict_last", "evict:load2=evict_first"]
+    looped = Variant(name="looped reduction: R0_BLOCK=128", source="...", options={"num_warps": 8})
+    assert changed_knobs(spec(), looped) == ["num_warps", "persistent->looped", "R0_BLOCK"]
+    assert changed_knobs(spec(), Variant(name="someone's kernel", source="...")) == ["source"]

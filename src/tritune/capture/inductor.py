@@ -7,7 +7,11 @@ launch's arguments. So this module owns one patch: ``SHIM_TARGET``,
 (the same in torch 2.11 and 2.13). The wrapper lets the original run (it autotunes, picks the
 launcher and launches), then hands ``add(spec, values)`` a ``LaunchSpec(kind="inductor")`` for
 the launcher that ran (``self.launchers[0]``; ``self.configs[0]`` under ``TRITON_INTERPRET=1``,
-as Inductor does). Autotuning trials call the launchers directly and are not recorded.
+as Inductor does). Autotuning trials call the launchers directly and are not recorded. Recording
+after ``run`` returns is what makes the spec Inductor's final choice: with
+``coordinate_descent_tuning`` on, ``run`` replaces ``launchers`` by coordinate descent's winner
+before launching, and the spec says ``config_from="coordinate_descent"`` (the winner's
+``found_by_coordesc``, also set when Inductor serves it from its autotune cache).
 
 ``install(add)`` / ``uninstall()`` are reversible; installing twice patches once (the newest
 ``add`` wins). ``install_apply(hook)`` / ``uninstall_apply()`` let one launch hook (``tritune.apply``)
@@ -220,9 +224,12 @@ def _count_candidates(tuner: Any) -> None:
     tuner._tritune_candidates = None if launchers == 1 else (launchers or configs or None)
 
 
-def config_source(tuner: Any) -> str:
-    """How the launched config was chosen: ``autotuned`` (among several), ``only`` (a single
-    config), ``inductor`` (Inductor had settled before capture saw the kernel)."""
+def config_source(tuner: Any, config: Any = None) -> str:
+    """How the launched config was chosen: ``coordinate_descent`` (Inductor's coordinate descent
+    found it), ``autotuned`` (among several), ``only`` (a single config), ``inductor`` (Inductor
+    had settled before capture saw the kernel)."""
+    if getattr(config, "found_by_coordesc", False):
+        return "coordinate_descent"
     candidates = getattr(tuner, "_tritune_candidates", None)
     if candidates is None:
         return "inductor"
@@ -234,7 +241,8 @@ def _record(add: Add, tuner: Any, args: tuple) -> None:
         if getattr(tuner, "triton_interpret", False):
             config, config_from = tuner.configs[0], "first"
         elif len(getattr(tuner, "launchers", None) or ()) == 1:
-            config, config_from = tuner.launchers[0].config, config_source(tuner)
+            config = tuner.launchers[0].config
+            config_from = config_source(tuner, config)
         else:
             return  # a plugin launched without settling on one launcher: nothing to say
         bump = getattr(getattr(add, "__self__", None), "bump", None)  # a Recorder's hot path

@@ -3,13 +3,18 @@
 A family wraps a proposer (``tritune.search``) with the verification mode its variants need:
 
     launch-config   num_warps, num_stages, maxnreg, grid blocks, Inductor's XBLOCK/YBLOCK/R0_BLOCK
-                    -> ``tolerance``: another block or warp count may reorder a reduction
+                    -> ``tolerance``: another block or warp count may reorder a reduction; a
+                    variant that changes only ``maxnreg`` -> ``bitwise`` (a register cap moves
+                    values to local memory, never changes an operation)
+    looped-reduction  an Inductor persistent reduction rewritten to loop over its row
+                    (``search.looped_reduction``) -> ``tolerance``: a sum is added chunk by chunk
     passes          tritune's exact IR passes -> ``bitwise``; the fast-math set (only with
                     ``--fast-math``) -> ``fast_math`` (max relative error 1e-4, NaN/Inf parity)
     cache-hints     eviction policy per load -> ``bitwise``: a cache hint changes no arithmetic
 
 The bottleneck classifier names families in its own vocabulary (``tritune.profile.FAMILIES``);
-``inductor-blocks`` is the launch-config search over Inductor's block knobs, the same proposer.
+``inductor-blocks`` is the launch-config search over Inductor's block knobs, then the persistent
+reduction's R0_BLOCK that coordinate descent never moves (the looped rewrite).
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from typing import Any, Callable
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Variant
 from tritune.search import space
+from tritune.search.looped_reduction import LoopedReductionProposer
 from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, Trial
 
-ALIASES = {"inductor-blocks": "launch-config"}
-DEFAULT_ORDER = ["launch-config", "passes", "cache-hints"]
+ALIASES = {"inductor-blocks": ("launch-config", "looped-reduction")}
+DEFAULT_ORDER = ["launch-config", "passes", "cache-hints", "looped-reduction"]
 DEFAULT_KNOBS = ("block", "num_warps", "num_stages")
 
 
@@ -42,11 +48,12 @@ class Family:
 def families_for(spec: LaunchSpec, fast_math: bool = False, root: str | None = None) -> list[Family]:
     """``root``: the capture directory, whose copy of the source the cache hints rewrite (the
     program's own file may have changed since the capture)."""
-    found = [Family("launch-config", LaunchConfigSearch(), _tolerance),
+    found = [Family("launch-config", LaunchConfigSearch(), _launch_config_mode),
              Family("passes", PassSetProposer(fast_math=fast_math), _pass_mode)]
     hints = _cache_hint_proposer(root)
     if hints is not None:
         found.append(Family("cache-hints", hints, _bitwise))
+    found.append(Family("looped-reduction", LoopedReductionProposer(root), _tolerance))  # [] unless persistent
     return found
 
 
@@ -54,15 +61,20 @@ def order_of(bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:
     """(family names most promising first, knob roles first) from a bottleneck's JSON."""
     if not bottleneck:
         return list(DEFAULT_ORDER), DEFAULT_KNOBS
-    names = [ALIASES.get(n, n) for n in bottleneck.get("proposers") or DEFAULT_ORDER]
+    names = [name for n in bottleneck.get("proposers") or DEFAULT_ORDER for name in ALIASES.get(n, (n,))]
     return list(dict.fromkeys(names + DEFAULT_ORDER)), tuple(bottleneck.get("knobs") or DEFAULT_KNOBS)
 
 
 def _knob_order(spec: LaunchSpec, roles: tuple[str, ...]) -> list[str]:
+    """Knob names most promising first: the bottleneck's roles; for a launch Inductor's coordinate
+    descent already tuned, the knobs it never turns (num_stages, maxnreg) before those it walked
+    to a local optimum (its blocks and warps), whatever the roles."""
     from tritune.profile.bottleneck import Bottleneck, order_knobs
 
-    names = [k.name for k in space.knobs(spec)]
-    return order_knobs(Bottleneck("given", "", (), (), tuple(roles)), names)
+    names = order_knobs(Bottleneck("given", "", (), (), tuple(roles)), [k.name for k in space.knobs(spec)])
+    if spec.kind == "inductor" and spec.extra.get("config_from") == "coordinate_descent":
+        names.sort(key=lambda name: name in space.COORDINATE_DESCENT_KNOBS)  # stable: roles kept within
+    return names
 
 
 def _cache_hint_proposer(root: str | None) -> Any | None:
@@ -81,6 +93,11 @@ def use_registers(families: list[Family], registers: int | None) -> None:
 
 def _tolerance(variant: Variant) -> str:
     return "tolerance"
+
+
+def _launch_config_mode(variant: Variant) -> str:
+    only_registers = not variant.constexprs and set(variant.options) == {"maxnreg"}
+    return "bitwise" if only_registers else "tolerance"
 
 
 def _bitwise(variant: Variant) -> str:

@@ -39,6 +39,7 @@ from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
 from tritune.loop.families import Family, families_for, order_of, use_registers
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
+from tritune.search.changes import changed_knobs
 from tritune.search.proposers import Trial
 from tritune.store import DecisionKey, DecisionStore
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
@@ -158,9 +159,10 @@ class KernelLoop:
                       candidates=self.records, waited=self.waited, busy=self.busy, wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
             result.update(accepted=True, decision=_name(best["variant"]), best_ms=best["ms"],
-                          speedup=best["ratio"], roofline_after=best["roofline"])
+                          speedup=best["ratio"], roofline_after=best["roofline"],
+                          won_by=changed_knobs(self.spec, best["variant"]))
         else:
-            result.update(best_ms=base_ms, speedup=1.0)
+            result.update(best_ms=base_ms, speedup=1.0, won_by=[])
         return result
 
     # ------------------------------------------------------------------------------ proposal

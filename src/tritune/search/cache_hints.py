@@ -56,6 +56,7 @@ POLICIES = ("evict_first", "evict_last")
 POLICY_ARG = 6  # tl.load(pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy)
 PID = "pid"  # tag: the value follows the program id
 INDIRECT = "indirect"  # tag: the value was loaded from memory (a gather's index)
+NAME_PREFIX = "cache hints: "  # a variant's name: the prefix, then "load<i> <policy>, ..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +87,7 @@ def find_loads(source: str, kernel: str, *, grid: list[int] | None = None) -> li
     walker = _Walker(_language_names(tree))
     walker.block(fn.body, env={}, loops=())
     data = source.encode()
-    offsets = _line_offsets(data)
+    offsets = line_offsets(data)
     calls = sorted(walker.loads, key=lambda c: (c.lineno, c.col_offset))
     pointers = [_keyword(c, "pointer", position=0) for c in calls]
     dumps = [ast.dump(p) if p is not None else "" for p in pointers]
@@ -187,7 +188,14 @@ def _opposite(policy: str) -> str:
 
 
 def _name(change: dict[int, str]) -> str:
-    return "cache hints: " + ", ".join(f"load{i} {p}" for i, p in sorted(change.items()))
+    return NAME_PREFIX + ", ".join(f"load{i} {p}" for i, p in sorted(change.items()))
+
+
+def changed(name: str) -> list[str] | None:
+    """The knobs a variant this proposer named changes, one per load (None: not one of its names)."""
+    if not name.startswith(NAME_PREFIX):
+        return None
+    return [f"evict:{'='.join(part.split())}" for part in name[len(NAME_PREFIX):].split(", ")]
 
 
 def _grid(spec: LaunchSpec) -> list[int] | None:
@@ -409,7 +417,7 @@ def _keyword(call: ast.Call, name: str, position: int | None = None) -> ast.expr
     return None
 
 
-def _line_offsets(data: bytes) -> list[int]:
+def line_offsets(data: bytes) -> list[int]:
     """Byte offset of each line start (ast columns are UTF-8 byte offsets)."""
     offsets, total = [0], 0
     for line in data.splitlines(keepends=True):

@@ -44,6 +44,9 @@ STAGES = (1, 2, 3, 4, 5)
 MIN_BLOCK, MAX_BLOCK = 16, 8192
 MAX_R0_BLOCK = 4096  # a single-iteration row beyond this spills registers on sm_90 (fp32 rows)
 INDUCTOR_GRID_BLOCKS = ("XBLOCK", "YBLOCK", "ZBLOCK")
+# what Inductor's coordinate descent walks (torch 2.13, CoordescTuner.tunable_fields, outside
+# matmul templates): the other knobs here, num_stages and maxnreg, it never turns
+COORDINATE_DESCENT_KNOBS = (*INDUCTOR_GRID_BLOCKS, "R0_BLOCK", "num_warps")
 MAX_REGISTERS = 255  # per thread, the hardware's limit: what an unset maxnreg lets ptxas use
 REGISTER_STEP_WARPS = 4  # maxnreg steps are counted in blocks of Triton's default 4 warps
 

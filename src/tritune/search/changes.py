@@ -1,0 +1,39 @@
+"""Which knobs a variant turns, relative to the captured launch: what the results say won.
+
+``changed_knobs(spec, variant)`` names them, in the order of the launch-config space (grid
+blocks, ``R0_BLOCK``, ``num_warps``, ``num_stages``, ``maxnreg``), then any other option or
+constexpr, passes (``pass:exact``, ``pass:fast fast-math``), and what a source rewrite changes:
+
+    ["XBLOCK", "num_warps"]                      a launch-config variant
+    ["evict:load0=evict_first"]                  a cache-hint rewrite, one entry per load
+    ["persistent->looped", "R0_BLOCK"]           a persistent reduction rewritten to loop
+    ["source"]                                   a source text no proposer here named
+
+A value equal to the captured one is not a change (a decision imported from another store may
+spell out defaults). Source rewrites are read from the variant's name, which the proposer that
+made it (``search.cache_hints``, ``search.looped_reduction``) formats and parses in one module.
+"""
+
+from __future__ import annotations
+
+from tritune.capture.spec import LaunchSpec
+from tritune.replay.variant import Variant
+from tritune.search import cache_hints, looped_reduction, space
+
+SOURCE_NAMES = (cache_hints.changed, looped_reduction.changed)  # name -> knobs, or None if not theirs
+_UNSET = object()  # an option the captured launch does not name: any value set is a change
+
+
+def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
+    current = {**space.current_options(spec), **spec.options, **spec.constexprs}
+    turned = [name for name, value in {**variant.options, **variant.constexprs}.items()
+              if current.get(name, _UNSET) != value]
+    order = {knob.name: i for i, knob in enumerate(space.knobs(spec))}
+    found = sorted(turned, key=lambda name: (order.get(name, len(order)), name))
+    if variant.passes:
+        found += [f"pass:{name}" + (" fast-math" if variant.fast_math else "") for name in variant.passes]
+    if variant.source is not None:
+        found += next((knobs for knobs in (parse(variant.name) for parse in SOURCE_NAMES) if knobs is not None),
+                      ["source"])
+    return list(dict.fromkeys(found))
+
