@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.apply import index as decision_index
-from tritune.apply.jit import JitEntry, JitPlan
+from tritune.apply.jit import JitEntry, JitPlan, signature
+from tritune.capture import _jit_shim
+from tritune.capture import inductor as inductor_shim
 
 _MISSING = object()
 
@@ -61,6 +63,7 @@ class Applier:
         self._tuners: dict[int, Any] = {}
         self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
         self._pending: Callable | None = None
+        self._hooks = (self.jit_hook, self.inductor_hook)  # one bound method each: the shims compare them
         self.installed = False
 
     # ------------------------------------------------------------------------ public
@@ -84,6 +87,8 @@ class Applier:
         self._decisions = self._read()
         self._index = None
         self._jit, self._tuners = {}, {}
+        _jit_shim.restore_straight()  # a function without decisions may have some now
+        inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
 
     def rollback(self, kernel: str) -> int:
@@ -103,16 +108,16 @@ class Applier:
         return stats
 
     def install(self) -> None:
-        from tritune.capture import _after_import, inductor
+        from tritune.capture import _after_import
 
         if self.installed:
             return
         self.installed = True
         self._pending = _after_import.when_imported("triton", self._install_jit)
-        inductor.install_apply(self.inductor_hook)
+        inductor_shim.install_apply(self._hooks[1])
 
     def uninstall(self) -> None:
-        from tritune.capture import _after_import, _jit_shim, inductor
+        from tritune.capture import _after_import
 
         if not self.installed:
             return
@@ -120,74 +125,79 @@ class Applier:
         if self._pending is not None:
             _after_import.cancel("triton", self._pending)
             self._pending = None
-        _jit_shim.uninstall_around(self.jit_hook)
-        inductor.uninstall_apply()
+        _jit_shim.uninstall_around(self._hooks[0])
+        inductor_shim.uninstall_apply()
 
     # ------------------------------------------------------------------- the hooks
 
     def jit_hook(self, launch: Any, run: Callable[[Any], Any]) -> Any:
-        """The JIT shim's around hook: one launch of ``kernel[grid](...)``."""
+        """The JIT shim's around hook: one launch of ``kernel[grid](...)`` (see ``apply.jit``)."""
         fn = launch.fn
         entry = self._jit.get(id(fn))
         if entry is None or entry.fn is not fn:
             entry = self._jit_entry(fn)
         entry.counts[0] += 1
-        if entry.keyer is None:
+        if entry.keyer is None:  # no decision for this function: its next launches skip the shim
+            _jit_shim.straight_through(launch, self._hooks[0])
             return run(launch)
-        bound = entry.kernel.bind(launch.args, launch.kwargs)
-        key = entry.keyer(bound)
-        if key is None:
+        sig = signature(launch.args, launch.kwargs, entry.tensor)
+        try:
+            prepared = entry.fast.get(sig, _MISSING)
+        except TypeError:  # an unhashable argument: the slow way, every time
+            prepared = self._jit_prepare(entry, launch)
+        if prepared is _MISSING:
+            prepared = self._jit_prepare(entry, launch)
+            entry.remember(sig, prepared)
+        if prepared is None:
             return run(launch)
-        plan = entry.plans.get(key.sha, _MISSING)
-        if plan is _MISSING:
-            plan = entry.plans[key.sha] = self._plan(entry.name, key, lambda decision: JitPlan(entry.kernel, decision))
-        if plan is None:
-            return run(launch)
-        chosen = plan.rewrite(launch, bound)
+        chosen = prepared.rewrite(launch)
         if chosen is None:
             entry.counts[2] += 1
             return run(launch)
         try:
-            result = plan.launch(chosen, run)
+            result = prepared.launch(chosen, run)
         except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
-            self._failed(entry, entry.plans, key.sha, plan, exc)
+            plan = prepared.plan
+            self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
+            entry.fast.clear()
             return run(launch)
         entry.counts[1] += 1
         return result
 
     def inductor_hook(self, tuner: Any, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
-        """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)``."""
+        """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)`` (see ``apply.inductor``)."""
         entry = self._tuners.get(id(tuner))
         if entry is None or entry.tuner is not tuner:
             entry = self._inductor_entry(tuner)
         entry.counts[0] += 1
         if entry.keyer is None:
+            inductor_shim.straight_through(tuner, self._hooks[1])
             return run()
         config = entry.settled_config(kwargs)
         if config is None:
             result = run()
             entry.ran = True
             return result
-        constexprs = entry.constexpr_values(config)
-        kernel_args, extra_args = entry.split(args)
-        bound = dict(zip(entry.positional, kernel_args))
-        bound.update(constexprs)
-        key = entry.keyer(bound)
-        if key is None:
+        if config is not entry.config and not entry.settle(config, self._get_index()):
+            # no decision of this kernel is for this config's constexprs, which stay until Inductor
+            # tunes again: its next launches skip the patch
+            inductor_shim.straight_through(tuner, self._hooks[1])
             return run()
-        plan_key = (key.sha, id(config))
-        plan = entry.plans.get(plan_key, _MISSING)
-        if plan is _MISSING:
-            from tritune.apply.inductor import InductorPlan
-
-            plan = entry.plans[plan_key] = self._plan(entry.name, key,
-                                                      lambda decision: InductorPlan(entry, config, args, decision))
-        if plan is None:
+        sig = signature(args, {}, entry.tensor)
+        try:
+            prepared = entry.fast.get(sig, _MISSING)
+        except TypeError:
+            prepared = self._inductor_prepare(entry, config, args)
+        if prepared is _MISSING:
+            prepared = self._inductor_prepare(entry, config, args)
+            entry.remember(sig, prepared)
+        if prepared is None:
             return run()
         try:
-            result = plan.launch(kernel_args, extra_args, constexprs, kwargs.get("stream"))
+            result = prepared.launch(args, kwargs.get("stream"))
         except Exception as exc:  # noqa: BLE001 - the decision failed: Inductor's launch still runs
-            self._failed(entry, entry.plans, plan_key, plan, exc)
+            self._failed(entry, entry.plans, prepared.plan_key, prepared.plan, exc)
+            entry.fast.clear()
             return run()
         entry.counts[1] += 1
         return result
@@ -195,11 +205,9 @@ class Applier:
     # ------------------------------------------------------------------------ inside
 
     def _install_jit(self, _module: Any) -> None:
-        from tritune.capture import _jit_shim
-
         self._pending = None
         if self.installed:
-            _jit_shim.install_around(self.jit_hook)
+            _jit_shim.install_around(self._hooks[0])
 
     def _store(self) -> Any:
         """The store, usable in this thread (sqlite connections belong to their thread)."""
@@ -249,7 +257,9 @@ class Applier:
 
                 kernel = Kernel(fn)
                 if kernel.source_hash in index.sources[name]:
-                    entry.kernel = kernel
+                    import torch
+
+                    entry.kernel, entry.tensor = kernel, torch.Tensor
                     entry.keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
                                             gpu=self.target["gpu"], capability=self.target["capability"],
                                             triton_version=self.target["triton_version"])
@@ -270,6 +280,9 @@ class Applier:
 
                 source_hash = entry.prepare()
                 if source_hash in index.sources[name]:
+                    import torch
+
+                    entry.tensor = torch.Tensor
                     entry.keyer = LiveKeyer(name, source_hash, entry.names, entry.constexprs,
                                             gpu=self.target["gpu"], capability=self.target["capability"],
                                             triton_version=self.target["triton_version"])
@@ -277,6 +290,34 @@ class Applier:
                 self._report(name, f"decisions not applied: {_one_line(exc)}")
         self._tuners[id(tuner)] = entry
         return entry
+
+    def _jit_prepare(self, entry: JitEntry, launch: Any) -> Any:
+        """A new signature: bind, key, plan (each once per key), and the prepared launch or None."""
+        bound = entry.kernel.bind(launch.args, launch.kwargs)
+        key = entry.keyer(bound)
+        if key is None:
+            return None
+        plan = entry.plans.get(key.sha, _MISSING)
+        if plan is _MISSING:
+            plan = entry.plans[key.sha] = self._plan(entry.name, key, lambda decision: JitPlan(entry.kernel, decision))
+        return None if plan is None else plan.prepare(launch, bound)
+
+    def _inductor_prepare(self, entry: Any, config: Any, args: tuple) -> Any:
+        constexprs = entry.constexpr_values(config)
+        kernel_args, extra_args = entry.split(args)
+        bound = dict(zip(entry.positional, kernel_args))
+        bound.update(constexprs)
+        key = entry.keyer(bound)
+        if key is None:
+            return None
+        plan_key = (key.sha, id(config))
+        plan = entry.plans.get(plan_key, _MISSING)
+        if plan is _MISSING:
+            from tritune.apply.inductor import InductorPlan
+
+            plan = entry.plans[plan_key] = self._plan(entry.name, key,
+                                                      lambda decision: InductorPlan(entry, config, args, decision))
+        return None if plan is None else plan.prepare(plan_key, kernel_args, extra_args, constexprs)
 
     def _plan(self, name: str, key: Any, make: Callable[[Any], Any]) -> Any:
         """The plan for ``key``, or None: no usable decision (checked again in the store now), or
