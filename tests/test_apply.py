@@ -305,6 +305,30 @@ def test_rollback_stops_the_decision_at_once_and_refresh_sees_the_store(k, specs
     assert fixed(k.scale_kernel, 100) == (4, [32])
 
 
+def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
+    """As the end-to-end benchmark does between blocks of steps: the same applier comes back (its
+    prepared launches kept) while the store is unchanged; off is plain Triton every time, and a
+    kernel without decisions, sent straight to Triton while on, is back on the patch when off."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    original = InterpretedFunction.__dict__["run"]
+    key = decide(store, specs[("scale_kernel", 100)], B64)
+    first = apply.enable(store, device="cpu")
+    for _ in range(5):
+        assert apply.enable(store, device="cpu") is first
+        assert fixed(k.scale_kernel, 100) == (2, [64])
+        assert fixed(k.plain_kernel, 100) == (4, [32])
+        assert "run" in vars(k.plain_kernel) and "run" not in vars(k.scale_kernel)  # straight to Triton
+        apply.disable()
+        assert InterpretedFunction.__dict__["run"] is original and "run" not in vars(k.plain_kernel)
+        assert fixed(k.scale_kernel, 100) == (4, [32])
+    assert first.stats()["scale_kernel"]["applied"] == 5
+    store.rollback(key)  # changed in between: the next enable sees it
+    assert apply.enable(store, device="cpu") is first
+    assert fixed(k.scale_kernel, 100) == (4, [32])
+    assert apply.enable(str(store.path), device="cpu") is first and apply.enable(store) is not first
+
+
 def test_only_verified_enabled_decisions_apply(k, specs, store):
     key = decide(store, specs[("scale_kernel", 100)], B64, promote=False)  # verified, never decided on
     decide(store, specs[("heur_kernel", 100)], B64)

@@ -104,6 +104,60 @@ def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
     assert CachingAutotuner.__dict__["run"] is original
 
 
+def _faked_tuner():
+    """The example module's tuner with Inductor's launcher replaced by a recorder (settled on
+    ``configs[1]``) and Triton's compile by ``FakeCompiled``; returns (tuner, args, its spec,
+    Inductor's launches, the compiled variant)."""
+    from tritune.imports import import_file
+    from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+    from tritune.capture.inductor_spec import launch_spec
+
+    module = import_file(POI, fresh=True)
+    module.rand_strided = host_rand_strided
+    tuner = autotuner_of(module)
+    inductors, compiled = [], FakeCompiled()
+
+    def launcher(*args, stream):
+        inductors.append(stream)
+
+    launcher.config = tuner.configs[1]
+    launcher.cache_hash, launcher.store_cubin = "fake", False
+    tuner.launchers = [launcher]
+    tuner.fn.run = lambda *a, grid, warmup, **kwargs: compiled
+    args = module.get_args()
+    spec, _ = launch_spec(tuner, args, launcher.config, config_from="autotuned")
+    return tuner, args, spec, inductors, compiled
+
+
+def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
+    """Blocks of launches with the store on and off, as the end-to-end benchmark runs a compiled
+    model: on, the decision (after Inductor's first run under each enable); off, Inductor's own
+    launcher through the restored ``run``; a tuner whose config no decision has skips the patch
+    while on and is back on it when off."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    original = CachingAutotuner.__dict__["run"]
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    other, other_args, _, other_inductors, _ = _faked_tuner()
+    other.launchers[0].config = other.configs[0]  # settled elsewhere: no decision has its XBLOCK
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    for block in range(4):
+        apply.enable(tmp_path / "d.db", device="cpu")
+        before = len(compiled.launches)
+        for _ in range(3):
+            tuner.run(*args, stream=1)
+            other.run(*other_args, stream=1)
+        assert len(compiled.launches) - before == (2 if block == 0 else 3)  # first: Inductor settles
+        assert "run" in vars(other) and "run" not in vars(tuner)
+        apply.disable()
+        assert CachingAutotuner.__dict__["run"] is original and "run" not in vars(other)
+        count = len(inductors)
+        tuner.run(*args, stream=2)
+        assert len(inductors) == count + 1 and len(compiled.launches) == before + (2 if block == 0 else 3)
+    assert len(other_inductors) == 4 * 3 + 0
+
+
 def test_a_kernel_compiled_in_a_worker_is_reloaded_as_inductor_does():
     import types
 

@@ -91,6 +91,22 @@ class Applier:
         inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
 
+    def reusable(self, store: Any, device: str | None) -> bool:
+        """For ``enable`` again: True if this applier is for ``store`` and ``device`` (re-reading
+        the store; a changed set of decisions is a ``refresh``)."""
+        if not isinstance(store, (str, Path)):
+            if store is not self.store:  # another DecisionStore object: its own connection
+                return False
+            store = store.path
+        if device != self.device or not Path(store).is_file() or Path(store).resolve() != self.path.resolve():
+            return False
+        decisions = self._read()
+        if _identity(decisions) != _identity(self._decisions):
+            self._decisions = decisions
+            self._index = None
+            self._jit, self._tuners = {}, {}
+        return True
+
     def rollback(self, kernel: str) -> int:
         """Roll back every decision of ``kernel`` in the store and stop applying them now."""
         count = self._store().rollback_all(kernel)
@@ -178,10 +194,10 @@ class Applier:
             result = run()
             entry.ran = True
             return result
-        if config is not entry.config and not entry.settle(config, self._get_index()):
-            # no decision of this kernel is for this config's constexprs, which stay until Inductor
-            # tunes again: its next launches skip the patch
-            inductor_shim.straight_through(tuner, self._hooks[1])
+        if config is not entry.config:
+            entry.settle(config, self._get_index())
+        if entry.unmatched:  # no decision of this kernel has this config's constexprs, which stay
+            inductor_shim.straight_through(tuner, self._hooks[1])  # as they are: skip the patch
             return run()
         sig = signature(args, {}, entry.tensor)
         try:
@@ -343,6 +359,10 @@ class Applier:
         self._reported.add((name, message))
         prefix = "tritune apply: " if name == "*" else f"tritune apply: kernel {name}: "
         print(prefix + message, file=sys.stderr)
+
+
+def _identity(decisions: list) -> list:
+    return [(d.key.sha, d.variant_hash, d.signature) for d in decisions]
 
 
 def _one_line(exc: BaseException) -> str:

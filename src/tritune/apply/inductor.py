@@ -45,7 +45,7 @@ class InductorEntry:
     """One ``CachingAutotuner`` as the applier sees it (see ``JitEntry``)."""
 
     __slots__ = ("tuner", "name", "counts", "keyer", "names", "constexprs", "constants", "positional", "extra",
-                 "ran", "plans", "values", "fast", "tensor", "config", "launcher", "source_hash")
+                 "ran", "plans", "values", "fast", "tensor", "config", "launcher", "source_hash", "unmatched")
 
     remember = JitEntry.remember
 
@@ -58,12 +58,14 @@ class InductorEntry:
         self.fast: dict[tuple, InductorLaunch | None] = {}  # signature -> prepared launch (this config)
         self.tensor = None
         self.config = self.launcher = None  # the settled config, and the launcher that holds it
+        self.unmatched = False  # no decision has the settled config's constexprs
 
-    def settle(self, config: Any, index: Any) -> bool:
-        """A newly settled ``config``: False if no decision of this kernel has its constexprs."""
+    def settle(self, config: Any, index: Any) -> None:
+        """A newly settled ``config``: ``unmatched`` if no decision of this kernel has its constexprs."""
         self.config, self.fast = config, {}
         values = {n: constexpr_value(v) for n, v in self.constexpr_values(config).items()}
-        return any(values == decided for decided in index.constexprs.get((self.name, self.source_hash), ()))
+        self.unmatched = not any(values == decided
+                                 for decided in index.constexprs.get((self.name, self.source_hash), ()))
 
     def prepare(self) -> str:
         """What every launch of this tuner shares (as ``inductor_spec`` computes it); returns the
