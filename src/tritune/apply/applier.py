@@ -45,7 +45,7 @@ _MISSING = object()
 class Applier:
     """Applies one store's decisions; ``tritune.apply.enable`` makes and installs one."""
 
-    def __init__(self, store: Any, *, device: str | None = None):
+    def __init__(self, store: Any, *, device: str | None = None, inductor_cache: bool = False):
         from tritune.store import DecisionStore, StoreError
 
         if isinstance(store, (str, Path)):
@@ -53,10 +53,12 @@ class Applier:
                 raise StoreError(f"no decision store at {store}")
             store = DecisionStore(store)
         self.store, self.path, self.device = store, Path(store.path), device
+        self.inductor_cache = inductor_cache  # also write Inductor's autotune cache (``apply.inductor_cache``)
         self._owner_thread = threading.get_ident()
         self._local = threading.local()
         self._reported: set[tuple[str, str]] = set()
         self._decisions = self._read()
+        self._forget_stale()
         self._target: dict | None = None
         self._index: decision_index.Index | None = None
         self._jit: dict[int, JitEntry] = {}
@@ -85,13 +87,14 @@ class Applier:
     def refresh(self) -> int:
         """Re-read the store's usable decisions; returns how many are for this target."""
         self._decisions = self._read()
+        self._forget_stale()
         self._index = None
         self._jit, self._tuners = {}, {}
         _jit_shim.restore_straight()  # a function without decisions may have some now
         inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
 
-    def reusable(self, store: Any, device: str | None) -> bool:
+    def reusable(self, store: Any, device: str | None, inductor_cache: bool = False) -> bool:
         """For ``enable`` again: True if this applier is for ``store`` and ``device`` (re-reading
         the store; a changed set of decisions is a ``refresh``)."""
         if not isinstance(store, (str, Path)):
@@ -103,8 +106,10 @@ class Applier:
         decisions = self._read()
         if _identity(decisions) != _identity(self._decisions):
             self._decisions = decisions
+            self._forget_stale()
             self._index = None
             self._jit, self._tuners = {}, {}
+        self.inductor_cache = inductor_cache
         return True
 
     def rollback(self, kernel: str) -> int:
@@ -289,6 +294,9 @@ class Applier:
 
         name = getattr(tuner.fn, "__name__", "?")
         entry = InductorEntry(tuner, name, self._counter(name))
+        launchers = getattr(tuner, "launchers", None) or ()  # the configs Inductor tunes among, while it does
+        entry.candidates = ([launcher.config for launcher in launchers] if len(launchers) > 1
+                            else list(getattr(tuner, "configs", None) or ()))
         index = self._get_index()
         if name in index.sources:
             try:
@@ -333,7 +341,35 @@ class Applier:
 
             plan = entry.plans[plan_key] = self._plan(entry.name, key,
                                                       lambda decision: InductorPlan(entry, config, args, decision))
+            if plan is not None and self.inductor_cache:
+                self._serve_through_inductor(entry, config, plan.decision)
         return None if plan is None else plan.prepare(plan_key, kernel_args, extra_args, constexprs)
+
+    def _serve_through_inductor(self, entry: Any, config: Any, decision: Any) -> None:
+        """Write the decision into Inductor's autotune cache where Inductor can serve it itself
+        (``apply.inductor_cache``); this process goes on applying it at launch time."""
+        from tritune.apply import inductor_cache
+
+        try:
+            count = len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
+            why = inductor_cache.reason_not(entry.tuner, config, decision, count)
+            if why is None:
+                why = inductor_cache.write(entry.tuner, config, decision, self.path, entry.candidates)
+        except Exception as exc:  # noqa: BLE001 - the launch-time path still applies it
+            why = _one_line(exc)
+        if why is None:
+            self._report(entry.name, "decision written to Inductor's autotune cache: Inductor launches it itself "
+                                     f"from the next compile on (undo: tritune store inductor-cache {self.path} --remove)")
+
+    def _forget_stale(self) -> None:
+        """Entries of Inductor's cache written for decisions no longer usable come out."""
+        from tritune.apply import inductor_cache
+
+        usable = {d.key.sha for d in self._decisions}
+        try:
+            inductor_cache.remove(self.path, keep=lambda entry: entry["key"] in usable)
+        except Exception as exc:  # noqa: BLE001
+            self._report("*", f"entries in Inductor's autotune cache not checked: {_one_line(exc)}")
 
     def _plan(self, name: str, key: Any, make: Callable[[Any], Any]) -> Any:
         """The plan for ``key``, or None: no usable decision (checked again in the store now), or

@@ -45,7 +45,8 @@ class InductorEntry:
     """One ``CachingAutotuner`` as the applier sees it (see ``JitEntry``)."""
 
     __slots__ = ("tuner", "name", "counts", "keyer", "names", "constexprs", "constants", "positional", "extra",
-                 "ran", "plans", "values", "fast", "tensor", "config", "launcher", "source_hash", "unmatched")
+                 "ran", "plans", "values", "fast", "tensor", "config", "launcher", "source_hash", "unmatched",
+                 "candidates")
 
     remember = JitEntry.remember
 
@@ -59,6 +60,8 @@ class InductorEntry:
         self.tensor = None
         self.config = self.launcher = None  # the settled config, and the launcher that holds it
         self.unmatched = False  # no decision has the settled config's constexprs
+        self.candidates: list = []  # the configs Inductor tunes among (apply.inductor_cache)
+        self.source_hash = ""
 
     def settle(self, config: Any, index: Any) -> None:
         """A newly settled ``config``: ``unmatched`` if no decision of this kernel has its constexprs."""
@@ -141,7 +144,7 @@ class InductorPlan:
             raise ApplyError(f"decision sets {unknown}, which are not constexprs of {entry.name} "
                              f"(its constexprs: {sorted(entry.constexprs)})")
         spec, _ = launch_spec(entry.tuner, args, config, config_from="first")
-        self.entry, self.variant = entry, variant
+        self.entry, self.variant, self.decision = entry, variant, decision
         self.rule = spec.grid_rule
         self.options = {**spec.options, **variant.options}
         self.overrides = dict(variant.constexprs)
