@@ -307,8 +307,9 @@ def test_rollback_stops_the_decision_at_once_and_refresh_sees_the_store(k, specs
 
 def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
     """As the end-to-end benchmark does between blocks of steps: the same applier comes back (its
-    prepared launches kept) while the store is unchanged; off is plain Triton every time, and a
-    kernel without decisions, sent straight to Triton while on, is back on the patch when off."""
+    prepared launches kept) while the store is unchanged; off is plain Triton every time. While
+    on, a kernel without decisions goes straight to Triton and one with decisions straight to the
+    applier's own path (both past the shim's wrapper); off, both are back on the class's run."""
     from triton.runtime.interpreter import InterpretedFunction
 
     original = InterpretedFunction.__dict__["run"]
@@ -318,11 +319,13 @@ def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
         assert apply.enable(store, device="cpu") is first
         assert fixed(k.scale_kernel, 100) == (2, [64])
         assert fixed(k.plain_kernel, 100) == (4, [32])
-        assert "run" in vars(k.plain_kernel) and "run" not in vars(k.scale_kernel)  # straight to Triton
+        assert vars(k.plain_kernel)["run"].__func__ is original
+        assert vars(k.scale_kernel)["run"].__qualname__ == "Applier._direct.<locals>.run"
         apply.disable()
-        assert InterpretedFunction.__dict__["run"] is original and "run" not in vars(k.plain_kernel)
+        assert InterpretedFunction.__dict__["run"] is original
+        assert "run" not in vars(k.plain_kernel) and "run" not in vars(k.scale_kernel)
         assert fixed(k.scale_kernel, 100) == (4, [32])
-    assert first.stats()["scale_kernel"]["applied"] == 5
+    assert first.stats()["scale_kernel"] == {"launches": 5, "applied": 5, "skipped": 0, "decisions": 1}
     store.rollback(key)  # changed in between: the next enable sees it
     assert apply.enable(store, device="cpu") is first
     assert fixed(k.scale_kernel, 100) == (4, [32])

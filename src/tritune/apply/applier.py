@@ -161,6 +161,8 @@ class Applier:
         if entry.keyer is None:  # no decision for this function: its next launches skip the shim
             _jit_shim.straight_through(launch, self._hooks[0])
             return run(launch)
+        if entry.direct is None or vars(fn).get("run") is not entry.direct:  # next launches: to ``_direct``
+            _jit_shim.direct(launch, self._hooks[0], lambda original: self._direct(entry, original))
         sig = signature(launch.args, launch.kwargs, entry.tensor)
         try:
             prepared = entry.fast.get(sig, _MISSING)
@@ -184,6 +186,45 @@ class Applier:
             return run(launch)
         entry.counts[1] += 1
         return result
+
+    def _direct(self, entry: JitEntry, original: Callable) -> Callable:
+        """``fn.run`` for a function with decisions while apply is alone on the JIT shim: the
+        hot path of ``jit_hook`` without the shim's ``Launch`` and guard (same rules: a failure of
+        ours launches as written, a failing decision falls back and is reported once)."""
+        fn, counts, fast, tensor = entry.fn, entry.counts, entry.fast, entry.tensor
+
+        def run(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if warmup:
+                return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            try:
+                prepared = fast.get(signature(args, kwargs, tensor), _MISSING)
+                found = (prepared.arguments(args, kwargs, grid)
+                         if prepared is not None and prepared is not _MISSING and prepared.ready else None)
+            except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
+                self._report(entry.name, f"launched as written: {_one_line(exc)}")
+                prepared = found = None
+            if found is not None:
+                counts[0] += 1
+                chosen_args, chosen_kwargs, chosen_grid = found
+                try:
+                    result = original(prepared.fn, *chosen_args, grid=chosen_grid, warmup=False, **chosen_kwargs)
+                except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
+                    plan = prepared.plan
+                    self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
+                    fast.clear()
+                    return original(fn, *args, grid=grid, warmup=False, **kwargs)
+                counts[1] += 1
+                return result
+            if prepared is None:  # no decision for these arguments
+                counts[0] += 1
+                return original(fn, *args, grid=grid, warmup=False, **kwargs)
+            # a new signature, passes still to build, a grid left as written: the hook's own way
+            return _jit_shim.guarded(self._hooks[0], (_jit_shim.Launch(fn, args, kwargs, grid, ()),),
+                                     lambda chosen: original(chosen.fn, *chosen.args, grid=chosen.grid, warmup=False,
+                                                             **chosen.kwargs), None, entry.name)
+
+        entry.direct = run
+        return run
 
     def inductor_hook(self, tuner: Any, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
         """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)`` (see ``apply.inductor``)."""

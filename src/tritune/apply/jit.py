@@ -56,7 +56,7 @@ class JitEntry:
     keyer, plans by key (``None``: the key has no usable decision) and prepared launches by
     signature (``None``: no decision applies to that signature)."""
 
-    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor")
+    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct")
 
     def __init__(self, fn: Any, name: str, counts: list[int], kernel: Any = None, keyer: Any = None):
         self.fn, self.name, self.counts = fn, name, counts
@@ -64,6 +64,7 @@ class JitEntry:
         self.plans: dict[str, JitPlan | None] = {}
         self.fast: dict[tuple, Prepared | None] = {}
         self.tensor: type | None = None
+        self.direct = None  # the fn.run that sends its launches to Applier._direct, past the shim
 
     def remember(self, sig: tuple, prepared: "Prepared | None") -> None:
         if len(self.fast) >= _FAST_LIMIT:
@@ -124,7 +125,11 @@ class Prepared:
 
     def rewrite(self, launch: Launch) -> Launch | None:
         """The launch to make instead, or None when its grid cannot be recomputed safely."""
-        grid = launch.grid
+        found = self.arguments(launch.args, launch.kwargs, launch.grid)
+        return None if found is None else Launch(self.fn, found[0], found[1], found[2], launch.wrappers)
+
+    def arguments(self, args: tuple, kwargs: dict, grid: Any) -> tuple[tuple, dict, Any] | None:
+        """``rewrite``'s arguments, keyword arguments and grid (the function is ``self.fn``)."""
         if self.fixed_grid and not callable(grid):
             try:
                 found = self.grids.get(grid, False)
@@ -135,13 +140,12 @@ class Prepared:
             if found is None:
                 return None
             grid = found
-        args, kwargs = launch.args, launch.kwargs
         if self.names is not None:  # by name
             named = dict(self.defaults)
             named.update(zip(self.names, args))
             named.update(kwargs)
             named.update(self.overrides)
-            return Launch(self.fn, (), named, grid, launch.wrappers)
+            return (), named, grid
         if self.positions:
             args = list(args)
             for position, value in self.positions:
@@ -149,7 +153,7 @@ class Prepared:
             args = tuple(args)
         if self.overrides:
             kwargs = {**kwargs, **self.overrides} if kwargs else self.overrides
-        return Launch(self.fn, args, kwargs, grid, launch.wrappers)
+        return args, kwargs, grid
 
     def launch(self, chosen: Launch, run: Callable[[Launch], Any]) -> Any:
         if self.ready:

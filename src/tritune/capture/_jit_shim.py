@@ -167,6 +167,24 @@ def straight_through(launch: Launch, hook: Around) -> bool:
     return done
 
 
+def direct(launch: Launch, hook: Around, make: Callable[[Callable], Callable]) -> bool:
+    """``hook`` takes over every later launch of ``launch.fn`` itself: while it is the only hook
+    and no listener is installed, ``fn.run`` is ``make(original)`` (``original``: Triton's own
+    ``run``, unbound), and the wrappers around ``fn`` go straight to Triton (nobody needs to know
+    them). Removed like a bypass. Returns whether it is in place."""
+    if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
+        return False
+    with _lock:
+        if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
+            return False
+        patched = _patched_for(launch.fn)
+        if patched is None or not _straight.put(launch.fn, make(patched.__wrapped__), patched):
+            return False
+        for wrapper in launch.wrappers:
+            _bypass(wrapper)
+    return True
+
+
 def restore_straight() -> None:
     """Put every launch back on the shim (e.g. the hook's decisions changed)."""
     with _lock:
@@ -174,11 +192,16 @@ def restore_straight() -> None:
 
 
 def _bypass(obj: Any) -> bool:
+    patched = _patched_for(obj)
+    return patched is not None and _straight.add(obj, patched.__wrapped__, patched)
+
+
+def _patched_for(obj: Any) -> Callable | None:
     for cls in type(obj).__mro__:
         patched = _patched.get(cls)
         if patched is not None:
-            return _straight.add(obj, patched.__wrapped__, patched)
-    return False
+            return patched
+    return None
 
 
 def _add(registry: list, item: Callable) -> None:

@@ -8,7 +8,8 @@ original method bound to the instance, put in the instance's ``__dict__``, is fo
 launches of that one object call Triton's own ``run`` directly, as if tritune were not there
 (measured faster than through the class, since the bound method is made once).
 
-``Bypasses.add(obj, original)`` does that for one object, unless its class overrides ``run``
+``Bypasses.add(obj, original, patched)`` does that for one object (``put`` puts another
+function there: a hook's own fast path for that one object), unless its class overrides ``run``
 below the patched class (then our wrapper is not what its launches reach), it already has a
 ``run`` of its own (a test's stub), or it cannot hold one (``__slots__``). ``restore()`` takes
 every bypass out again: the shims call it whenever a listener or hook comes or goes, so a bypass
@@ -30,6 +31,10 @@ class Bypasses:
     def add(self, obj: Any, original: Callable, patched: Callable) -> bool:
         """Let ``obj``'s launches call ``original`` (the class's own ``run``) directly; ``patched``
         is our wrapper, which ``type(obj).run`` must be. Returns whether the bypass is in place."""
+        return self.put(obj, original.__get__(obj, type(obj)), patched)
+
+    def put(self, obj: Any, run: Callable, patched: Callable) -> bool:
+        """Let ``obj``'s launches call ``run`` (called as ``obj.run(...)``, without ``self``)."""
         if getattr(type(obj), "run", None) is not patched:
             return False
         try:
@@ -39,7 +44,7 @@ class Bypasses:
             return False
         if "run" in attrs:
             return False
-        bound = original.__get__(obj, type(obj))
+        bound = run
         with self._lock:
             attrs["run"] = bound
             self._held[id(obj)] = (ref, bound)
