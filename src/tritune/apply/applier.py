@@ -5,13 +5,18 @@ is imported) and Inductor's (``capture.inductor.install_apply``, once Inductor's
 the one module per patch rule, shared with capture, so capture and apply run together (capture
 records the launch the program made; apply decides what runs).
 
-Cost of a launch (``tests/test_apply.py`` prints it; CPU of the dev machine, 5 arguments):
-  a kernel with no decision on this target   one dict lookup by ``id(fn)`` and a counter: 0.2 us
-                                             (2.3 us with the shim's own wrapper around it);
-  a kernel with decisions, not for this key  + ``Kernel.bind`` and ``LiveKeyer`` (a tuple of the
-                                             arguments' dtype/shape/alignment, a dict lookup): 3-4.5 us;
-  a launch with a decision                   + the rewritten arguments (a fixed grid is recomputed
-                                             once per grid and scalar values): 4-6 us.
+Cost of a launch (``benchmarks/apply_overhead.py`` measures it on the GPU; ``tests/test_apply.py``
+prints the CPU figures with Triton's run replaced by a no-op):
+  a kernel with no decision on this target   nothing after its first launch: the hook asks the
+                                             shim to send the object's launches straight to
+                                             Triton (``straight_through``; Inductor: the tuner,
+                                             and a tuner settled on a config no decision has);
+  a jit kernel with decisions                its own ``run`` (``_direct``, while apply is alone
+                                             on the shim): the arguments' ``signature`` and one
+                                             dict lookup to the prepared launch (``apply.jit``);
+                                             a new signature goes through ``jit_hook``;
+  an Inductor kernel with decisions          ``inductor_hook``: the settled launcher (an identity
+                                             check), the signature, the prepared launch.
 
 What is read when: the store's usable decisions at ``enable`` and ``refresh`` (the target, GPU
 name, capability and Triton version, on the first launch: ``current_target`` would initialise
