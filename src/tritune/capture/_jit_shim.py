@@ -156,15 +156,7 @@ def straight_through(launch: Launch, hook: Around) -> bool:
     """``hook`` has nothing to do with any launch of ``launch.fn``: if it is the only hook and no
     listener is installed, that function's later launches (and its wrappers') skip the shim.
     Returns whether they will."""
-    if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
-        return False
-    with _lock:
-        if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
-            return False
-        done = _bypass(launch.fn)
-        for wrapper in launch.wrappers:
-            _bypass(wrapper)
-    return done
+    return _past_the_shim(launch, hook, None)
 
 
 def direct(launch: Launch, hook: Around, make: Callable[[Callable], Callable]) -> bool:
@@ -172,13 +164,20 @@ def direct(launch: Launch, hook: Around, make: Callable[[Callable], Callable]) -
     and no listener is installed, ``fn.run`` is ``make(original)`` (``original``: Triton's own
     ``run``, unbound), and the wrappers around ``fn`` go straight to Triton (nobody needs to know
     them). Removed like a bypass. Returns whether it is in place."""
+    return _past_the_shim(launch, hook, make)
+
+
+def _past_the_shim(launch: Launch, hook: Around, make: Callable[[Callable], Callable] | None) -> bool:
     if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
         return False
-    with _lock:
+    with _lock:  # the same lock as install/uninstall, which take every bypass out
         if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
             return False
         patched = _patched_for(launch.fn)
-        if patched is None or not _straight.put(launch.fn, make(patched.__wrapped__), patched):
+        if patched is None:
+            return False
+        run = patched.__wrapped__.__get__(launch.fn, type(launch.fn)) if make is None else make(patched.__wrapped__)
+        if not _straight.put(launch.fn, run, patched):
             return False
         for wrapper in launch.wrappers:
             _bypass(wrapper)
