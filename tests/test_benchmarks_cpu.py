@@ -232,4 +232,3 @@ def test_guard_gpu_cases_end_as_expected_under_the_interpreter(tmp_path):
     with DecisionStore(tmp_path / "ctl" / "control.db") as store:
         assert [(d.key.kernel, d.variant.constexprs, d.usable) for d in store.decisions()] == \
             [("unmasked", {"BLOCK": 128}, True)]
-
