@@ -238,7 +238,7 @@ def measure(case: Case, store, launches: int, blocks: int, device: str) -> dict:
             samples[mode]["host"].append(host)
             samples[mode]["event"].append(event)
             if applier is not None:
-                applied = max(applied, applier.stats().get(case.kernel, {}).get("applied", 0))
+                applied += applier.stats().get(case.kernel, {}).get("applied", 0)  # each enable: its own stats
                 tritune.disable()
     figures = {mode: {clock: statistics.median(values) for clock, values in by_clock.items()}
                for mode, by_clock in samples.items()}

@@ -306,8 +306,9 @@ def test_rollback_stops_the_decision_at_once_and_refresh_sees_the_store(k, specs
 
 
 def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
-    """As the end-to-end benchmark does between blocks of steps: the same applier comes back (its
-    prepared launches kept) while the store is unchanged; off is plain Triton every time. While
+    """As the end-to-end benchmark does between blocks of steps: each enable takes over what the
+    last applier prepared while the store is unchanged, with stats of its own; off is plain
+    Triton every time. While
     on, a kernel without decisions goes straight to Triton and one with decisions straight to the
     applier's own path (both past the shim's wrapper); off, both are back on the class's run."""
     from triton.runtime.interpreter import InterpretedFunction
@@ -315,8 +316,10 @@ def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
     original = InterpretedFunction.__dict__["run"]
     key = decide(store, specs[("scale_kernel", 100)], B64)
     first = apply.enable(store, device="cpu")
+    appliers = []
     for _ in range(5):
-        assert apply.enable(store, device="cpu") is first
+        appliers.append(apply.enable(store, device="cpu"))
+        assert appliers[-1]._jit is first._jit  # prepared once, taken over
         assert fixed(k.scale_kernel, 100) == (2, [64])
         assert fixed(k.plain_kernel, 100) == (4, [32])
         assert vars(k.plain_kernel)["run"].__func__ is original
@@ -325,11 +328,14 @@ def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
         assert InterpretedFunction.__dict__["run"] is original
         assert "run" not in vars(k.plain_kernel) and "run" not in vars(k.scale_kernel)
         assert fixed(k.scale_kernel, 100) == (4, [32])
-    assert first.stats()["scale_kernel"] == {"launches": 5, "applied": 5, "skipped": 0, "decisions": 1}
+    assert all(a.stats()["scale_kernel"] == {"launches": 1, "applied": 1, "skipped": 0, "decisions": 1}
+               for a in appliers)  # as many appliers as enables: their stats add up
     store.rollback(key)  # changed in between: the next enable sees it
-    assert apply.enable(store, device="cpu") is first
+    again = apply.enable(store, device="cpu")
+    assert again._jit is not first._jit
     assert fixed(k.scale_kernel, 100) == (4, [32])
-    assert apply.enable(str(store.path), device="cpu") is first and apply.enable(store) is not first
+    assert apply.enable(str(store.path), device="cpu")._jit is again._jit
+    assert apply.enable(store)._jit is not again._jit  # another device
 
 
 def test_only_verified_enabled_decisions_apply(k, specs, store):

@@ -45,8 +45,8 @@ def enable(store: Any, *, device: str | None = None, inductor_cache: bool = Fals
 
     Toggling is cheap (an end-to-end benchmark switches between blocks of steps): enabling the
     store of the last applier again, for the same device, re-reads its decisions (one query) and
-    reuses that applier, with everything it prepared, while they are unchanged; its ``stats()``
-    count on from before.
+    the new applier takes over everything the last one prepared while they are unchanged
+    (``Applier.successor``); each applier's ``stats()`` count the launches made while it was on.
 
     ``inductor_cache``: also write each Inductor decision that only changes config knobs into
     Inductor's own autotune cache, so that later processes get it from Inductor with no hook at
@@ -54,8 +54,8 @@ def enable(store: Any, *, device: str | None = None, inductor_cache: bool = Fals
     global _active, _last
     with _lock:
         last = _last
-    if last is not None and last.reusable(store, device, inductor_cache):
-        applier = last
+    if last is not None and last.reusable(store, device):
+        applier = last.successor(inductor_cache)
     else:
         applier = Applier(store, device=device, inductor_cache=inductor_cache)
     with _lock:

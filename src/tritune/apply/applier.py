@@ -99,9 +99,9 @@ class Applier:
         inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
 
-    def reusable(self, store: Any, device: str | None, inductor_cache: bool = False) -> bool:
+    def reusable(self, store: Any, device: str | None) -> bool:
         """For ``enable`` again: True if this applier is for ``store`` and ``device`` (re-reading
-        the store; a changed set of decisions is a ``refresh``)."""
+        the store; a changed set of decisions starts its prepared state afresh)."""
         if not isinstance(store, (str, Path)):
             if store is not self.store:  # another DecisionStore object: its own connection
                 return False
@@ -114,8 +114,21 @@ class Applier:
             self._forget_stale()
             self._index = None
             self._jit, self._tuners = {}, {}
-        self.inductor_cache = inductor_cache
         return True
+
+    def successor(self, inductor_cache: bool = False) -> "Applier":
+        """A new applier for the same store that takes over everything this one prepared (its
+        entries, plans, prepared launches) with counters of its own: ``stats()`` of each applier
+        ``enable`` returned count the launches made while it was the one enabled."""
+        new = object.__new__(Applier)
+        new.__dict__.update(self.__dict__)
+        new.inductor_cache, new.installed, new._pending, new._counts = inductor_cache, False, None, {}
+        new._hooks = (new.jit_hook, new.inductor_hook)
+        for entry in (*self._jit.values(), *self._tuners.values()):
+            entry.counts = new._counter(entry.name)
+            if isinstance(entry, JitEntry):
+                entry.direct = None  # made again by the new applier's hook
+        return new
 
     def rollback(self, kernel: str) -> int:
         """Roll back every decision of ``kernel`` in the store and stop applying them now."""
