@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -102,6 +103,133 @@ def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
     assert inductors == [7, 7, 7] and len(compiled.launches) == 2
     apply.disable()
     assert CachingAutotuner.__dict__["run"] is original
+
+
+def _faked_tuner(path=POI):
+    """The example module's tuner with Inductor's launcher replaced by a recorder (settled on
+    ``configs[1]``) and Triton's compile by ``FakeCompiled``; returns (tuner, args, its spec,
+    Inductor's launches, the compiled variant)."""
+    from tritune.imports import import_file
+    from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+    from tritune.capture.inductor_spec import launch_spec
+
+    module = import_file(path, fresh=True)
+    module.rand_strided = host_rand_strided
+    tuner = autotuner_of(module)
+    inductors, compiled = [], FakeCompiled()
+
+    def launcher(*args, stream):
+        inductors.append(stream)
+
+    launcher.config = tuner.configs[1]
+    launcher.cache_hash, launcher.store_cubin = "fake", False
+    tuner.launchers = [launcher]
+    tuner.fn.run = lambda *a, grid, warmup, **kwargs: compiled
+    args = module.get_args()
+    spec, _ = launch_spec(tuner, args, launcher.config, config_from="autotuned")
+    return tuner, args, spec, inductors, compiled
+
+
+def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
+    """Blocks of launches with the store on and off, as the end-to-end benchmark runs a compiled
+    model: on, the decision (after Inductor's first run under each enable); off, Inductor's own
+    launcher through the restored ``run``; a tuner whose config no decision has skips the patch
+    while on and is back on it when off."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    original = CachingAutotuner.__dict__["run"]
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    other, other_args, _, other_inductors, _ = _faked_tuner()
+    other.launchers[0].config = other.configs[0]  # settled elsewhere: no decision has its XBLOCK
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    for block in range(4):
+        apply.enable(tmp_path / "d.db", device="cpu")
+        before = len(compiled.launches)
+        for _ in range(3):
+            tuner.run(*args, stream=1)
+            other.run(*other_args, stream=1)
+        assert len(compiled.launches) - before == (2 if block == 0 else 3)  # first: Inductor settles
+        assert "run" in vars(other) and "run" not in vars(tuner)
+        apply.disable()
+        assert CachingAutotuner.__dict__["run"] is original and "run" not in vars(other)
+        count = len(inductors)
+        tuner.run(*args, stream=2)
+        assert len(inductors) == count + 1 and len(compiled.launches) == before + (2 if block == 0 else 3)
+    assert len(other_inductors) == 4 * 3 + 0
+
+
+def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolled_back(tmp_path):
+    """``inductor_cache=True``: the decided config goes into Inductor's ``.best_config`` beside the
+    kernel's module, Inductor's next compile of the kernel reads it and launches that config alone
+    (no hook needed); rolling the decision back puts Inductor's cache back as it was."""
+    import shutil
+
+    from tritune.apply import inductor_cache
+    from tritune.capture.inductor_modules import autotuner_of
+    from tritune.imports import import_file
+
+    kernel = tmp_path / POI.name
+    shutil.copy(POI, kernel)
+    tuner, args, spec, _, compiled = _faked_tuner(kernel)
+    chosen = tuner.launchers[0].config
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+    applier = apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    assert len(compiled.launches) == 2  # this process: the launch-time path
+    (entry,) = inductor_cache.entries(tmp_path / "d.db")
+    assert Path(entry["path"]).parent == tmp_path and entry["previous"] is None
+    again = autotuner_of(import_file(kernel, fresh=True))  # the next compile of that kernel
+    assert again.autotune_cache_info["autotune_cache_state"] == "hit"
+    ((kwargs, warps, stages),) = [(c.kwargs, c.num_warps, c.num_stages) for c in again.configs]
+    assert (kwargs, warps, stages) == ({**chosen.kwargs, "XBLOCK": 64}, 2, chosen.num_stages)
+    assert applier.rollback(spec.kernel) == 1
+    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
+    fresh = autotuner_of(import_file(kernel, fresh=True))
+    assert fresh.autotune_cache_info["autotune_cache_state"] == "miss" and len(fresh.configs) == 2
+
+
+def test_only_config_knob_decisions_of_static_kernels_go_through_inductors_cache(tmp_path):
+    from tritune.apply import inductor_cache
+
+    tuner, _, spec, _, _ = _faked_tuner()
+    config = tuner.launchers[0].config
+
+    def why(variant, count=1, of=tuner):
+        return inductor_cache.reason_not(of, config, SimpleNamespace(variant=variant), count)
+
+    assert why(Variant(constexprs={"XBLOCK": 64}, options={"num_warps": 2})) is None
+    assert why(Variant(source="text")) == "it changes the kernel's code"
+    assert why(Variant(passes=("exact",))) == "it changes the kernel's code"
+    assert why(Variant(options={"maxnreg": 128})) == "it changes more than Inductor's config knobs"
+    assert why(Variant(constexprs={"XBLOCK": 64}), count=2) == "the kernel has several decisions"
+    source = tuner.fn.src.replace("xnumel = 1024000\n", "")  # xnumel a runtime argument
+    dynamic = SimpleNamespace(fn=SimpleNamespace(src=source, arg_names=tuner.fn.arg_names),
+                              save_cache_hook=tuner.save_cache_hook)
+    assert why(Variant(constexprs={"XBLOCK": 64}), of=dynamic) == "the kernel's sizes are dynamic"
+    assert why(Variant(constexprs={"XBLOCK": 64}), of=SimpleNamespace(fn=tuner.fn)) == \
+        "Inductor keeps no local autotune cache for it"
+
+
+def test_store_inductor_cache_command_removes_the_entries_and_restores_what_was_there(tmp_path):
+    from click.testing import CliRunner
+
+    from tritune.apply import inductor_cache
+    from tritune.cli import main
+
+    best = tmp_path / "k.best_config"
+    best.write_text('{"XBLOCK": 1024}')  # coordinate descent's, say
+    manifest = inductor_cache.manifest_path(tmp_path / "d.db")
+    manifest.write_text(json.dumps({"entries": [{"path": str(best), "key": "k", "kernel": "triton_k",
+                                                 "previous": '{"XBLOCK": 1024}', "written": '{"XBLOCK": 64}'}]}))
+    best.write_text('{"XBLOCK": 64}')
+    listed = CliRunner().invoke(main, ["store", "inductor-cache", str(tmp_path / "d.db")])
+    assert listed.exit_code == 0 and "triton_k" in listed.output and best.read_text() == '{"XBLOCK": 64}'
+    removed = CliRunner().invoke(main, ["store", "inductor-cache", str(tmp_path / "d.db"), "--remove"])
+    assert removed.exit_code == 0 and "removed 1 entries" in removed.output
+    assert best.read_text() == '{"XBLOCK": 1024}' and inductor_cache.entries(tmp_path / "d.db") == []
 
 
 def test_a_kernel_compiled_in_a_worker_is_reloaded_as_inductor_does():

@@ -81,6 +81,27 @@ def test_kernel_modules_are_found_and_classified():
     assert kinds == ["per", "per", "poi", "red"]
 
 
+def test_apply_overhead_smoke_runs_every_case_and_applies_each_decision(tmp_path):
+    """benchmarks/apply_overhead.py's flow on the CPU: its own store, every case timed in both
+    modes, each decision applied, the JSON marked not meaningful."""
+    import json
+    import os
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(BENCH / "apply_overhead.py"), "--smoke", "--out", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "apply_overhead.json").read_text())
+    assert report["meaningful"] is False and report["gpu"] and report["date"]
+    assert "benchmarks/apply_overhead.py --smoke" in report["command"]
+    cases = {"jit_no_decision", "jit_decision", "jit_decision_fresh", "autotune_decision", "inductor_decision"}
+    assert set(report["us_per_launch"]) == cases
+    for figures in report["us_per_launch"].values():
+        assert set(figures["added"]) == {"host", "event"} and figures["on"]["host"] > 0
+    assert report["applied"]["jit_no_decision"] == 0
+    assert all(report["applied"][case] > 0 for case in cases - {"jit_no_decision"})
+
+
 # ------------------------------------------------------------------------- sanitize_store.py
 
 SANITIZER_OUTPUT = """========= COMPUTE-SANITIZER

@@ -129,3 +129,32 @@ def test_quiet_hides_launches(k, seen):
     with _jit_shim.quiet():
         k.inplace_kernel[(1,)](torch.zeros(4), 4)
     assert seen == []
+
+
+def test_straight_through_skips_the_shim_until_someone_else_wants_the_launches(k):
+    """A hook with nothing to do for a kernel sends its later launches straight to Triton; a
+    listener installed afterwards sees them again, and the last one out leaves no bypass."""
+    hooked, heard = [], []
+
+    def hook(launch, run):
+        hooked.append(launch)
+        _jit_shim.straight_through(launch, hook)
+        return run(launch)
+
+    x = torch.zeros(4)
+    _jit_shim.install_around(hook)
+    try:
+        for _ in range(3):
+            k.inplace_kernel[(1,)](x, 4)
+        assert len(hooked) == 1 and "run" in vars(k.inplace_kernel)
+        install(heard.append)
+        try:
+            k.inplace_kernel[(1,)](x, 4)
+            k.inplace_kernel[(1,)](x, 4)
+        finally:
+            uninstall(heard.append)
+        assert len(heard) == 2 and len(hooked) == 3  # with a listener there: no bypass
+    finally:
+        _jit_shim.uninstall_around(hook)
+    assert "run" not in vars(k.inplace_kernel) and not _jit_shim.installed()
+    assert torch.equal(x, torch.full((4,), 5.0))  # each of the 5 launches ran once

@@ -32,6 +32,11 @@ tritune's own variables (all optional):
     apply starts once the process imports Triton. A missing or unreadable store is one line on
     stderr and the program runs as written.
 
+``TRITUNE_INDUCTOR_CACHE``
+    ``1`` (set by ``tritune run`` unless ``--no-inductor-cache``): the processes applying
+    ``TRITUNE_STORE`` also write Inductor decisions that only change config knobs into
+    Inductor's autotune cache, where later compiles take them with no hook
+    (``serve_through_inductor()``, ``tritune.apply.inductor_cache``).
 ``TRITUNE_NCU``
     Path of the Nsight Compute CLI that ``tritune.profile`` runs (``ncu_path()``). Unset: ``ncu``
     on ``PATH``, else ``/usr/local/cuda/bin/ncu``; none of them: profiles fall back to timing +
@@ -86,6 +91,7 @@ ENV_DEBUG = "TRITUNE_DEBUG"
 ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"
 ENV_STORE = "TRITUNE_STORE"
 ENV_NCU = "TRITUNE_NCU"
+ENV_SERVE_INDUCTOR = "TRITUNE_INDUCTOR_CACHE"
 ENV_HOME = "TRITUNE_HOME"
 ENV_INTERPRET = "TRITON_INTERPRET"
 ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
@@ -157,6 +163,10 @@ def capture_dir(environ: Mapping[str, str] | None = None) -> str | None:
 
 def store_path(environ: Mapping[str, str] | None = None) -> str | None:
     return _env(environ).get(ENV_STORE) or None
+
+
+def serve_through_inductor(environ: Mapping[str, str] | None = None) -> bool:
+    return _env(environ).get(ENV_SERVE_INDUCTOR, "") == "1"
 
 
 def ncu_path(environ: Mapping[str, str] | None = None) -> str:

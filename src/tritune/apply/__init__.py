@@ -36,16 +36,31 @@ __all__ = ["Applier", "ApplyError", "active", "boot", "disable", "enable", "refr
 
 _lock = threading.Lock()
 _active: Applier | None = None
+_last: Applier | None = None  # the last one enabled, kept after disable: enabling it again is cheap
 
 
-def enable(store: Any, *, device: str | None = None) -> Applier:
+def enable(store: Any, *, device: str | None = None, inductor_cache: bool = False) -> Applier:
     """Apply ``store``'s decisions (a path to an existing store, or a ``DecisionStore``) from now
-    on; replaces an applier enabled before. ``device`` picks the GPU the keys are made for."""
-    global _active
-    applier = Applier(store, device=device)
+    on; replaces an applier enabled before. ``device`` picks the GPU the keys are made for.
+
+    Toggling is cheap (an end-to-end benchmark switches between blocks of steps): enabling the
+    store of the last applier again, for the same device, re-reads its decisions (one query) and
+    the new applier takes over everything the last one prepared while they are unchanged
+    (``Applier.successor``); each applier's ``stats()`` count the launches made while it was on.
+
+    ``inductor_cache``: also write each Inductor decision that only changes config knobs into
+    Inductor's own autotune cache, so that later processes get it from Inductor with no hook at
+    all (``apply.inductor_cache``; ``tritune run`` does, unless ``--no-inductor-cache``)."""
+    global _active, _last
     with _lock:
-        previous, _active = _active, applier
-        if previous is not None:
+        last = _last
+    if last is not None and last.reusable(store, device):
+        applier = last.successor(inductor_cache)
+    else:
+        applier = Applier(store, device=device, inductor_cache=inductor_cache)
+    with _lock:
+        previous, _active, _last = _active, applier, applier
+        if previous is not None and previous is not applier:
             previous.uninstall()
         applier.install()
     return applier
@@ -99,11 +114,12 @@ def boot(path: str) -> None:
     """``TRITUNE_STORE`` set (``capture/_boot/sitecustomize.py``): enable once the program imports
     Triton (processes that never do pay nothing), and say at exit what was applied. Never breaks
     the program: a failure is one line on stderr."""
+    from tritune import config
     from tritune.capture import _after_import
 
     def start(_module: Any) -> None:
         try:
-            applier = enable(path)
+            applier = enable(path, inductor_cache=config.serve_through_inductor())
         except Exception as exc:  # noqa: BLE001
             print(f"tritune apply: decisions not applied in this process: {type(exc).__name__}: {exc}",
                   file=sys.stderr)

@@ -5,13 +5,18 @@ is imported) and Inductor's (``capture.inductor.install_apply``, once Inductor's
 the one module per patch rule, shared with capture, so capture and apply run together (capture
 records the launch the program made; apply decides what runs).
 
-Cost of a launch (``tests/test_apply.py`` prints it; CPU of the dev machine, 5 arguments):
-  a kernel with no decision on this target   one dict lookup by ``id(fn)`` and a counter: 0.2 us
-                                             (2.3 us with the shim's own wrapper around it);
-  a kernel with decisions, not for this key  + ``Kernel.bind`` and ``LiveKeyer`` (a tuple of the
-                                             arguments' dtype/shape/alignment, a dict lookup): 3-4.5 us;
-  a launch with a decision                   + the rewritten arguments (a fixed grid is recomputed
-                                             once per grid and scalar values): 4-6 us.
+Cost of a launch (``benchmarks/apply_overhead.py`` measures it on the GPU; ``tests/test_apply.py``
+prints the CPU figures with Triton's run replaced by a no-op):
+  a kernel with no decision on this target   nothing after its first launch: the hook asks the
+                                             shim to send the object's launches straight to
+                                             Triton (``straight_through``; Inductor: the tuner,
+                                             and a tuner settled on a config no decision has);
+  a jit kernel with decisions                its own ``run`` (``_direct``, while apply is alone
+                                             on the shim): the arguments' ``signature`` and one
+                                             dict lookup to the prepared launch (``apply.jit``);
+                                             a new signature goes through ``jit_hook``;
+  an Inductor kernel with decisions          ``inductor_hook``: the settled launcher (an identity
+                                             check), the signature, the prepared launch.
 
 What is read when: the store's usable decisions at ``enable`` and ``refresh`` (the target, GPU
 name, capability and Triton version, on the first launch: ``current_target`` would initialise
@@ -35,7 +40,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.apply import index as decision_index
-from tritune.apply.jit import JitEntry, JitPlan
+from tritune.apply.jit import JitEntry, JitPlan, signature
+from tritune.capture import _jit_shim
+from tritune.capture import inductor as inductor_shim
 
 _MISSING = object()
 
@@ -43,7 +50,7 @@ _MISSING = object()
 class Applier:
     """Applies one store's decisions; ``tritune.apply.enable`` makes and installs one."""
 
-    def __init__(self, store: Any, *, device: str | None = None):
+    def __init__(self, store: Any, *, device: str | None = None, inductor_cache: bool = False):
         from tritune.store import DecisionStore, StoreError
 
         if isinstance(store, (str, Path)):
@@ -51,16 +58,19 @@ class Applier:
                 raise StoreError(f"no decision store at {store}")
             store = DecisionStore(store)
         self.store, self.path, self.device = store, Path(store.path), device
+        self.inductor_cache = inductor_cache  # also write Inductor's autotune cache (``apply.inductor_cache``)
         self._owner_thread = threading.get_ident()
         self._local = threading.local()
         self._reported: set[tuple[str, str]] = set()
         self._decisions = self._read()
+        self._forget_stale()
         self._target: dict | None = None
         self._index: decision_index.Index | None = None
         self._jit: dict[int, JitEntry] = {}
         self._tuners: dict[int, Any] = {}
         self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
         self._pending: Callable | None = None
+        self._hooks = (self.jit_hook, self.inductor_hook)  # one bound method each: the shims compare them
         self.installed = False
 
     # ------------------------------------------------------------------------ public
@@ -82,9 +92,43 @@ class Applier:
     def refresh(self) -> int:
         """Re-read the store's usable decisions; returns how many are for this target."""
         self._decisions = self._read()
+        self._forget_stale()
         self._index = None
         self._jit, self._tuners = {}, {}
+        _jit_shim.restore_straight()  # a function without decisions may have some now
+        inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
+
+    def reusable(self, store: Any, device: str | None) -> bool:
+        """For ``enable`` again: True if this applier is for ``store`` and ``device`` (re-reading
+        the store; a changed set of decisions starts its prepared state afresh)."""
+        if not isinstance(store, (str, Path)):
+            if store is not self.store:  # another DecisionStore object: its own connection
+                return False
+            store = store.path
+        if device != self.device or not Path(store).is_file() or Path(store).resolve() != self.path.resolve():
+            return False
+        decisions = self._read()
+        if _identity(decisions) != _identity(self._decisions):
+            self._decisions = decisions
+            self._forget_stale()
+            self._index = None
+            self._jit, self._tuners = {}, {}
+        return True
+
+    def successor(self, inductor_cache: bool = False) -> "Applier":
+        """A new applier for the same store that takes over everything this one prepared (its
+        entries, plans, prepared launches) with counters of its own: ``stats()`` of each applier
+        ``enable`` returned count the launches made while it was the one enabled."""
+        new = object.__new__(Applier)
+        new.__dict__.update(self.__dict__)
+        new.inductor_cache, new.installed, new._pending, new._counts = inductor_cache, False, None, {}
+        new._hooks = (new.jit_hook, new.inductor_hook)
+        for entry in (*self._jit.values(), *self._tuners.values()):
+            entry.counts = new._counter(entry.name)
+            if isinstance(entry, JitEntry):
+                entry.direct = None  # made again by the new applier's hook
+        return new
 
     def rollback(self, kernel: str) -> int:
         """Roll back every decision of ``kernel`` in the store and stop applying them now."""
@@ -103,16 +147,16 @@ class Applier:
         return stats
 
     def install(self) -> None:
-        from tritune.capture import _after_import, inductor
+        from tritune.capture import _after_import
 
         if self.installed:
             return
         self.installed = True
         self._pending = _after_import.when_imported("triton", self._install_jit)
-        inductor.install_apply(self.inductor_hook)
+        inductor_shim.install_apply(self._hooks[1])
 
     def uninstall(self) -> None:
-        from tritune.capture import _after_import, _jit_shim, inductor
+        from tritune.capture import _after_import
 
         if not self.installed:
             return
@@ -120,74 +164,120 @@ class Applier:
         if self._pending is not None:
             _after_import.cancel("triton", self._pending)
             self._pending = None
-        _jit_shim.uninstall_around(self.jit_hook)
-        inductor.uninstall_apply()
+        _jit_shim.uninstall_around(self._hooks[0])
+        inductor_shim.uninstall_apply()
 
     # ------------------------------------------------------------------- the hooks
 
     def jit_hook(self, launch: Any, run: Callable[[Any], Any]) -> Any:
-        """The JIT shim's around hook: one launch of ``kernel[grid](...)``."""
+        """The JIT shim's around hook: one launch of ``kernel[grid](...)`` (see ``apply.jit``)."""
         fn = launch.fn
         entry = self._jit.get(id(fn))
         if entry is None or entry.fn is not fn:
             entry = self._jit_entry(fn)
         entry.counts[0] += 1
-        if entry.keyer is None:
+        if entry.keyer is None:  # no decision for this function: its next launches skip the shim
+            _jit_shim.straight_through(launch, self._hooks[0])
             return run(launch)
-        bound = entry.kernel.bind(launch.args, launch.kwargs)
-        key = entry.keyer(bound)
-        if key is None:
+        if entry.direct is None or vars(fn).get("run") is not entry.direct:  # next launches: to ``_direct``
+            _jit_shim.direct(launch, self._hooks[0], lambda original: self._direct(entry, original))
+        sig = signature(launch.args, launch.kwargs, entry.tensor)
+        try:
+            prepared = entry.fast.get(sig, _MISSING)
+        except TypeError:  # an unhashable argument: the slow way, every time
+            prepared = self._jit_prepare(entry, launch)
+        if prepared is _MISSING:
+            prepared = self._jit_prepare(entry, launch)
+            entry.remember(sig, prepared)
+        if prepared is None:
             return run(launch)
-        plan = entry.plans.get(key.sha, _MISSING)
-        if plan is _MISSING:
-            plan = entry.plans[key.sha] = self._plan(entry.name, key, lambda decision: JitPlan(entry.kernel, decision))
-        if plan is None:
-            return run(launch)
-        chosen = plan.rewrite(launch, bound)
+        chosen = prepared.rewrite(launch)
         if chosen is None:
             entry.counts[2] += 1
             return run(launch)
         try:
-            result = plan.launch(chosen, run)
+            result = prepared.launch(chosen, run)
         except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
-            self._failed(entry, entry.plans, key.sha, plan, exc)
+            plan = prepared.plan
+            self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
+            entry.fast.clear()
             return run(launch)
         entry.counts[1] += 1
         return result
 
+    def _direct(self, entry: JitEntry, original: Callable) -> Callable:
+        """``fn.run`` for a function with decisions while apply is alone on the JIT shim: the
+        hot path of ``jit_hook`` without the shim's ``Launch`` and guard (same rules: a failure of
+        ours launches as written, a failing decision falls back and is reported once)."""
+        fn, counts, fast, tensor = entry.fn, entry.counts, entry.fast, entry.tensor
+
+        def run(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if warmup:
+                return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            try:
+                prepared = fast.get(signature(args, kwargs, tensor), _MISSING)
+                found = (prepared.arguments(args, kwargs, grid)
+                         if prepared is not None and prepared is not _MISSING and prepared.ready else None)
+            except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
+                self._report(entry.name, f"launched as written: {_one_line(exc)}")
+                prepared = found = None
+            if found is not None:
+                counts[0] += 1
+                chosen_args, chosen_kwargs, chosen_grid = found
+                try:
+                    result = original(prepared.fn, *chosen_args, grid=chosen_grid, warmup=False, **chosen_kwargs)
+                except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
+                    plan = prepared.plan
+                    self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
+                    fast.clear()
+                    return original(fn, *args, grid=grid, warmup=False, **kwargs)
+                counts[1] += 1
+                return result
+            if prepared is None:  # no decision for these arguments
+                counts[0] += 1
+                return original(fn, *args, grid=grid, warmup=False, **kwargs)
+            # a new signature, passes still to build, a grid left as written: the hook's own way
+            return _jit_shim.guarded(self._hooks[0], (_jit_shim.Launch(fn, args, kwargs, grid, ()),),
+                                     lambda chosen: original(chosen.fn, *chosen.args, grid=chosen.grid, warmup=False,
+                                                             **chosen.kwargs), None, entry.name)
+
+        entry.direct = run
+        return run
+
     def inductor_hook(self, tuner: Any, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
-        """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)``."""
+        """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)`` (see ``apply.inductor``)."""
         entry = self._tuners.get(id(tuner))
         if entry is None or entry.tuner is not tuner:
             entry = self._inductor_entry(tuner)
         entry.counts[0] += 1
         if entry.keyer is None:
+            inductor_shim.straight_through(tuner, self._hooks[1])
             return run()
         config = entry.settled_config(kwargs)
         if config is None:
             result = run()
             entry.ran = True
             return result
-        constexprs = entry.constexpr_values(config)
-        kernel_args, extra_args = entry.split(args)
-        bound = dict(zip(entry.positional, kernel_args))
-        bound.update(constexprs)
-        key = entry.keyer(bound)
-        if key is None:
+        if config is not entry.config:
+            entry.settle(config, self._get_index())
+        if entry.unmatched:  # no decision of this kernel has this config's constexprs, which stay
+            inductor_shim.straight_through(tuner, self._hooks[1])  # as they are: skip the patch
             return run()
-        plan_key = (key.sha, id(config))
-        plan = entry.plans.get(plan_key, _MISSING)
-        if plan is _MISSING:
-            from tritune.apply.inductor import InductorPlan
-
-            plan = entry.plans[plan_key] = self._plan(entry.name, key,
-                                                      lambda decision: InductorPlan(entry, config, args, decision))
-        if plan is None:
+        sig = signature(args, {}, entry.tensor)
+        try:
+            prepared = entry.fast.get(sig, _MISSING)
+        except TypeError:
+            prepared = self._inductor_prepare(entry, config, args)
+        if prepared is _MISSING:
+            prepared = self._inductor_prepare(entry, config, args)
+            entry.remember(sig, prepared)
+        if prepared is None:
             return run()
         try:
-            result = plan.launch(kernel_args, extra_args, constexprs, kwargs.get("stream"))
+            result = prepared.launch(args, kwargs.get("stream"))
         except Exception as exc:  # noqa: BLE001 - the decision failed: Inductor's launch still runs
-            self._failed(entry, entry.plans, plan_key, plan, exc)
+            self._failed(entry, entry.plans, prepared.plan_key, prepared.plan, exc)
+            entry.fast.clear()
             return run()
         entry.counts[1] += 1
         return result
@@ -195,11 +285,9 @@ class Applier:
     # ------------------------------------------------------------------------ inside
 
     def _install_jit(self, _module: Any) -> None:
-        from tritune.capture import _jit_shim
-
         self._pending = None
         if self.installed:
-            _jit_shim.install_around(self.jit_hook)
+            _jit_shim.install_around(self._hooks[0])
 
     def _store(self) -> Any:
         """The store, usable in this thread (sqlite connections belong to their thread)."""
@@ -249,7 +337,9 @@ class Applier:
 
                 kernel = Kernel(fn)
                 if kernel.source_hash in index.sources[name]:
-                    entry.kernel = kernel
+                    import torch
+
+                    entry.kernel, entry.tensor = kernel, torch.Tensor
                     entry.keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
                                             gpu=self.target["gpu"], capability=self.target["capability"],
                                             triton_version=self.target["triton_version"])
@@ -263,6 +353,9 @@ class Applier:
 
         name = getattr(tuner.fn, "__name__", "?")
         entry = InductorEntry(tuner, name, self._counter(name))
+        launchers = getattr(tuner, "launchers", None) or ()  # the configs Inductor tunes among, while it does
+        entry.candidates = ([launcher.config for launcher in launchers] if len(launchers) > 1
+                            else list(getattr(tuner, "configs", None) or ()))
         index = self._get_index()
         if name in index.sources:
             try:
@@ -270,6 +363,9 @@ class Applier:
 
                 source_hash = entry.prepare()
                 if source_hash in index.sources[name]:
+                    import torch
+
+                    entry.tensor = torch.Tensor
                     entry.keyer = LiveKeyer(name, source_hash, entry.names, entry.constexprs,
                                             gpu=self.target["gpu"], capability=self.target["capability"],
                                             triton_version=self.target["triton_version"])
@@ -277,6 +373,62 @@ class Applier:
                 self._report(name, f"decisions not applied: {_one_line(exc)}")
         self._tuners[id(tuner)] = entry
         return entry
+
+    def _jit_prepare(self, entry: JitEntry, launch: Any) -> Any:
+        """A new signature: bind, key, plan (each once per key), and the prepared launch or None."""
+        bound = entry.kernel.bind(launch.args, launch.kwargs)
+        key = entry.keyer(bound)
+        if key is None:
+            return None
+        plan = entry.plans.get(key.sha, _MISSING)
+        if plan is _MISSING:
+            plan = entry.plans[key.sha] = self._plan(entry.name, key, lambda decision: JitPlan(entry.kernel, decision))
+        return None if plan is None else plan.prepare(launch, bound)
+
+    def _inductor_prepare(self, entry: Any, config: Any, args: tuple) -> Any:
+        constexprs = entry.constexpr_values(config)
+        kernel_args, extra_args = entry.split(args)
+        bound = dict(zip(entry.positional, kernel_args))
+        bound.update(constexprs)
+        key = entry.keyer(bound)
+        if key is None:
+            return None
+        plan_key = (key.sha, id(config))
+        plan = entry.plans.get(plan_key, _MISSING)
+        if plan is _MISSING:
+            from tritune.apply.inductor import InductorPlan
+
+            plan = entry.plans[plan_key] = self._plan(entry.name, key,
+                                                      lambda decision: InductorPlan(entry, config, args, decision))
+            if plan is not None and self.inductor_cache:
+                self._serve_through_inductor(entry, config, plan.decision)
+        return None if plan is None else plan.prepare(plan_key, kernel_args, extra_args, constexprs)
+
+    def _serve_through_inductor(self, entry: Any, config: Any, decision: Any) -> None:
+        """Write the decision into Inductor's autotune cache where Inductor can serve it itself
+        (``apply.inductor_cache``); this process goes on applying it at launch time."""
+        from tritune.apply import inductor_cache
+
+        try:
+            count = len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
+            why = inductor_cache.reason_not(entry.tuner, config, decision, count)
+            if why is None:
+                why = inductor_cache.write(entry.tuner, config, decision, self.path, entry.candidates)
+        except Exception as exc:  # noqa: BLE001 - the launch-time path still applies it
+            why = _one_line(exc)
+        if why is None:
+            self._report(entry.name, "decision written to Inductor's autotune cache: Inductor launches it itself "
+                                     f"from the next compile on (undo: tritune store inductor-cache {self.path} --remove)")
+
+    def _forget_stale(self) -> None:
+        """Entries of Inductor's cache written for decisions no longer usable come out."""
+        from tritune.apply import inductor_cache
+
+        usable = {d.key.sha for d in self._decisions}
+        try:
+            inductor_cache.remove(self.path, keep=lambda entry: entry["key"] in usable)
+        except Exception as exc:  # noqa: BLE001
+            self._report("*", f"entries in Inductor's autotune cache not checked: {_one_line(exc)}")
 
     def _plan(self, name: str, key: Any, make: Callable[[Any], Any]) -> Any:
         """The plan for ``key``, or None: no usable decision (checked again in the store now), or
@@ -302,6 +454,10 @@ class Applier:
         self._reported.add((name, message))
         prefix = "tritune apply: " if name == "*" else f"tritune apply: kernel {name}: "
         print(prefix + message, file=sys.stderr)
+
+
+def _identity(decisions: list) -> list:
+    return [(d.key.sha, d.variant_hash, d.signature) for d in decisions]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -4,13 +4,16 @@ A launch never queries the store: the applier reads every verified, enabled deci
 ``enable`` and at each ``refresh``) and keeps those of this target. A key is the kernel's source,
 specialization, GPU, capability and Triton version, so a decision made on another GPU or Triton
 never matches a live key; the index leaves such decisions out so that a kernel with decisions
-only elsewhere costs a launch one dict lookup, like a kernel with none.
+only elsewhere costs a launch one dict lookup, like a kernel with none. ``constexprs`` holds,
+per kernel and source, the constexpr values its decisions were keyed with: an Inductor tuner
+settled on a config with other values can never match one, and its launches skip the hook.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 from typing import Any, Iterable, Mapping
 
 
@@ -19,6 +22,7 @@ class Index:
     by_sha: Mapping[str, Any]  # DecisionKey.sha -> Decision
     sources: Mapping[str, frozenset[str]]  # kernel name -> source hashes that have a decision
     per_kernel: Mapping[str, int]  # kernel name -> decisions
+    constexprs: Mapping[tuple[str, str], tuple[dict, ...]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> "Index":
@@ -32,10 +36,13 @@ def same_target(key: Any, target: Mapping[str, Any]) -> bool:
 
 def build(decisions: Iterable[Any], target: Mapping[str, Any]) -> Index:
     """The usable decisions among ``decisions`` whose key is for ``target`` (``current_target()``)."""
-    by_sha, sources = {}, collections.defaultdict(set)
+    by_sha, sources, constexprs = {}, collections.defaultdict(set), collections.defaultdict(list)
     for decision in decisions:
-        if decision.usable and same_target(decision.key, target):
-            by_sha[decision.key.sha] = decision
-            sources[decision.key.kernel].add(decision.key.source_hash)
+        key = decision.key
+        if decision.usable and same_target(key, target):
+            by_sha[key.sha] = decision
+            sources[key.kernel].add(key.source_hash)
+            constexprs[(key.kernel, key.source_hash)].append(json.loads(key.specialization).get("constexprs", {}))
     per_kernel = collections.Counter(d.key.kernel for d in by_sha.values())
-    return Index(by_sha, {name: frozenset(found) for name, found in sources.items()}, dict(per_kernel))
+    return Index(by_sha, {name: frozenset(found) for name, found in sources.items()}, dict(per_kernel),
+                 {k: tuple(v) for k, v in constexprs.items()})

@@ -14,7 +14,11 @@ wrote it. So on a GPU the first launch of each Inductor kernel is Inductor's own
 
 Key: ``LiveKeyer`` over what ``inductor_spec.launch_spec`` records: ``fn.arg_names``, the
 launcher's non-constexpr arguments in order, constexprs from the config's kwargs and
-``triton_meta["constants"]``.
+``triton_meta["constants"]``. Hot path: the settled launcher is remembered (one identity check),
+a config whose constexprs no decision of the kernel has sends the tuner's launches past the
+patch for good (``capture.inductor.straight_through``), and otherwise the launch's ``signature``
+(``apply.jit``) finds its prepared launch (``InductorLaunch``: grid, compiled kernel and the
+constexpr values, computed once) in one dict lookup.
 
 Launch: the variant's jit function (``kernels.variant_kernel(tuner.fn, ...)``) with every
 parameter by name and the spec's options (Inductor's compile options that the JIT accepts, from
@@ -31,7 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from tritune.apply.kernels import Passes, variant_kernel
-from tritune.apply.jit import ApplyError
+from tritune.apply.jit import ApplyError, JitEntry
+from tritune.store.keys import constexpr_value
 
 _GRID_CACHE_LIMIT = 4096
 
@@ -40,7 +45,10 @@ class InductorEntry:
     """One ``CachingAutotuner`` as the applier sees it (see ``JitEntry``)."""
 
     __slots__ = ("tuner", "name", "counts", "keyer", "names", "constexprs", "constants", "positional", "extra",
-                 "ran", "plans", "values")
+                 "ran", "plans", "values", "fast", "tensor", "config", "launcher", "source_hash", "unmatched",
+                 "candidates")
+
+    remember = JitEntry.remember
 
     def __init__(self, tuner: Any, name: str, counts: list[int]):
         self.tuner, self.name, self.counts = tuner, name, counts
@@ -48,6 +56,19 @@ class InductorEntry:
         self.ran = False  # Inductor's own run went first (GPU: autotuned, saved, one launcher)
         self.plans: dict[tuple, InductorPlan | None] = {}
         self.values: dict[int, tuple[Any, dict]] = {}  # id(config) -> (config, constexpr values)
+        self.fast: dict[tuple, InductorLaunch | None] = {}  # signature -> prepared launch (this config)
+        self.tensor = None
+        self.config = self.launcher = None  # the settled config, and the launcher that holds it
+        self.unmatched = False  # no decision has the settled config's constexprs
+        self.candidates: list = []  # the configs Inductor tunes among (apply.inductor_cache)
+        self.source_hash = ""
+
+    def settle(self, config: Any, index: Any) -> None:
+        """A newly settled ``config``: ``unmatched`` if no decision of this kernel has its constexprs."""
+        self.config, self.fast = config, {}
+        values = {n: constexpr_value(v) for n, v in self.constexpr_values(config).items()}
+        self.unmatched = not any(values == decided
+                                 for decided in index.constexprs.get((self.name, self.source_hash), ()))
 
     def prepare(self) -> str:
         """What every launch of this tuner shares (as ``inductor_spec`` computes it); returns the
@@ -62,18 +83,23 @@ class InductorEntry:
         self.constants = {k: v for k, v in constants.items() if k in self.constexprs}
         self.positional = [n for n in self.names if n not in self.constexprs]
         self.extra = list(tuner.inductor_meta.get("extra_launcher_args") or ())
-        return source_hash(kernel_source_text(fn))
+        self.source_hash = source_hash(kernel_source_text(fn))
+        return self.source_hash
 
     def settled_config(self, kwargs: dict) -> Any | None:
         """The config Inductor launches now, or None while it is not settled (see the docstring)."""
-        if kwargs.get("benchmark_run") or any(k not in ("stream", "benchmark_run") for k in kwargs):
-            return None
+        if len(kwargs) != 1 or "stream" not in kwargs:
+            if kwargs.get("benchmark_run") or any(k not in ("stream", "benchmark_run") for k in kwargs):
+                return None
         tuner = self.tuner
+        launchers = getattr(tuner, "launchers", None) or ()
+        launcher = self.launcher
+        if launcher is not None and len(launchers) == 1 and launchers[0] is launcher and launcher.config is self.config:
+            return self.config  # settled before, on this very launcher and config
         if getattr(tuner, "triton_interpret", False):
             return tuner.configs[0]
         if not self.ran or getattr(tuner, "_plugins", None):
             return None
-        launchers = getattr(tuner, "launchers", None) or ()
         if len(launchers) != 1:
             return None
         config = launchers[0].config
@@ -82,6 +108,7 @@ class InductorEntry:
             return None
         if meta.get("combo_tuning_groups") and not getattr(config, "found_by_combo_autotune", False):
             return None
+        self.launcher = launchers[0]
         return config
 
     def constexpr_values(self, config: Any) -> dict:
@@ -117,7 +144,7 @@ class InductorPlan:
             raise ApplyError(f"decision sets {unknown}, which are not constexprs of {entry.name} "
                              f"(its constexprs: {sorted(entry.constexprs)})")
         spec, _ = launch_spec(entry.tuner, args, config, config_from="first")
-        self.entry, self.variant = entry, variant
+        self.entry, self.variant, self.decision = entry, variant, decision
         self.rule = spec.grid_rule
         self.options = {**spec.options, **variant.options}
         self.overrides = dict(variant.constexprs)
@@ -148,16 +175,53 @@ class InductorPlan:
             self._grids[cache_key] = found
         return found
 
-    def launch(self, kernel_args: tuple, extra_args: tuple, constexprs: dict, stream: Any) -> Any:
-        params = self.params(kernel_args, constexprs)
-        grid = self.grid(params, extra_args)
-        fn = self.fn
-        if self.interpreted:
-            return self.passes.run(fn, None, lambda: fn.run(grid=grid, warmup=False, **params, **self.options))
+    def prepare(self, plan_key: tuple, kernel_args: tuple, extra_args: tuple, constexprs: dict) -> "InductorLaunch":
+        """The launch of every call with these arguments' signature (fixed: grid, constexprs)."""
+        return InductorLaunch(self, plan_key, kernel_args, extra_args, constexprs)
+
+    def compile(self, params: dict, grid: tuple) -> Any:
+        """On a GPU, once per plan: the variant's compiled kernel (the key fixes every
+        specialization Triton makes)."""
         if self.compiled is None:
+            fn = self.fn
             compiled = self.passes.run(fn, None, lambda: fn.run(grid=grid, warmup=True, **params, **self.options))
             self.compiled = compiled.result() if hasattr(compiled, "result") else compiled  # an async compile
-        return self.compiled[grid](*[params[n] for n in self.order], stream=stream)
+        return self.compiled
+
+
+class InductorLaunch:
+    """A plan's launch for one signature of the launcher's arguments."""
+
+    __slots__ = ("plan", "plan_key", "count", "grid", "params", "tail", "runner")
+
+    def __init__(self, plan: InductorPlan, plan_key: tuple, kernel_args: tuple, extra_args: tuple,
+                 constexprs: dict):
+        self.plan, self.plan_key = plan, plan_key
+        self.count = len(kernel_args)
+        params = plan.params(kernel_args, constexprs)
+        self.grid = plan.grid(params, extra_args)
+        self.params = {n: v for n, v in params.items() if n not in plan.entry.positional}  # the constexprs
+        # the compiled kernel takes fn.arg_names in order: Inductor puts the constexprs last, so
+        # each call is the launcher's own arguments followed by these values
+        count, order = self.count, plan.order
+        positional_first = order[:count] == plan.entry.positional and all(n in self.params for n in order[count:])
+        self.tail = tuple(self.params[n] for n in order[count:]) if positional_first else None
+        self.runner = None
+
+    def launch(self, args: tuple, stream: Any) -> Any:
+        plan = self.plan
+        kernel_args = args[:self.count] if len(args) != self.count else args
+        runner = self.runner
+        if runner is not None and self.tail is not None:
+            return runner(*kernel_args, *self.tail, stream=stream)
+        params = dict(zip(plan.entry.positional, kernel_args))
+        params.update(self.params)
+        if plan.interpreted:
+            fn = plan.fn
+            return plan.passes.run(fn, None, lambda: fn.run(grid=self.grid, warmup=False, **params, **plan.options))
+        if runner is None:
+            runner = self.runner = plan.compile(params, self.grid)[self.grid]
+        return runner(*[params[n] for n in plan.order], stream=stream)
 
 
 def live_kernel(tuner: Any) -> Any:

@@ -1,19 +1,23 @@
-"""Decisions at the JIT launch: ``kernel[grid](...)`` of ``@triton.jit``, ``@triton.autotune``
-and ``@triton.heuristics`` kernels, on the GPU and under the interpreter.
+"""Decisions at ``JITFunction.run``: jit, autotune and heuristics launches (the JIT shim's hook).
 
-This is the level capture records at: the autotuner and heuristics hand the chosen config to
-``JITFunction.run`` as keyword arguments, so the key of a launch (``LiveKeyer`` over the bound
-arguments, constexprs included) is the key of the spec capture wrote for it. An autotuner's
-timing trials are not launches of the program (the shim keeps them quiet): it chooses among its
-configs as before, and the decision replaces the launch of the config it chose.
+A launch's hot path (``Applier.jit_hook``): the entry of its jit function (one dict lookup by
+``id``; a function with no decision here never gets that far: the shim sends its launches
+straight to Triton), then the launch's ``signature`` (per positional and keyword argument, a
+tensor's dtype, shape and 16-byte alignment, a scalar's value; no binding, no ``inspect``) and
+one dict lookup in ``JitEntry.fast``, which maps it to a ``Prepared`` launch or None (no usable
+decision). Only a new signature binds the arguments (``Kernel.bind``), builds the
+``DecisionKey`` (``LiveKeyer``) and the plan. A signature fixes everything the key and the
+rewrite depend on (ints, constexprs and keyword option values exactly; floats and bools by type
+only, as the key does), so the ``Prepared`` launch is computed once and each launch only puts
+the live arguments in: the decision's constexprs replace the program's (positionally or by
+name, where the program passed them), its options are added to the keyword arguments, the jit
+function is the variant's (``kernels.variant_kernel``), and a fixed grid is recomputed
+(``grid``, once per grid tuple; a callable one is called by Triton with the new constexprs). A
+source variant gets every parameter by name, as replay passes them (its text may order
+parameters differently).
 
-Per launch, for a kernel with decisions on this target: bind the arguments (``Kernel.bind``),
-key them (``LiveKeyer``, cached per raw argument tuple), look the plan up by key. A ``JitPlan``
-rewrites the launch: the decision's constexprs replace the program's (positionally or by name,
-where the program passed them), its options are added to the keyword arguments, the jit function
-is the variant's (``kernels.variant_kernel``), and a fixed grid is recomputed (``grid``; a
-callable one is called by Triton with the new constexprs). A source variant gets every parameter
-by name, as replay passes them (its text may order parameters differently).
+Strides are not in the signature: the key does not depend on them (Triton gets strides as int
+arguments, which are in it themselves).
 """
 
 from __future__ import annotations
@@ -31,16 +35,41 @@ class ApplyError(ValueError):
     """A decision that cannot be applied to this kernel (one line saying why)."""
 
 
+_FAST_LIMIT = 4096  # signatures kept per function; cleared when full (e.g. an int that changes every launch)
+_FLOAT, _BOOL = ("float",), ("bool",)  # a float's or bool's value is not in the key (see keys.scalar_desc)
+
+
+def signature(args: tuple, kwargs: dict, tensor: type) -> tuple:
+    """What tells two launches of one function apart for the key and the rewrite, cheaply."""
+    sig = [(a.dtype, a.shape, a.data_ptr() & 15) if isinstance(a, tensor)
+           else _FLOAT if a.__class__ is float else _BOOL if a.__class__ is bool else a for a in args]
+    if kwargs:
+        for name, a in kwargs.items():
+            sig.append(name)
+            sig.append((a.dtype, a.shape, a.data_ptr() & 15) if isinstance(a, tensor)
+                       else _FLOAT if a.__class__ is float else (_BOOL, a) if a.__class__ is bool else a)
+    return tuple(sig)
+
+
 class JitEntry:
     """One jit function as the applier sees it: its counters and, if it has decisions here, its
-    keyer and plans (``None`` in ``plans``: the key has no usable decision)."""
+    keyer, plans by key (``None``: the key has no usable decision) and prepared launches by
+    signature (``None``: no decision applies to that signature)."""
 
-    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans")
+    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct")
 
     def __init__(self, fn: Any, name: str, counts: list[int], kernel: Any = None, keyer: Any = None):
         self.fn, self.name, self.counts = fn, name, counts
         self.kernel, self.keyer = kernel, keyer
         self.plans: dict[str, JitPlan | None] = {}
+        self.fast: dict[tuple, Prepared | None] = {}
+        self.tensor: type | None = None
+        self.direct = None  # the fn.run that sends its launches to Applier._direct, past the shim
+
+    def remember(self, sig: tuple, prepared: "Prepared | None") -> None:
+        if len(self.fast) >= _FAST_LIMIT:
+            self.fast.clear()
+        self.fast[sig] = prepared
 
 
 class JitPlan:
@@ -60,46 +89,87 @@ class JitPlan:
         self.passes = Passes(variant)
         self.positions = {name: i for i, name in enumerate(kernel.names)}
         self.params = frozenset(kernel.names)
-        self._grids: dict[Any, tuple | None] = {}
 
-    def rewrite(self, launch: Launch, bound: dict) -> Launch | None:
-        """The launch to make instead, or None when its grid cannot be recomputed safely."""
-        grid = launch.grid
-        if self.constexprs and not callable(grid):
-            grid = self._fixed_grid(grid, bound)
-            if grid is None:
-                return None
+    def prepare(self, launch: Launch, bound: dict) -> "Prepared":
+        """The rewrite of every launch with ``launch``'s signature (``bound``: its arguments by name)."""
+        kernel, nargs = self.kernel, len(launch.args)
         if self.by_name:
-            kwargs = {name: bound[name] for name in self.kernel.names if name in bound}
-            kwargs.update(self.constexprs)
-            kwargs.update((k, v) for k, v in launch.kwargs.items() if k not in self.params)
-            kwargs.update(self.options)
-            return Launch(self.fn, (), kwargs, grid, launch.wrappers)
-        args, kwargs = list(launch.args), dict(launch.kwargs)
-        for name, value in self.constexprs.items():
-            position = self.positions[name]
-            if position < len(args):
+            given = set(kernel.names[:nargs]) | set(launch.kwargs)
+            defaults = {n: bound[n] for n in kernel.names if n in bound and n not in given}
+            return Prepared(self, bound, (), {**self.constexprs, **self.options}, kernel.names[:nargs], defaults)
+        positions = tuple((self.positions[n], v) for n, v in self.constexprs.items() if self.positions[n] < nargs)
+        overrides = {n: v for n, v in self.constexprs.items() if self.positions[n] >= nargs}
+        overrides.update(self.options)
+        return Prepared(self, bound, positions, overrides, None, None)
+
+
+class Prepared:
+    """A decision's launch for one signature: what every launch with it gets, computed once."""
+
+    __slots__ = ("plan", "fn", "positions", "overrides", "names", "defaults", "before", "scalars", "grids",
+                 "fixed_grid", "ready", "options")
+
+    def __init__(self, plan: JitPlan, bound: dict, positions: tuple, overrides: dict, names: list | None,
+                 defaults: dict | None):
+        kernel = plan.kernel
+        self.plan, self.fn = plan, plan.fn
+        self.positions, self.overrides, self.names, self.defaults = positions, overrides, names, defaults
+        # a fixed grid follows changed constexprs; the scalars and constexprs it is computed from
+        # are in the signature, so one recomputation per grid tuple serves every launch
+        self.fixed_grid = bool(plan.constexprs)
+        self.before = {n: _plain(bound[n]) for n in kernel.names if n in kernel.constexpr and n in bound}
+        self.scalars = {n: bound[n] for n in kernel.names if n not in kernel.constexpr and _is_int(bound.get(n))}
+        self.grids: dict[Any, tuple | None] = {}
+        self.ready = not plan.passes.names  # passes: the first launch builds inside their scope
+        self.options = None
+
+    def rewrite(self, launch: Launch) -> Launch | None:
+        """The launch to make instead, or None when its grid cannot be recomputed safely."""
+        found = self.arguments(launch.args, launch.kwargs, launch.grid)
+        return None if found is None else Launch(self.fn, found[0], found[1], found[2], launch.wrappers)
+
+    def arguments(self, args: tuple, kwargs: dict, grid: Any) -> tuple[tuple, dict, Any] | None:
+        """``rewrite``'s arguments, keyword arguments and grid (the function is ``self.fn``)."""
+        if self.fixed_grid and not callable(grid):
+            try:
+                found = self.grids.get(grid, False)
+            except TypeError:  # a list: recomputed each time
+                found = grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
+            if found is False:
+                found = self._grid(grid)
+            if found is None:
+                return None
+            grid = found
+        if self.names is not None:  # by name
+            named = dict(self.defaults)
+            named.update(zip(self.names, args))
+            named.update(kwargs)
+            named.update(self.overrides)
+            return (), named, grid
+        if self.positions:
+            args = list(args)
+            for position, value in self.positions:
                 args[position] = value
-            else:
-                kwargs[name] = value
-        kwargs.update(self.options)
-        return Launch(self.fn, tuple(args), kwargs, grid, launch.wrappers)
+            args = tuple(args)
+        if self.overrides:
+            kwargs = {**kwargs, **self.overrides} if kwargs else self.overrides
+        return args, kwargs, grid
 
     def launch(self, chosen: Launch, run: Callable[[Launch], Any]) -> Any:
-        options = options_key(chosen.kwargs, self.params) if self.passes.names else None
-        return self.passes.run(chosen.fn, options, lambda: run(chosen))
+        if self.ready:
+            return run(chosen)
+        passes = self.plan.passes
+        if self.options is None:
+            self.options = options_key(chosen.kwargs, self.plan.params)
+        result = passes.run(chosen.fn, self.options, lambda: run(chosen))
+        self.ready = self.options in passes.built
+        return result
 
-    def _fixed_grid(self, grid: Any, bound: dict) -> tuple | None:
-        kernel = self.kernel
-        scalars = {n: bound[n] for n in kernel.names if n not in kernel.constexpr and _is_int(bound.get(n))}
-        cache_key = (tuple(grid), tuple(scalars.values()))
-        found = self._grids.get(cache_key, False)
-        if found is False:
-            before = {n: _plain(bound[n]) for n in kernel.names if n in kernel.constexpr and n in bound}
-            found = grids.recompute(grid, before, self.constexprs, scalars)
-            if len(self._grids) >= _GRID_CACHE_LIMIT:
-                self._grids.clear()
-            self._grids[cache_key] = found
+    def _grid(self, grid: Any) -> tuple | None:
+        found = grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
+        if len(self.grids) >= _GRID_CACHE_LIMIT:
+            self.grids.clear()
+        self.grids[grid] = found
         return found
 
 

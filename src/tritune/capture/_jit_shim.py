@@ -28,7 +28,15 @@ place of the launch: ``hook(launch, run) -> result`` calls ``run(chosen)`` with 
 replacement ``Launch`` (another jit function, arguments, grid) and returns what it returned.
 Listeners always see the launch as the program made it, before any hook. A hook that raises
 before it launched anything is reported once per kernel and the launch runs as written; an
-error of the launch itself (inside ``run``) reaches the program unchanged.
+error of the launch itself (inside ``run``) reaches the program unchanged. A hook treats the
+``Launch`` it gets (and the ``kwargs`` of one it makes) as read-only: Triton's ``run`` gets
+copies, and a hook may hand the same dict to many launches.
+
+A hook with nothing to do for any launch of a kernel says so with ``straight_through(launch,
+hook)``: while it is the only hook and no listener is installed, that kernel's later launches
+(and those of the ``Autotuner``/``Heuristics`` objects around it) skip the wrapper entirely
+(``capture.bypass``); any listener or hook coming or going, or ``restore_straight()``, puts
+them back on the wrapper.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ import importlib
 import sys
 import threading
 from typing import Any, Callable, Iterator
+
+from tritune.capture.bypass import Bypasses
 
 # (module, class, attribute, what the wrapper does)
 TARGETS = (
@@ -95,6 +105,8 @@ _busy: contextvars.ContextVar[bool] = contextvars.ContextVar("tritune_busy", def
 _listeners: list[Listener] = []
 _arounds: list[Around] = []
 _originals: dict[tuple[str, str, str], Callable] = {}
+_patched: dict[type, Callable] = {}  # patched class -> our wrapper of its run (for the bypass check)
+_straight = Bypasses()
 _lock = threading.Lock()
 _reported: set = set()
 
@@ -140,6 +152,57 @@ def uninstall_around(hook: Around) -> None:
     _remove(_arounds, hook)
 
 
+def straight_through(launch: Launch, hook: Around) -> bool:
+    """``hook`` has nothing to do with any launch of ``launch.fn``: if it is the only hook and no
+    listener is installed, that function's later launches (and its wrappers') skip the shim.
+    Returns whether they will."""
+    return _past_the_shim(launch, hook, None)
+
+
+def direct(launch: Launch, hook: Around, make: Callable[[Callable], Callable]) -> bool:
+    """``hook`` takes over every later launch of ``launch.fn`` itself: while it is the only hook
+    and no listener is installed, ``fn.run`` is ``make(original)`` (``original``: Triton's own
+    ``run``, unbound), and the wrappers around ``fn`` go straight to Triton (nobody needs to know
+    them). Removed like a bypass. Returns whether it is in place."""
+    return _past_the_shim(launch, hook, make)
+
+
+def _past_the_shim(launch: Launch, hook: Around, make: Callable[[Callable], Callable] | None) -> bool:
+    if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
+        return False
+    with _lock:  # the same lock as install/uninstall, which take every bypass out
+        if _listeners or len(_arounds) != 1 or _arounds[0] != hook:
+            return False
+        patched = _patched_for(launch.fn)
+        if patched is None:
+            return False
+        run = patched.__wrapped__.__get__(launch.fn, type(launch.fn)) if make is None else make(patched.__wrapped__)
+        if not _straight.put(launch.fn, run, patched):
+            return False
+        for wrapper in launch.wrappers:
+            _bypass(wrapper)
+    return True
+
+
+def restore_straight() -> None:
+    """Put every launch back on the shim (e.g. the hook's decisions changed)."""
+    with _lock:
+        _straight.restore()
+
+
+def _bypass(obj: Any) -> bool:
+    patched = _patched_for(obj)
+    return patched is not None and _straight.add(obj, patched.__wrapped__, patched)
+
+
+def _patched_for(obj: Any) -> Callable | None:
+    for cls in type(obj).__mro__:
+        patched = _patched.get(cls)
+        if patched is not None:
+            return patched
+    return None
+
+
 def _add(registry: list, item: Callable) -> None:
     with _lock:
         if not _originals:
@@ -148,12 +211,14 @@ def _add(registry: list, item: Callable) -> None:
                 _patch(*target)
         if item not in registry:
             registry.append(item)
+        _straight.restore()  # a newcomer sees every launch
 
 
 def _remove(registry: list, item: Callable) -> None:
     with _lock:
         if item in registry:
             registry.remove(item)
+        _straight.restore()
         if _listeners or _arounds:
             return
         for (module_name, class_name, attr), original in list(_originals.items()):
@@ -162,6 +227,7 @@ def _remove(registry: list, item: Callable) -> None:
                 setattr(owner, attr, original)
             # else: patched over since; our wrapper stays and passes launches through
             del _originals[(module_name, class_name, attr)]
+        _patched.clear()
 
 
 def installed() -> bool:
@@ -186,6 +252,8 @@ def _patch(module_name: str, class_name: str, attr: str, role: str) -> None:
     wrapper.__wrapped__ = original
     wrapper.__name__ = attr
     _originals[(module_name, class_name, attr)] = original
+    if attr == "run":
+        _patched[owner] = wrapper
     setattr(owner, attr, wrapper)
 
 
@@ -194,12 +262,17 @@ def _launch_wrapper(original: Callable) -> Callable:
         return original(chosen.fn, *chosen.args, grid=chosen.grid, warmup=False, **chosen.kwargs)
 
     def run(self, *args, grid, warmup, **kwargs):
-        if warmup or _busy.get() or not (_listeners or _arounds):
+        if warmup or not (_listeners or _arounds) or _busy.get():
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         token = _busy.set(True)
         try:
             launch = Launch(self, args, kwargs, grid, _wrappers.get())  # kwargs: ours, run gets a copy
-            afters = [_safe(listener, launch) for listener in list(_listeners)] if _listeners else ()
+            if not _listeners:  # apply alone: the common case, kept short
+                hooks = _arounds
+                if len(hooks) == 1:
+                    return guarded(hooks[0], (launch,), go, None, launch)
+                return _around(tuple(hooks), launch, go)
+            afters = [_safe(listener, launch) for listener in list(_listeners)]
             if _arounds:
                 result = _around(tuple(_arounds), launch, go)
             else:
@@ -217,29 +290,33 @@ def _launch_wrapper(original: Callable) -> Callable:
 def _around(hooks: tuple, launch: Launch, go: Callable[[Launch], Any]) -> Any:
     """``hooks[0]`` around the launch, the other hooks inside it, ``go`` (Triton's run) innermost."""
     inner = go if len(hooks) == 1 else (lambda chosen: _around(hooks[1:], chosen, go))
-    return guarded(hooks[0], (launch,), inner, lambda: inner(launch), getattr(launch.fn, "__name__", "?"))
+    return guarded(hooks[0], (launch,), inner, None, launch)
 
 
-def guarded(hook: Callable, args: tuple, inner: Callable, as_written: Callable[[], Any], name: str) -> Any:
+def guarded(hook: Callable, args: tuple, inner: Callable, as_written: Callable[[], Any] | None,
+            launch: Any) -> Any:
     """``hook(*args, run)`` where ``run`` is ``inner``; a failure of the hook itself (not of a
-    launch it made) is reported once per kernel and the launch runs as written (``as_written``)."""
-    outcome: dict[str, Any] = {}
+    launch it made) is reported once per kernel (``launch.fn``'s name, or ``launch`` itself when
+    it is a name) and the launch runs as written: ``as_written()``, or ``inner(launch)``."""
+    state = [0, None]  # 1: started the launch, 2: the launch returned (state[1]: its result)
 
     def run(*chosen: Any, **kwargs: Any) -> Any:
-        outcome["started"] = True
-        outcome["result"] = result = inner(*chosen, **kwargs)
+        state[0] = 1
+        result = state[1] = inner(*chosen, **kwargs)
+        state[0] = 2
         return result
 
     try:
         return hook(*args, run)
     except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
-        if "result" in outcome:  # launched, then failed afterwards: the launch stands
+        name = launch if isinstance(launch, str) else getattr(getattr(launch, "fn", None), "__name__", "?")
+        if state[0] == 2:  # launched, then failed afterwards: the launch stands
             _report_hook(name, exc)
-            return outcome["result"]
-        if "started" in outcome:  # the launch itself failed: the program's error
+            return state[1]
+        if state[0] == 1:  # the launch itself failed: the program's error
             raise
         _report_hook(name, exc)
-        return as_written()
+        return as_written() if as_written is not None else inner(launch)
 
 
 def _report_hook(name: str, exc: Exception) -> None:

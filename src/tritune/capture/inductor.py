@@ -18,7 +18,10 @@ before launching, and the spec says ``config_from="coordinate_descent"`` (the wi
 run each launch: ``hook(tuner, args, kwargs, run)`` launches something else or calls ``run()``
 (Inductor's own ``run`` with the same arguments); a hook that fails before launching is reported
 once per kernel and the launch runs as written. Capture and the hook work together: the spec
-recorded is Inductor's own launch. The patch stays while either is installed.
+recorded is Inductor's own launch. The patch stays while either is installed. A hook with
+nothing to do for a tuner's launches says so with ``straight_through(tuner, hook)``: while no
+capture is installed, that tuner's later launches skip the patch (``capture.bypass``), until
+capture or a hook comes or goes, or ``restore_straight()``.
 ``check_target()`` fails with a clear message if torch renames the target
 (``tests/test_capture_inductor.py`` runs it). A recording failure is reported once per kernel on
 stderr and never breaks the program. When ``add`` is a ``Recorder``'s, a repeat launch (same
@@ -33,11 +36,15 @@ Public: ``install``, ``uninstall``, ``install_apply``, ``uninstall_apply``, ``re
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
 import threading
 from typing import Any, Callable, Iterator
 
+from tritune.capture import _jit_shim
+from tritune.capture._jit_shim import guarded
+from tritune.capture.bypass import Bypasses
 from tritune.capture.inductor_grid import grid_for, grid_rule  # noqa: F401 - public here
 from tritune.capture.inductor_spec import launch_spec
 
@@ -48,8 +55,9 @@ Hook = Callable[[Any, tuple, dict, Callable[[], Any]], Any]
 
 _lock = threading.Lock()
 _local = threading.local()
-_state: dict[str, Any] = {"add": None, "apply": None, "original": None, "pending": None}
+_state: dict[str, Any] = {"add": None, "apply": None, "original": None, "pending": None, "wrapper": None}
 _reported: set[str] = set()
+_straight = Bypasses()
 
 
 class InductorShimError(RuntimeError):
@@ -88,6 +96,7 @@ def install(add: Add) -> None:
     """
     with _lock:
         _state["add"] = add
+        _straight.restore()
         _ensure_patch()
 
 
@@ -95,13 +104,30 @@ def install_apply(hook: Hook) -> None:
     """Let ``hook`` run every launch of an Inductor kernel (see the module docstring)."""
     with _lock:
         _state["apply"] = hook
+        _straight.restore()
         _ensure_patch()
 
 
 def uninstall_apply() -> None:
     with _lock:
         _state["apply"] = None
+        _straight.restore()
         _release_patch()
+
+
+def straight_through(tuner: Any, hook: Hook) -> bool:
+    """``hook`` has nothing to do with any launch of ``tuner``: while capture is not installed,
+    its later launches skip the patch. Returns whether they will."""
+    with _lock:
+        wrapper = _state["wrapper"]
+        if _state["add"] is not None or _state["apply"] != hook or wrapper is None:
+            return False
+        return _straight.add(tuner, wrapper.__wrapped__, wrapper)
+
+
+def restore_straight() -> None:
+    with _lock:
+        _straight.restore()
 
 
 def _ensure_patch() -> None:
@@ -130,7 +156,7 @@ def _patch() -> None:
     wrapper = _wrap(original)
     wrapper._tritune_shim = True  # type: ignore[attr-defined]
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    _state["original"] = original
+    _state["original"], _state["wrapper"] = original, wrapper
     setattr(owner, SHIM_TARGET[2], wrapper)
 
 
@@ -139,6 +165,7 @@ def uninstall() -> None:
     ours stays and passes every launch straight through)."""
     with _lock:
         _state["add"] = None
+        _straight.restore()
         _release_patch()
 
 
@@ -148,7 +175,7 @@ def _release_patch() -> None:
 
     if _state["add"] is not None or _state["apply"] is not None:
         return
-    original, _state["original"] = _state["original"], None
+    original, _state["original"], _state["wrapper"] = _state["original"], None, None
     pending, _state["pending"] = _state.get("pending"), None
     if pending is not None:
         _after_import.cancel(SHIM_TARGET[0], pending)
@@ -186,31 +213,25 @@ def _wrap(original: Callable) -> Callable:
         if (add is None and hook is None) or getattr(_local, "busy", False):
             return original(self, *args, **kwargs)
         _local.busy = True
+        # Under the interpreter Inductor launches through InterpretedFunction.run: tell the JIT
+        # shim this launch is in hand, so that it is not recorded (or applied) twice.
+        token = _jit_shim._busy.set(True)
         try:
             _count_candidates(self)  # also under a hook alone: capture may be installed later
-            with _jit_shim_quiet():
-                if hook is None:
-                    result = original(self, *args, **kwargs)
-                else:
-                    result = _apply(hook, original, self, args, kwargs)
+            if hook is None:
+                result = original(self, *args, **kwargs)
+            else:
+                as_written = functools.partial(original, self, *args, **kwargs)
+                result = guarded(hook, (self, args, kwargs), as_written, as_written, self)
             if add is not None:
                 _record(add, self, args)
             return result
         finally:
+            _jit_shim._busy.reset(token)
             _local.busy = False
 
     run.__name__ = "run"
     return run
-
-
-def _apply(hook: Hook, original: Callable, tuner: Any, args: tuple, kwargs: dict) -> Any:
-    from tritune.capture._jit_shim import guarded
-
-    def as_written() -> Any:
-        return original(tuner, *args, **kwargs)
-
-    name = getattr(getattr(tuner, "fn", None), "__name__", "?")
-    return guarded(hook, (tuner, args, kwargs), as_written, as_written, name)
 
 
 def _count_candidates(tuner: Any) -> None:
@@ -271,22 +292,6 @@ def _arg_key(args: tuple) -> tuple:
         else:
             key.append(arg)
     return tuple(key)
-
-
-@contextlib.contextmanager
-def _jit_shim_quiet() -> Iterator[None]:
-    """Mark a launch as in hand for the plain-JIT shim (under the interpreter Inductor launches
-    through ``InterpretedFunction.run``, which that shim records)."""
-    shim = sys.modules.get("tritune.capture._jit_shim")
-    busy = getattr(shim, "_busy", None)
-    if busy is None:
-        yield
-        return
-    token = busy.set(True)
-    try:
-        yield
-    finally:
-        busy.reset(token)
 
 
 def specs_from_modules(*args: Any, **kwargs: Any):

@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 
 from tritune.commands import RUNS_A_COMMAND
-from tritune.config import ENV_STORE
+from tritune.config import ENV_SERVE_INDUCTOR, ENV_STORE
 
 
 @click.command(context_settings=RUNS_A_COMMAND)
@@ -33,8 +33,12 @@ from tritune.config import ENV_STORE
 @click.option("--strict", is_flag=True,
               help="Exit with status 2, without running COMMAND, if the store cannot be used "
                    "(default: say so and run COMMAND as written).")
+@click.option("--inductor-cache/--no-inductor-cache", default=True, show_default=True,
+              help="Also write Inductor decisions that only change config knobs into Inductor's autotune "
+                   "cache, so that later compiles launch them with no hook (undo: tritune store "
+                   "inductor-cache STORE --remove).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
-def run(store: Path, strict: bool, command: tuple[str, ...]) -> None:
+def run(store: Path, strict: bool, inductor_cache: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the verified decisions in STORE applied at launch time.
 
     Covers @triton.jit, @triton.autotune, @triton.heuristics and Inductor kernels in the
@@ -52,7 +56,8 @@ def run(store: Path, strict: bool, command: tuple[str, ...]) -> None:
     if problem:
         click.echo(f"tritune run: nothing applied, running the program as written: {problem}", err=True)
     try:
-        returncode = boot.run(command, None if problem else {ENV_STORE: str(store.resolve())})
+        env = {ENV_STORE: str(store.resolve()), ENV_SERVE_INDUCTOR: "1" if inductor_cache else None}
+        returncode = boot.run(command, None if problem else env)
     except boot.CommandError as exc:
         click.echo(f"tritune run: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -1,9 +1,14 @@
-"""``tritune store verify DB`` and ``tritune store import OTHER --into MINE --launches DIR``.
+"""``tritune store verify DB``, ``tritune store import OTHER --into MINE --launches DIR`` and
+``tritune store inductor-cache DB [--remove]``.
 
 Decisions and candidates are used only when this user's tritune signed them
 (``tritune.store.signing``). ``verify`` says, per decision, whether it is signed here and why
 not; ``import`` judges another store's decisions again on this GPU (``tritune.loop.imports``)
 and signs those that pass into the target store.
+
+``inductor-cache`` lists the entries of Inductor's autotune cache that applying DB wrote (see
+``tritune.apply.inductor_cache``) and, with ``--remove``, takes them all out, putting back what
+Inductor had there before.
 
 Exit status: ``verify`` 0 when every decision is signed, 1 when some are not; ``import`` 0 when
 it ran (whatever it imported), 2 for a usage error or an unusable input (one line).
@@ -124,3 +129,21 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
             click.echo(f"{result.status}: {result.kernel} {result.variant}: {result.reason}")
     imported = sum(r.status == IMPORTED for r in results)
     click.echo(f"{imported} of {len(results)} decisions of {other} verified, timed and signed into {into}")
+
+
+@store.command("inductor-cache")
+@click.argument("db", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--remove", is_flag=True, help="Take every entry out, putting back what Inductor had there before.")
+def inductor_cache(db: Path, remove: bool) -> None:
+    """List (or --remove) the decisions of DB that Inductor serves from its own autotune cache."""
+    from tritune.apply import inductor_cache as cache
+
+    found = cache.entries(db)
+    for entry in found:
+        click.echo(f"{entry['kernel']}  {entry['path']}")
+    if remove:
+        removed = cache.remove(db)
+        click.echo(f"removed {len(removed)} entries from Inductor's autotune cache")
+    else:
+        click.echo(f"{len(found)} entries in Inductor's autotune cache"
+                   + (f" (`tritune store inductor-cache {db} --remove` takes them out)" if found else ""))
