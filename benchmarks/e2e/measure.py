@@ -222,7 +222,11 @@ def run_modes(args, phase: Callable[[str], None]) -> dict:
 def run_abab(args, phase: Callable[[str], None]) -> dict:
     import tritune
     from train import Trainer
+    from tritune.apply import inductor_cache
 
+    # The disabled side must run Inductor's own choice: no decided config served from Inductor's
+    # autotune cache (`tritune run` writes such entries; enable() here serves at launch only).
+    inductor_cache.remove(args.store)
     appliers = [tritune.enable(args.store)]  # before compiling, as `tritune run` does
 
     def enable() -> None:
