@@ -21,8 +21,8 @@ each a list of tasks; a task done is never run again, one cut short runs again o
 
 A call starts a task only when its estimated time fits before --limit-s, and kills one that runs
 past it (tritune optimize gets SIGINT first: it saves its run, which the next call resumes). Each
-call writes ``OUT/e2e/MODEL.json`` (tasks not done yet under ``missing``), the logs under
-``OUT/e2e/logs/MODEL/``, and ``OUT/state-MODEL.tgz`` (bookkeeping and stores, not caches or
+call writes ``OUT/e2e/MODEL.json`` (tasks not done yet under ``missing``), the logs in
+``OUT/logs-MODEL.tgz``, and ``OUT/state-MODEL.tgz`` (bookkeeping and stores, not caches or
 captures): on a fresh machine, ``--restore state-MODEL.tgz`` (carried in) unpacks it into an empty
 STATE, and the next call goes on from what was measured.
 
@@ -253,10 +253,10 @@ def write_outputs(progress: Progress, state: pathlib.Path, out: pathlib.Path, mo
     target = out / "e2e" / f"{model}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(assemble(progress), indent=1, default=str))
-    logs = out / "e2e" / "logs" / model
-    logs.mkdir(parents=True, exist_ok=True)
-    for log in (state / model / "logs").glob("*.log"):
-        (logs / log.name).write_text(log.read_text(errors="replace"))
+    # one archive: the device tool returns at most 8 files, no deeper than OUT/a/b/file
+    with tarfile.open(out / f"logs-{model}.tgz", "w:gz") as tar:
+        for log in sorted((state / model / "logs").glob("*.log")):
+            tar.add(log, arcname=f"logs-{model}/{log.name}")
     with tarfile.open(out / f"state-{model}.tgz", "w:gz") as tar:
         for path in carried(state, model):
             tar.add(path, arcname=str(path.relative_to(state)))
