@@ -366,3 +366,67 @@ def test_inductor_still_settles_its_config_as_apply_assumes():
                    "coordinate_descent_tuning", "found_by_coordesc", "benchmark_run", "(launcher,) = self.launchers"):
         assert needle in source, f"CachingAutotuner.run no longer has {needle!r}: check tritune.apply.inductor"
     assert hasattr(CachingAutotuner, "_ensure_kernel_loaded") or "_reload_kernel" in inspect.getsource(CachingAutotuner)
+
+
+def _launcher_maker(tuner, built):
+    """``tuner._precompile_config(cfg).make_launcher()`` replaced by a recorder per config, as
+    coordinate descent makes launchers (``apply.inductor_swap``)."""
+
+    def precompile(cfg):
+        calls = []
+
+        def launcher(*args, stream):
+            calls.append(stream)
+
+        launcher.config, launcher.calls = cfg, calls
+        launcher.cache_hash, launcher.store_cubin = "fake", False
+        built.append(launcher)
+        return SimpleNamespace(make_launcher=lambda: launcher)
+
+    tuner._precompile_config = precompile
+
+
+def test_a_config_decision_is_launched_by_inductors_own_launcher_and_undone_by_disable(tmp_path):
+    """A config-only decision of a static kernel: built once as Inductor's own kind of launcher,
+    put in ``tuner.launchers`` (Inductor's ``run`` launches it, past the patch: no per-launch
+    cost); disable puts Inductor's launcher back at once, enable again re-puts the one built."""
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    own = tuner.launchers[0]
+    built = []
+    _launcher_maker(tuner, built)
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+    applier = apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(4):
+        tuner.run(*args, stream=3)
+    (decided,) = built
+    assert decided.config.kwargs == {**own.config.kwargs, "XBLOCK": 64} and decided.config.num_warps == 2
+    assert decided.config.num_stages == own.config.num_stages
+    assert inductors == [3] and decided.calls == [3, 3, 3]  # Inductor settles once, then the decision
+    assert tuner.launchers == [decided] and compiled.launches == []  # not the launch-time path
+    assert "run" in vars(tuner)  # its launches skip the patch
+    assert applier.stats()[spec.kernel]["applied"] == 1  # counted when put in place
+    apply.disable()
+    assert tuner.launchers == [own] and "run" not in vars(tuner)
+    tuner.run(*args, stream=4)
+    assert inductors == [3, 4]
+    apply.enable(tmp_path / "d.db", device="cpu")
+    tuner.run(*args, stream=5)
+    tuner.run(*args, stream=5)
+    assert len(built) == 1 and decided.calls == [3, 3, 3, 5, 5] and tuner.launchers == [decided]
+    assert apply.rollback(spec.kernel) == 1
+    assert tuner.launchers == [own]
+    tuner.run(*args, stream=6)
+    assert inductors == [3, 4, 6] and decided.calls == [3, 3, 3, 5, 5]
+
+
+def test_a_decision_that_changes_code_or_a_dynamic_kernel_stays_on_the_launch_time_path(tmp_path):
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    built = []
+    _launcher_maker(tuner, built)
+    with DecisionStore(tmp_path / "d.db") as store:  # maxnreg is not one of Inductor's config knobs
+        decide(store, key_for(spec, **CPU), Variant(name="reg", constexprs={"XBLOCK": 64}, options={"maxnreg": 128}))
+    apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    assert built == [] and len(compiled.launches) == 2 and tuner.launchers[0].config is tuner.configs[1]

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.apply import index as decision_index
+from tritune.apply import inductor_swap
 from tritune.apply.jit import JitEntry, JitPlan, signature
 from tritune.capture import _jit_shim
 from tritune.capture import inductor as inductor_shim
@@ -68,6 +69,7 @@ class Applier:
         self._index: decision_index.Index | None = None
         self._jit: dict[int, JitEntry] = {}
         self._tuners: dict[int, Any] = {}
+        self._swaps = inductor_swap.Swaps()  # tuners launching a decision's launcher (shared by successors)
         self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
         self._pending: Callable | None = None
         self._hooks = (self.jit_hook, self.inductor_hook)  # one bound method each: the shims compare them
@@ -95,6 +97,7 @@ class Applier:
         self._forget_stale()
         self._index = None
         self._jit, self._tuners = {}, {}
+        self._swaps.restore()  # a rolled-back decision stops now; the others come back at their next launch
         _jit_shim.restore_straight()  # a function without decisions may have some now
         inductor_shim.restore_straight()
         return len(self._get_index().by_sha)
@@ -114,6 +117,7 @@ class Applier:
             self._forget_stale()
             self._index = None
             self._jit, self._tuners = {}, {}
+            self._swaps.restore()
         return True
 
     def successor(self, inductor_cache: bool = False) -> "Applier":
@@ -166,6 +170,7 @@ class Applier:
             self._pending = None
         _jit_shim.uninstall_around(self._hooks[0])
         inductor_shim.uninstall_apply()
+        self._swaps.restore()  # Inductor's own launchers again, at once
 
     # ------------------------------------------------------------------- the hooks
 
@@ -272,6 +277,12 @@ class Applier:
             prepared = self._inductor_prepare(entry, config, args)
             entry.remember(sig, prepared)
         if prepared is None:
+            return run()
+        launcher = prepared.plan.launcher
+        if launcher is not None:  # served by Inductor's own launcher (apply.inductor_swap)
+            self._swaps.put(tuner, launcher)
+            inductor_shim.straight_through(tuner, self._hooks[1])
+            entry.counts[1] += 1
             return run()
         try:
             result = prepared.launch(args, kwargs.get("stream"))
@@ -402,6 +413,8 @@ class Applier:
                                                       lambda decision: InductorPlan(entry, config, args, decision))
             if plan is not None and self.inductor_cache:
                 self._serve_through_inductor(entry, config, plan.decision)
+            if plan is not None and not plan.interpreted:
+                plan.launcher = self._swap_launcher(entry, config, plan.decision)
         return None if plan is None else plan.prepare(plan_key, kernel_args, extra_args, constexprs)
 
     def _serve_through_inductor(self, entry: Any, config: Any, decision: Any) -> None:
@@ -419,6 +432,21 @@ class Applier:
         if why is None:
             self._report(entry.name, "decision written to Inductor's autotune cache: Inductor launches it itself "
                                      f"from the next compile on (undo: tritune store inductor-cache {self.path} --remove)")
+
+    def _swap_launcher(self, entry: Any, config: Any, decision: Any) -> Any | None:
+        """The decision as a launcher of the tuner's own kind, when it is one config for every
+        launch (``apply.inductor_swap``); None: applied at launch time."""
+        from tritune.apply import inductor_cache
+
+        count = len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
+        if inductor_cache.not_config_only(entry.tuner, config, decision, count) is not None:
+            return None
+        try:
+            return inductor_swap.build(entry.tuner, config, decision.variant)
+        except Exception as exc:  # noqa: BLE001 - the launch-time path still applies it
+            self._report(entry.name, f"decision not served by Inductor's launcher ({_one_line(exc)}): "
+                                     "applied at launch time")
+            return None
 
     def _forget_stale(self) -> None:
         """Entries of Inductor's cache written for decisions no longer usable come out."""

@@ -153,6 +153,7 @@ class InductorPlan:
         self.interpreted = getattr(entry.tuner, "triton_interpret", False)
         self.passes = Passes(variant)
         self.compiled = None
+        self.launcher = None  # the decision as Inductor's own launcher (``apply.inductor_swap``), when it is one
         self._grids: dict[tuple, tuple] = {}
 
     def params(self, kernel_args: tuple, constexprs: dict) -> dict:

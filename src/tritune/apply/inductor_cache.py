@@ -48,6 +48,19 @@ def manifest_path(store_path: str | Path) -> Path:
 def reason_not(tuner: Any, config: Any, decision: Any, decisions_of_kernel: int) -> str | None:
     """Why ``decision`` cannot be served through Inductor's cache for ``tuner`` settled on
     ``config``; None if it can be tried."""
+    why = not_config_only(tuner, config, decision, decisions_of_kernel)
+    if why is not None:
+        return why
+    cache = _cache(tuner)
+    if cache is None or not getattr(cache, "local_cache", None):
+        return "Inductor keeps no local autotune cache for it"
+    return None
+
+
+def not_config_only(tuner: Any, config: Any, decision: Any, decisions_of_kernel: int) -> str | None:
+    """Why ``decision`` is not one config serving every launch of ``tuner`` (Inductor's knobs
+    alone, static sizes, the kernel's only decision); None when it is (``apply.inductor_swap``
+    and this module's cache entries both need that)."""
     variant = decision.variant
     if variant.source is not None or variant.passes or variant.fast_math:
         return "it changes the kernel's code"
@@ -58,9 +71,6 @@ def reason_not(tuner: Any, config: Any, decision: Any, decisions_of_kernel: int)
         return "the kernel has several decisions"
     if not static_sizes(tuner):
         return "the kernel's sizes are dynamic"
-    cache = _cache(tuner)
-    if cache is None or not getattr(cache, "local_cache", None):
-        return "Inductor keeps no local autotune cache for it"
     return None
 
 
