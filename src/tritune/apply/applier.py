@@ -12,9 +12,12 @@ prints the CPU figures with Triton's run replaced by a no-op):
                                              Triton (``straight_through``; Inductor: the tuner,
                                              and a tuner settled on a config no decision has);
   a jit kernel with decisions                its own ``run`` (``_direct``, while apply is alone
-                                             on the shim): the arguments' ``signature`` and one
-                                             dict lookup to the prepared launch (``apply.jit``);
-                                             a new signature goes through ``jit_hook``;
+                                             on the shim): the arguments' signature and one dict
+                                             lookup to the prepared launch (``apply.jit``), whose
+                                             compiled binary is launched past Triton's run
+                                             (``apply.fast``: cheaper than Triton's own launch);
+                                             a new signature goes through ``jit_hook``, its next
+                                             launch through Triton's run (keeping the binary);
   an Inductor kernel with decisions          ``inductor_hook``: the settled launcher (an identity
                                              check), the signature, the prepared launch.
 
@@ -41,7 +44,8 @@ from typing import Any, Callable
 
 from tritune.apply import index as decision_index
 from tritune.apply import inductor_swap
-from tritune.apply.jit import JitEntry, JitPlan, signature
+from tritune.apply.fast import REFUSED
+from tritune.apply.jit import JitEntry, JitPlan, Prepared, signature
 from tritune.capture import _jit_shim
 from tritune.capture import inductor as inductor_shim
 
@@ -186,7 +190,7 @@ class Applier:
             return run(launch)
         if entry.direct is None or vars(fn).get("run") is not entry.direct:  # next launches: to ``_direct``
             _jit_shim.direct(launch, self._hooks[0], lambda original: self._direct(entry, original))
-        sig = signature(launch.args, launch.kwargs, entry.tensor)
+        sig = entry.signatures(launch.args, launch.kwargs)
         try:
             prepared = entry.fast.get(sig, _MISSING)
         except TypeError:  # an unhashable argument: the slow way, every time
@@ -213,17 +217,44 @@ class Applier:
     def _direct(self, entry: JitEntry, original: Callable) -> Callable:
         """``fn.run`` for a function with decisions while apply is alone on the JIT shim: the
         hot path of ``jit_hook`` without the shim's ``Launch`` and guard (same rules: a failure of
-        ours launches as written, a failing decision falls back and is reported once)."""
-        fn, counts, fast, tensor = entry.fn, entry.counts, entry.fast, entry.tensor
+        ours launches as written, a failing decision falls back and is reported once). A prepared
+        launch that has its binary (``Prepared.direct``) launches it past Triton's run
+        (``apply.fast``); the first launch of each goes through Triton's run and keeps what it
+        returned."""
+        fn, counts, fast, signatures = entry.fn, entry.counts, entry.fast, entry.signatures
+
+        def as_written(args: tuple, kwargs: dict, grid: Any) -> Any:
+            return original(fn, *args, grid=grid, warmup=False, **kwargs)
+
+        def failed(prepared: Prepared, exc: Exception, args: tuple, kwargs: dict, grid: Any) -> Any:
+            plan = prepared.plan
+            self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
+            fast.clear()
+            return as_written(args, kwargs, grid)
 
         def run(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
             if warmup:
                 return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             try:
-                prepared = fast.get(signature(args, kwargs, tensor), _MISSING)
+                sig = signatures.first(args, kwargs)
+                prepared = fast.get(signatures(args, kwargs) if sig is None else sig, _MISSING)
+                direct = None if prepared is None or prepared is _MISSING else prepared.direct
+            except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
+                self._report(entry.name, f"launched as written: {_one_line(exc)}")
+                prepared = direct = None
+            if direct is not None:
+                try:
+                    result = direct.launch(args, kwargs, grid)
+                except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
+                    return failed(prepared, exc, args, kwargs, grid)
+                if result is not REFUSED:
+                    counts[0] += 1
+                    counts[1] += 1
+                    return result
+            try:
                 found = (prepared.arguments(args, kwargs, grid)
                          if prepared is not None and prepared is not _MISSING and prepared.ready else None)
-            except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
+            except Exception as exc:  # noqa: BLE001
                 self._report(entry.name, f"launched as written: {_one_line(exc)}")
                 prepared = found = None
             if found is not None:
@@ -231,16 +262,15 @@ class Applier:
                 chosen_args, chosen_kwargs, chosen_grid = found
                 try:
                     result = original(prepared.fn, *chosen_args, grid=chosen_grid, warmup=False, **chosen_kwargs)
-                except Exception as exc:  # noqa: BLE001 - the decision failed: the program's launch still runs
-                    plan = prepared.plan
-                    self._failed(entry, entry.plans, plan.decision.key.sha, plan, exc)
-                    fast.clear()
-                    return original(fn, *args, grid=grid, warmup=False, **kwargs)
+                except Exception as exc:  # noqa: BLE001
+                    return failed(prepared, exc, args, kwargs, grid)
                 counts[1] += 1
+                if not prepared.recorded:
+                    self._record(entry, prepared, result, args, kwargs)
                 return result
             if prepared is None:  # no decision for these arguments
                 counts[0] += 1
-                return original(fn, *args, grid=grid, warmup=False, **kwargs)
+                return as_written(args, kwargs, grid)
             # a new signature, passes still to build, a grid left as written: the hook's own way
             return _jit_shim.guarded(self._hooks[0], (_jit_shim.Launch(fn, args, kwargs, grid, ()),),
                                      lambda chosen: original(chosen.fn, *chosen.args, grid=chosen.grid, warmup=False,
@@ -248,6 +278,12 @@ class Applier:
 
         entry.direct = run
         return run
+
+    def _record(self, entry: JitEntry, prepared: Prepared, result: Any, args: tuple, kwargs: dict) -> None:
+        try:
+            prepared.record(result, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - the launches stay on Triton's run
+            self._report(entry.name, f"decision launched through Triton's run: {_one_line(exc)}")
 
     def inductor_hook(self, tuner: Any, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
         """Inductor's launch hook: one ``CachingAutotuner.run(*args, stream=...)`` (see ``apply.inductor``)."""
@@ -350,10 +386,10 @@ class Applier:
                 if kernel.source_hash in index.sources[name]:
                     import torch
 
-                    entry.kernel, entry.tensor = kernel, torch.Tensor
-                    entry.keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
-                                            gpu=self.target["gpu"], capability=self.target["capability"],
-                                            triton_version=self.target["triton_version"])
+                    keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
+                                      gpu=self.target["gpu"], capability=self.target["capability"],
+                                      triton_version=self.target["triton_version"])
+                    entry.learn(kernel, keyer, torch.Tensor)
             except Exception as exc:  # noqa: BLE001
                 self._report(name, f"decisions not applied: {_one_line(exc)}")
         self._jit[id(fn)] = entry

@@ -1,23 +1,27 @@
 """Decisions at ``JITFunction.run``: jit, autotune and heuristics launches (the JIT shim's hook).
 
-A launch's hot path (``Applier.jit_hook``): the entry of its jit function (one dict lookup by
-``id``; a function with no decision here never gets that far: the shim sends its launches
-straight to Triton), then the launch's ``signature`` (per positional and keyword argument, a
-tensor's dtype, shape and 16-byte alignment, a scalar's value; no binding, no ``inspect``) and
-one dict lookup in ``JitEntry.fast``, which maps it to a ``Prepared`` launch or None (no usable
-decision). Only a new signature binds the arguments (``Kernel.bind``), builds the
-``DecisionKey`` (``LiveKeyer``) and the plan. A signature fixes everything the key and the
-rewrite depend on (ints, constexprs and keyword option values exactly; floats and bools by type
-only, as the key does), so the ``Prepared`` launch is computed once and each launch only puts
-the live arguments in: the decision's constexprs replace the program's (positionally or by
-name, where the program passed them), its options are added to the keyword arguments, the jit
-function is the variant's (``kernels.variant_kernel``), and a fixed grid is recomputed
-(``grid``, once per grid tuple; a callable one is called by Triton with the new constexprs). A
-source variant gets every parameter by name, as replay passes them (its text may order
-parameters differently).
+A launch's hot path (``Applier._direct``; ``Applier.jit_hook`` while other hooks or listeners
+are on the shim): the entry of its jit function (one dict lookup by ``id``; a function with no
+decision here never gets that far: the shim sends its launches straight to Triton), then the
+launch's signature (``JitEntry.signatures``, see ``apply.fast``: per tensor its dtype, shape and
+16-byte alignment, per int, constexpr and option its value, each argument's class; no binding,
+no ``inspect``) and one dict lookup in ``JitEntry.fast``, which maps it to a ``Prepared`` launch
+or None (no usable decision). Only a new signature binds the arguments (``Kernel.bind``), builds
+the ``DecisionKey`` (``LiveKeyer``) and the plan. A signature fixes everything the key, the
+rewrite, Triton's specialization and the grid rule depend on, so the ``Prepared`` launch is
+computed once and each launch only puts the live arguments in: the decision's constexprs replace
+the program's (positionally or by name, where the program passed them), its options are added to
+the keyword arguments, the jit function is the variant's (``kernels.variant_kernel``), and a
+fixed grid is recomputed (``grid``, once per grid tuple; a callable one is called with the new
+constexprs). A source variant gets every parameter by name, as replay passes them (its text may
+order parameters differently).
 
-Strides are not in the signature: the key does not depend on them (Triton gets strides as int
-arguments, which are in it themselves).
+Once a prepared launch went through Triton's ``run`` (``Prepared.record``), its compiled binary
+is kept and later launches go to it straight (``apply.fast.Direct``), unless a launch hook or
+anything else Triton honours per launch is set.
+
+``signature`` (Inductor's launches, and the general form of a jit launch's signature): per
+argument a tensor's dtype, shape and alignment, a float's or bool's class, anything else itself.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tritune.apply import grid as grids
+from tritune.apply.fast import Direct, Recipe, Signatures, compiled_kernel
 from tritune.apply.kernels import Passes, options_key, variant_kernel
-from tritune.capture._jit_shim import Launch
+from tritune.capture._jit_shim import Launch, is_interpreted
 
 _GRID_CACHE_LIMIT = 4096
+_MISSING = object()
 
 
 class ApplyError(ValueError):
@@ -54,9 +60,9 @@ def signature(args: tuple, kwargs: dict, tensor: type) -> tuple:
 class JitEntry:
     """One jit function as the applier sees it: its counters and, if it has decisions here, its
     keyer, plans by key (``None``: the key has no usable decision) and prepared launches by
-    signature (``None``: no decision applies to that signature)."""
+    signature (``None``: no decision applies to that signature; ``signatures`` makes them)."""
 
-    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct")
+    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct", "signatures")
 
     def __init__(self, fn: Any, name: str, counts: list[int], kernel: Any = None, keyer: Any = None):
         self.fn, self.name, self.counts = fn, name, counts
@@ -65,6 +71,12 @@ class JitEntry:
         self.fast: dict[tuple, Prepared | None] = {}
         self.tensor: type | None = None
         self.direct = None  # the fn.run that sends its launches to Applier._direct, past the shim
+        self.signatures: Signatures | None = None
+
+    def learn(self, kernel: Any, keyer: Any, tensor: type) -> None:
+        """Decisions here: the kernel (``capture.jit_launch.Kernel``), its keyer, its signatures."""
+        self.kernel, self.keyer, self.tensor = kernel, keyer, tensor
+        self.signatures = Signatures(kernel.names, kernel.constexpr, tensor, signature)
 
     def remember(self, sig: tuple, prepared: "Prepared | None") -> None:
         if len(self.fast) >= _FAST_LIMIT:
@@ -107,7 +119,7 @@ class Prepared:
     """A decision's launch for one signature: what every launch with it gets, computed once."""
 
     __slots__ = ("plan", "fn", "positions", "overrides", "names", "defaults", "before", "scalars", "grids",
-                 "fixed_grid", "ready", "options")
+                 "fixed_grid", "ready", "options", "grids3", "direct", "recorded")
 
     def __init__(self, plan: JitPlan, bound: dict, positions: tuple, overrides: dict, names: list | None,
                  defaults: dict | None):
@@ -122,6 +134,9 @@ class Prepared:
         self.grids: dict[Any, tuple | None] = {}
         self.ready = not plan.passes.names  # passes: the first launch builds inside their scope
         self.options = None
+        self.grids3: dict[Any, tuple | None] = {}  # a fixed grid as given -> the grid launched, padded to 3
+        self.direct: Direct | None = None  # the binary, launched past Triton's run (``apply.fast``)
+        self.recorded = False  # ``record`` ran (a binary is looked for once)
 
     def rewrite(self, launch: Launch) -> Launch | None:
         """The launch to make instead, or None when its grid cannot be recomputed safely."""
@@ -131,15 +146,9 @@ class Prepared:
     def arguments(self, args: tuple, kwargs: dict, grid: Any) -> tuple[tuple, dict, Any] | None:
         """``rewrite``'s arguments, keyword arguments and grid (the function is ``self.fn``)."""
         if self.fixed_grid and not callable(grid):
-            try:
-                found = self.grids.get(grid, False)
-            except TypeError:  # a list: recomputed each time
-                found = grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
-            if found is False:
-                found = self._grid(grid)
-            if found is None:
+            grid = self._fixed(grid)
+            if grid is None:
                 return None
-            grid = found
         if self.names is not None:  # by name
             named = dict(self.defaults)
             named.update(zip(self.names, args))
@@ -165,12 +174,72 @@ class Prepared:
         self.ready = self.options in passes.built
         return result
 
-    def _grid(self, grid: Any) -> tuple | None:
-        found = grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
-        if len(self.grids) >= _GRID_CACHE_LIMIT:
-            self.grids.clear()
-        self.grids[grid] = found
+    def grid3(self, grid: Any) -> tuple | None:
+        """The grid to launch for a fixed ``grid`` as the program gave it, as three dimensions
+        (None: it cannot be recomputed safely). The signature fixes what it depends on."""
+        try:
+            found = self.grids3.get(grid, _MISSING)
+        except TypeError:  # a list: each time
+            return _pad(self._fixed(grid) if self.fixed_grid else grid)
+        if found is _MISSING:
+            found = _remember(self.grids3, grid, _pad(self._fixed(grid) if self.fixed_grid else grid))
         return found
+
+    def record(self, result: Any, args: tuple, kwargs: dict) -> None:
+        """After a launch with the decision made through Triton's ``run`` (``result``: what it
+        returned): keep the binary for ``Direct`` launches, when there is one to keep."""
+        self.recorded = True
+        kernel = compiled_kernel(result)
+        if kernel is None or is_interpreted(self.fn):
+            return
+        from triton.runtime import driver
+
+        active = driver.active
+        recipe = Recipe(self.fn.arg_names, self._sources(len(args), kwargs), len(args))
+        self.direct = Direct(kernel, active.get_current_device(), self.fn, recipe, self.grid3,
+                             active.get_current_device, active.get_current_stream)
+
+    def _sources(self, nargs: int, kwargs: dict) -> dict[str, tuple]:
+        """Where each argument ``arguments`` hands Triton comes from (a ``Recipe``'s sources),
+        in the order ``arguments`` lets them override each other."""
+        names = self.plan.kernel.names
+        sources = {name: ("fixed", value) for name, value in _defaults(self.fn).items()}
+        if self.names is not None:
+            sources.update((name, ("fixed", value)) for name, value in self.defaults.items())
+        sources.update((names[i], ("arg", i)) for i in range(nargs))
+        sources.update((names[i], ("fixed", value)) for i, value in self.positions)
+        sources.update((name, ("kw", name)) for name in kwargs)
+        sources.update((name, ("fixed", value)) for name, value in self.overrides.items())
+        return sources
+
+    def _fixed(self, grid: Any) -> tuple | None:
+        try:
+            found = self.grids.get(grid, _MISSING)
+        except TypeError:  # a list: recomputed each time
+            return grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
+        if found is _MISSING:
+            found = _remember(self.grids, grid, grids.recompute(grid, self.before, self.plan.constexprs,
+                                                                self.scalars))
+        return found
+
+
+def _remember(cache: dict, key: Any, value: Any) -> Any:
+    if len(cache) >= _GRID_CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _pad(grid: Any) -> tuple | None:
+    if grid is None:
+        return None
+    size = len(grid)
+    return (grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1)
+
+
+def _defaults(fn: Any) -> dict[str, Any]:
+    """A jit function's parameter defaults (what Triton's binder fills in)."""
+    return {name: p.default for name, p in fn.signature.parameters.items() if p.default is not p.empty}
 
 
 def _plain(value: Any) -> Any:
