@@ -151,6 +151,7 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
     assert found[crash.id][0] is None and found[crash.id][1].kind == "crash"
     assert found[broken.id][0] is None and found[broken.id][1].kind == "compile_error"
     assert "broken.py" in found[broken.id][1].message and len(found) == 4
+    assert loop_baseline(found[broken.id]) == found[broken.id]  # the loop is told, and times nothing
     for spec in (small, large):
         timing, failure = found[spec.id]
         assert failure is None and timing["time_ms"] == pytest.approx(by_grid(spec, Variant(), 0.0))

@@ -46,7 +46,7 @@ from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 PROFILE_JOB = "tritune.profile.runner:profile_job"
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
-BASELINE_TIMEOUT_S = 120.0  # per launch in a batched baseline call: compile + do_bench twice + a graph
+BASELINE_TIMEOUT_S = 120.0  # per launch: its build (a verify worker), or its ranking timing (one median)
 PROGRESS_S = 10.0  # while ranking many keys, the user hears how far it is this often
 # A build that failed so: its key is reported with that failure and not timed (``baselines``).
 BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
@@ -156,14 +156,17 @@ class Evaluator:
         crashes or hangs the worker costs only itself.
 
         What is timed: one do_bench median per launch (``RANK_METHODS``: 25 ms warm-up, 100 ms
-        of runs, L2 cleared before each run), which is all a share needs. The second median
-        (the noise) and the CUDA-graph time (launch-bound or not) were taken too before, for
-        every key, though only ``KernelLoop`` reads them, and only for the keys it optimizes:
-        per key that was a build, three do_bench-sized timings (~0.4 s); it is now one
-        (~0.13 s), and each key the loop runs on times its baseline fully once more
-        (``full_timing``; ~0.4 s against a budget of ``FLOOR_S`` = 10 s at least). On 169
-        keys of which a handful are optimized that saves about a minute; the ranking's time
-        and so the shares and the order are measured exactly as before."""
+        of runs, L2 cleared before each run), which is all a share needs, and the very median
+        that was a key's time before, so shares and order are measured as before. The second
+        median (the noise) and the CUDA-graph time (launch-bound or not) were taken for every
+        key too, though only ``KernelLoop`` reads them, and only for the keys it runs on: those
+        now time their baseline fully once more, for themselves (``session.loop_baseline``).
+        Counted per key: before, 1 build + 2 medians + 1 graph in the timing worker; now 1
+        build in a verify worker + 1 median, and 2 medians + 1 graph more for each key the loop
+        runs on. By do_bench's budget (>= 125 ms a median) and the graph's (~30 replays of
+        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.13 s now:
+        >= ~30 s less on 169 keys (an estimate from those budgets, not a measurement), against
+        ~0.3 s more for each key optimized, whose budget is at least ``FLOOR_S`` (10 s)."""
         say = log or (lambda line: None)
         found: dict[str, tuple[dict | None, Failure | None]] = {}
         for spec, failure in zip(specs, self._build(specs, say)):
@@ -242,7 +245,8 @@ class Evaluator:
         if not items:
             return
         self._stopping.clear()
-        futures = [self._threads().submit(self._run, spec, variant, mode, time.perf_counter()) for variant, mode in items]
+        futures = [self._threads().submit(self._run, spec, variant, mode, time.perf_counter())
+                   for variant, mode in items]
         try:
             for (variant, _), future in zip(items, futures):
                 yield self._evaluated(spec, variant, future.result())
