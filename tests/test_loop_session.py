@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import pytest
 
 from tritune.arbiter import ArbiterSettings
+from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_METHODS
 from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
 from tritune.loop.session import budget_for, loop_baseline, timing_to_key
-from tritune.capture.spec import read_launches
-from tritune.report import summarize, write_report
 from tritune.replay import Variant
+from tritune.report import summarize, write_report
 from tritune.worker import Worker
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -112,7 +112,8 @@ def test_keys_are_ranked_by_time_share_not_launch_count(full):
 def test_the_verify_workers_build_the_baselines_and_the_ranking_is_unchanged(full, captured, worker, verifiers):
     timer = worker
     for w in [timer, *verifiers]:
-        w.calls.clear(), w.payloads.clear()
+        w.calls.clear()
+        w.payloads.clear()
     specs = read_launches(captured)
     found = Evaluator(captured, retime=by_grid, worker=timer, verifiers=verifiers).baselines(specs)
     built = [c for w in verifiers for c in w.calls]
@@ -139,7 +140,8 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
     lines: list[str] = []
     timer, verifier = worker, verifiers[0]
     for w in (timer, verifier):
-        w.calls.clear(), w.payloads.clear()
+        w.calls.clear()
+        w.payloads.clear()
     starts = verifier.starts
     evaluator = Evaluator(root, retime=by_grid, worker=timer, verifiers=[verifier])
     evaluator.progress_s = 0  # one launch a timing call, and a line after each
