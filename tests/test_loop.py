@@ -136,7 +136,7 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
 
     def interrupting(spec, variant, ms):
         calls.append(variant.describe())
-        if len(calls) == 3:  # the baseline, one candidate, then Ctrl-C
+        if len(calls) == 4:  # the ranking's baseline, the loop's own, one candidate, then Ctrl-C
             raise KeyboardInterrupt
         return block_speed(spec, variant, ms)
 

@@ -4,19 +4,24 @@ the times are scripted (``Evaluator.retime``); builds, verification and the stor
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tritune.arbiter import ArbiterSettings
+from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import BASELINES_JOB
+from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_METHODS
 from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
-from tritune.loop.session import budget_for
+from tritune.loop.session import budget_for, loop_baseline, timing_to_key
+from tritune.replay import Variant
 from tritune.report import summarize, write_report
 from tritune.worker import Worker
 
@@ -37,21 +42,36 @@ def captured(tmp_path_factory) -> Path:
 
 
 class CountingWorker(Worker):
-    """A worker that counts its calls per job, to see the baselines timed in one call."""
+    """A worker that counts its calls per job (an exclusive job by the job it runs), to see the
+    baselines timed in one call; ``payloads`` keeps what each call was given."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.calls: list[str] = []
+        self.payloads: list[tuple[str, dict]] = []
 
     def call(self, target, payload=None, **kwargs):
-        self.calls.append(target)
+        self.calls.append(payload["job"] if target == EXCLUSIVE_JOB else target)
+        self.payloads.append((target, payload))
         return super().call(target, payload, **kwargs)
+
+
+def counting_worker() -> CountingWorker:
+    return CountingWorker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"))
 
 
 @pytest.fixture(scope="module")
 def worker():
-    with CountingWorker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as w:
+    with counting_worker() as w:
         yield w
+
+
+@pytest.fixture(scope="module")
+def verifiers():
+    workers = [counting_worker() for _ in range(2)]
+    yield workers
+    for w in workers:
+        w.close()
 
 
 def by_grid(spec, variant, measured_ms):
@@ -75,6 +95,8 @@ def full(captured, worker, tmp_path_factory):
 def test_keys_are_ranked_by_time_share_not_launch_count(full):
     results, calls = full
     assert calls.count(BASELINES_JOB) == 1  # every baseline in one call
+    assert calls.count(COMPILE_JOB) == 2  # one job: the one worker built each key first
+    assert calls.count(BASELINE_JOB) == 2  # each key optimized timed its baseline fully for itself
     small, large = sorted(results.timed, key=lambda t: t.launches, reverse=True)
     assert (small.launches, large.launches) == (3, 1)
     # 3 launches x 5 programs against 1 launch x 125 programs
@@ -85,6 +107,57 @@ def test_keys_are_ranked_by_time_share_not_launch_count(full):
     gain = sum(k.time_share * (1 - 1 / k.speedup) for k in results.kernels if k.accepted)
     assert results.expected_gain == pytest.approx(gain) and 0 < gain < 1
     assert results.program_ms == pytest.approx(140 * MS_PER_PROGRAM)
+
+
+def test_the_verify_workers_build_the_baselines_and_the_ranking_is_unchanged(full, captured, worker, verifiers):
+    timer = worker
+    for w in [timer, *verifiers]:
+        w.calls.clear()
+        w.payloads.clear()
+    specs = read_launches(captured)
+    found = Evaluator(captured, retime=by_grid, worker=timer, verifiers=verifiers).baselines(specs)
+    built = [c for w in verifiers for c in w.calls]
+    assert built == [COMPILE_JOB, COMPILE_JOB] and all(w.calls for w in verifiers)  # one key each, in parallel
+    assert timer.calls == [BASELINES_JOB]  # the timing worker built nothing, and timed all in one call
+    [(_, sent)] = timer.payloads
+    assert sent["methods"] == list(RANK_METHODS) and sent["medians"] == 1  # the ranking's one median
+    results, _ = full  # one job: built and timed by the one worker
+    keys = {t.id: SimpleNamespace(sha=t.key_sha) for t in results.timed}
+    assert shares([timing_to_key(s, keys[s.id], found[s.id]) for s in specs]) == results.timed
+    assert all(loop_baseline(found[s.id]) is None for s in specs)  # the loop times its own noise and graph
+
+
+def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_path, worker, verifiers):
+    root = tmp_path / "capture"
+    shutil.copytree(captured, root)
+    small, large = sorted(read_launches(root), key=lambda s: s.count, reverse=True)
+    source = (root / small.source).read_text()
+    (root / "sources" / "broken.py").write_text(source + "\ndef broken(:\n")
+    (root / "sources" / "crash.py").write_text(source + "\nimport os\nos._exit(7)\n")
+    # another grid: another id (it names the launch, not its file); each fails before it launches
+    crash = dataclasses.replace(small, source="sources/crash.py", grid=[6, 1, 1])
+    broken = dataclasses.replace(small, source="sources/broken.py", grid=[7, 1, 1])
+    lines: list[str] = []
+    timer, verifier = worker, verifiers[0]
+    for w in (timer, verifier):
+        w.calls.clear()
+        w.payloads.clear()
+    starts = verifier.starts
+    evaluator = Evaluator(root, retime=by_grid, worker=timer, verifiers=[verifier])
+    evaluator.progress_s = 0  # one launch a timing call, and a line after each
+    found = evaluator.baselines([crash, small, broken, large], log=lines.append)
+    # one verifier, the crash first: the builds after it were not lost
+    assert verifier.calls == [COMPILE_JOB] * 4 and verifier.starts == starts + 1
+    assert timer.calls == [BASELINES_JOB] * 2  # neither failure was sent to be timed
+    assert [[s["id"] for s in p["specs"]] for _, p in timer.payloads] == [[small.id, large.id], [large.id]]
+    assert found[crash.id][0] is None and found[crash.id][1].kind == "crash"
+    assert found[broken.id][0] is None and found[broken.id][1].kind == "compile_error"
+    assert "broken.py" in found[broken.id][1].message and len(found) == 4
+    assert loop_baseline(found[broken.id]) == found[broken.id]  # the loop is told, and times nothing
+    for spec in (small, large):
+        timing, failure = found[spec.id]
+        assert failure is None and timing["time_ms"] == pytest.approx(by_grid(spec, Variant(), 0.0))
+    assert lines == ["timed 1 of 2 baselines"]
 
 
 def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_again(captured, tmp_path, worker):

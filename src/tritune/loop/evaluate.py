@@ -41,12 +41,15 @@ from tritune.loop import jobs
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.worker import Outcome, Worker
-from tritune.worker.failures import Failure
+from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
-BASELINE_TIMEOUT_S = 120.0  # per launch in a batched baseline call: compile + do_bench twice + a graph
+BASELINE_TIMEOUT_S = 120.0  # per launch: its build (a verify worker), or its ranking timing (one median)
+PROGRESS_S = 10.0  # while ranking many keys, the user hears how far it is this often
+# A build that failed so: its key is reported with that failure and not timed (``baselines``).
+BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
 PRELOAD = ("torch", "triton")
 MAX_DEFAULT_JOBS = 16  # past this, more compilers mostly queue on the one timing worker
 
@@ -109,6 +112,7 @@ class Evaluator:
             self._idle.put(verifier)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopping = threading.Event()
+        self.progress_s = PROGRESS_S  # tests: 0 times one launch a call and logs each
 
     def close(self) -> None:
         if self._pool is not None:
@@ -131,31 +135,101 @@ class Evaluator:
             timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
         return timing, None
 
-    def baselines(self, specs: list[LaunchSpec]) -> dict[str, tuple[dict | None, Failure | None]]:
-        """Every spec's baseline timed, by spec id, in as few worker calls as it takes: one, unless
-        a launch faults the device (the worker restarts and the rest go in the next call) or the
-        call itself fails (the first spec not yet timed is then timed alone, so a launch that
-        crashes or hangs the worker costs only itself)."""
+    def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
+                  ) -> dict[str, tuple[dict | None, Failure | None]]:
+        """Every spec's baseline timed for the ranking, by spec id: ``(timing, failure)``.
+
+        First the ``jobs`` verify workers build every launch, one launch a call (``_build``), so
+        the timing worker only loads binaries from Triton's cache: the build, serial in the one
+        timing worker before, was most of the ranking (resnet50 train, 169 keys, ``--jobs 16``:
+        most of a 100 s budget for the ranking). A launch whose build fails, crashes its worker
+        or runs past ``BASELINE_TIMEOUT_S`` is reported with that failure and not sent to the
+        timing worker (where it would fail once more, or crash or hang the batch); a plain
+        ``error`` (an allocation that failed beside 15 other builds) is left to the timing,
+        which reports its own. Builds never run while the batch times: 16 compilers beside a
+        timing would delay the host's launches and inflate the times of launch-bound kernels.
+
+        Then the rest are timed in as few timing-worker calls as it takes: one per
+        ``PROGRESS_S`` of timing (``log`` says how far it is in between), another when a
+        launch faults the device (the worker restarts and the rest go in the next call), and
+        when a call itself fails the first spec not yet timed is timed alone, so a launch that
+        crashes or hangs the worker costs only itself.
+
+        What is timed: one do_bench median per launch (``RANK_METHODS``: 25 ms warm-up, 100 ms
+        of runs, L2 cleared before each run), which is all a share needs, and the very median
+        that was a key's time before, so shares and order are measured as before. The second
+        median (the noise) and the CUDA-graph time (launch-bound or not) were taken for every
+        key too, though only ``KernelLoop`` reads them, and only for the keys it runs on: those
+        now time their baseline fully once more, for themselves (``session.loop_baseline``).
+        Counted per key: before, 1 build + 2 medians + 1 graph in the timing worker; now 1
+        build in a verify worker + 1 median, and 2 medians + 1 graph more for each key the loop
+        runs on. By do_bench's budget (>= 125 ms a median) and the graph's (~30 replays of
+        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.13 s now:
+        >= ~30 s less on 169 keys (an estimate from those budgets, not a measurement), against
+        ~0.3 s more for each key optimized, whose budget is at least ``FLOOR_S`` (10 s)."""
+        say = log or (lambda line: None)
         found: dict[str, tuple[dict | None, Failure | None]] = {}
-        pending = list(specs)
+        for spec, failure in zip(specs, self._build(specs, say)):
+            if failure is not None and failure.kind in BUILD_FINAL:
+                found[spec.id] = (None, failure)
+        pending = [s for s in specs if s.id not in found]
+        total, alone = len(pending), False
         while pending:
-            payload = {"specs": [s.to_json() for s in pending], "root": self.root, "copy_gbps": self.copy_gbps}
-            outcome = self.worker.call(jobs.BASELINES_JOB, payload,
-                                       timeout_s=BASELINE_TIMEOUT_S * len(pending))
-            if not outcome.ok:
-                first, pending = pending[0], pending[1:]
-                found[first.id] = self.baseline(first)
-                continue
-            for spec_id, timing, failure in outcome.value["timings"]:
-                failure = Failure.from_json(failure) if failure is not None else None
-                if timing is not None and self.retime is not None and timing.get("time_ms"):
-                    spec = next(s for s in pending if s.id == spec_id)
-                    timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
-                found[spec_id] = (timing, failure)
-            if outcome.value["fault"]:
-                self.worker.restart()
+            batch = pending[:1] if alone else pending
+            outcome = self.worker.call(jobs.BASELINES_JOB, self._ranking(batch),
+                                       timeout_s=BASELINE_TIMEOUT_S * len(batch))
+            if outcome.ok:
+                for entry in outcome.value["timings"]:
+                    spec = next(s for s in batch if s.id == entry[0])
+                    found[spec.id] = self._timed(spec, entry)
+                if outcome.value["fault"]:
+                    self.worker.restart()
+            elif len(batch) == 1:  # timed alone: the call's failure is its own
+                found[batch[0].id] = (None, outcome.failure)
+            alone = not outcome.ok and len(batch) > 1  # the culprit is not known: the first goes alone
             pending = [s for s in pending if s.id not in found]
+            if pending and outcome.ok:
+                say(f"timed {total - len(pending)} of {total} baselines")
         return found
+
+    def _ranking(self, specs: list[LaunchSpec]) -> dict:
+        return {"specs": [s.to_json() for s in specs], "root": self.root, "copy_gbps": self.copy_gbps,
+                "methods": list(jobs.RANK_METHODS), "medians": 1, "slice_s": self.progress_s}
+
+    def _timed(self, spec: LaunchSpec, entry: list) -> tuple[dict | None, Failure | None]:
+        """One ``[id, timing, failure]`` of ``baselines_job`` as ``(timing, failure)``."""
+        _, timing, failure = entry
+        if timing is not None and self.retime is not None and timing.get("time_ms"):
+            timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
+        return timing, Failure.from_json(failure) if failure is not None else None
+
+    def _build(self, specs: list[LaunchSpec], say: Callable[[str], None]) -> list[Failure | None]:
+        """Each spec's launch built by an idle verify worker (one spec a call: a crash or a hang
+        costs only that spec); each spec's failure, or None. ``say`` is told how far it is every
+        ``PROGRESS_S``."""
+        self._stopping.clear()
+        futures = [self._threads().submit(self._build_one, spec) for spec in specs]
+        try:
+            while True:
+                done, running = concurrent.futures.wait(futures, timeout=self.progress_s or None)
+                if not running:
+                    break
+                say(f"built {len(done)} of {len(specs)} baselines ({self.jobs} job(s))")
+        except BaseException:
+            self._abandon(futures)
+            raise
+        return [future.result() for future in futures]
+
+    def _build_one(self, spec: LaunchSpec) -> Failure | None:
+        verifier = self._idle.get()  # never waits: as many threads as verifiers
+        try:
+            if self._stopping.is_set():
+                return None
+            outcome = verifier.call(jobs.COMPILE_JOB, {"spec": spec.to_json(), "root": self.root},
+                                    timeout_s=BASELINE_TIMEOUT_S)
+        finally:
+            self._idle.put(verifier)
+        return None if outcome.ok else outcome.failure
 
     # ---------------------------------------------------------------------------- candidates
 
@@ -170,16 +244,21 @@ class Evaluator:
         it) kills what is still running, so nothing outlives the round."""
         if not items:
             return
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(self.jobs, thread_name_prefix="tritune-candidate")
         self._stopping.clear()
-        futures = [self._pool.submit(self._run, spec, variant, mode, time.perf_counter()) for variant, mode in items]
+        futures = [self._threads().submit(self._run, spec, variant, mode, time.perf_counter())
+                   for variant, mode in items]
         try:
             for (variant, _), future in zip(items, futures):
                 yield self._evaluated(spec, variant, future.result())
         finally:
             if not all(f.done() for f in futures):
                 self._abandon(futures)
+
+    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+        """One thread per verifier, each taking an idle one."""
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.jobs, thread_name_prefix="tritune-candidate")
+        return self._pool
 
     def _run(self, spec: LaunchSpec, variant: Variant, mode: str, submitted: float) -> _Ran:
         """One candidate, in a pool thread: verify on an idle verifier, then time on ``worker``."""

@@ -24,6 +24,11 @@ below the threshold (a lost decision) or send losers to the interleaved ABBA re-
 
 The baseline of a launch is built once per worker process (``baseline_replay``) and verified
 against by every candidate that worker sees, not rebuilt per candidate.
+
+Ranking (``compile_job``, ``baselines_job``): before the session ranks its keys, the verify
+workers build every captured launch (``compile_job``: compiled, never launched), so Triton's
+on-disk cache holds the binaries and the one timing worker, which times them one after another,
+only loads them. ``Evaluator.baselines`` says what the ranking times and why.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 from tritune.bench.run import bench_spec
 from tritune.capture.spec import LaunchSpec
-from tritune.replay import Replay, Variant, device_of
+from tritune.replay import Replay, Variant, device_of, make_args
 from tritune.verify import verify
 from tritune.worker.gpulock import GpuLock
 
@@ -47,7 +52,9 @@ BASELINE_JOB = "tritune.bench.run:bench_job"  # run through EXCLUSIVE_JOB
 CONFIRM_JOB = "tritune.arbiter.confirm:confirm_job"  # run through EXCLUSIVE_JOB
 TARGET_JOB = "tritune.loop.jobs:target_job"
 INDUCTOR_LAUNCHES_JOB = "tritune.loop.jobs:inductor_launches_job"
+COMPILE_JOB = "tritune.loop.jobs:compile_job"
 BENCH_METHODS = ("median", "graph")  # the median decides; the graph time tells launch-bound kernels apart
+RANK_METHODS = ("median",)  # a key's share needs its time, not its noise nor its graph time
 SCREEN_MEDIANS = 1  # a candidate's do_bench medians (module docstring: why one)
 BASELINES_KEPT = 8  # built baselines a worker keeps (keys are optimized one after another)
 
@@ -84,6 +91,27 @@ def time_job(payload: dict) -> dict:
         timing = bench_spec(spec, payload["root"], variant, device=device, methods=BENCH_METHODS,
                             copy_gbps=payload.get("copy_gbps"), replay=replay, medians=SCREEN_MEDIANS)
     return {"timing": timing, "lock_wait_s": lock.waited_s - waited}
+
+
+def compile_job(payload: dict) -> dict:
+    """``{"spec", "root"}`` -> ``{"compiled": bool, "lock_wait_s"}``: the captured launch built and
+    not launched, so that Triton's on-disk cache holds its binary (False: the interpreter builds
+    nothing; the kernel's file is still imported, so a source that does not load fails here). The
+    inputs its specialization is read from (pointer alignment) are made as ``bench_spec`` makes
+    them, on the GPU, holding the lock shared; the build itself holds nothing."""
+    spec = LaunchSpec.from_json(payload["spec"])
+    device = device_of(spec)
+    replay = Replay(spec, Variant(), root=payload["root"], device=device)
+    if not replay.compiles:
+        return {"compiled": False, "lock_wait_s": 0.0}
+    lock = gpu_lock(device)
+    waited = lock.waited_s
+    with lock.shared():
+        args = make_args(spec, payload["root"], device=device)
+    replay.compile(args)
+    del args
+    _free_cached_memory(device)
+    return {"compiled": True, "lock_wait_s": lock.waited_s - waited}
 
 
 def exclusive_job(payload: dict) -> Any:
@@ -142,19 +170,30 @@ def _free_cached_memory(device: str) -> None:
 
 
 def baselines_job(payload: dict) -> dict:
-    """``{"specs": [spec JSON], "root", "copy_gbps"?}`` -> ``{"timings": [[id, bench result or
-    None, failure JSON or None]], "fault": bool}``: every spec's baseline timed in one call (the
-    optimizer ranks keys by time before proposing). A launch that fails is recorded and the next
-    one timed; after a device fault (the CUDA context is unusable from then on) the job returns
-    what it has with ``fault`` set, and the caller restarts the worker and sends the rest."""
+    """``{"specs": [spec JSON], "root", "copy_gbps"?, "methods"?, "medians"?, "slice_s"?}`` ->
+    ``{"timings": [[id, bench result or None, failure JSON or None]], "fault": bool}``: the specs'
+    baselines timed in one call (the optimizer ranks keys by time before proposing), with
+    ``methods`` (default ``BENCH_METHODS``) and ``medians`` (default 2). A launch that fails is
+    recorded and the next one timed; after a device fault (the CUDA context is unusable from then
+    on) the job returns what it has with ``fault`` set, and the caller restarts the worker and
+    sends the rest. ``slice_s``: no launch is started after that many seconds; the caller sends
+    the rest in the next call (and tells the user how far it is in between)."""
+    import time
+
     from tritune.worker.failures import RESTART_KINDS, from_exception
 
+    started = time.monotonic()
+    slice_s = payload.get("slice_s")
+    methods = tuple(payload.get("methods") or BENCH_METHODS)
     timings: list[list] = []
     for body in payload["specs"]:
+        if timings and slice_s is not None and time.monotonic() - started >= slice_s:
+            break
         spec = LaunchSpec.from_json(body)
         try:
             with gpu_lock(device_of(spec)).exclusive():
-                timing = bench_spec(spec, payload["root"], methods=BENCH_METHODS, copy_gbps=payload.get("copy_gbps"))
+                timing = bench_spec(spec, payload["root"], methods=methods, copy_gbps=payload.get("copy_gbps"),
+                                    medians=int(payload.get("medians", 2)))
         except Exception as exc:  # noqa: BLE001 - classified and returned with the spec it belongs to
             failure = from_exception(exc)
             timings.append([spec.id, None, failure.to_json()])
@@ -163,6 +202,12 @@ def baselines_job(payload: dict) -> dict:
             continue
         timings.append([spec.id, timing, None])
     return {"timings": timings, "fault": False}
+
+
+def full_timing(timing: dict | None) -> bool:
+    """Whether a baseline timing is what ``KernelLoop`` starts from (noise and graph time), not a
+    ranking's one median (``RANK_METHODS``)."""
+    return bool(timing) and set(BENCH_METHODS) <= set(timing.get("methods") or ())
 
 
 def target_job(payload: dict) -> dict:

@@ -1,7 +1,7 @@
 """The loop for one kernel: TritonForge's Algorithm 1 with model-free proposers.
 
     baseline  <- bench(captured launch)                       (do_bench median twice: the noise;
-                                                               the session's batched timing)
+                                                               a graph: launch-bound or not)
     profile   <- ncu, else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates

@@ -2,12 +2,13 @@
 
 Launches are grouped by decision key (kernel source, specialization with its shape bucket, GPU,
 Triton): one loop per key, on its most frequent launch, since a decision applies to the whole
-key. Before anything is proposed, every key's baseline is timed once (one batched worker call,
-``Evaluator.baselines``) and the keys are ranked by their share of the program's kernel time
-(launches x time): a test-sized launch made twice no longer outranks the one that matters. Each
-key gets a wall budget in proportion to its share of what is left (``budget_for``: at least
-``floor_s``, at most ``LoopSettings.budget_s``, never past the deadline), and the run stops once
-the keys it ran on hold ``cover`` of the kernel time (``--cover``, default 95%).
+key. Before anything is proposed, every key's baseline is built by the verify workers at once and
+timed once (one do_bench median each, batched in the timing worker, ``Evaluator.baselines``), and
+the keys are ranked by their share of the program's kernel time (launches x time): a test-sized
+launch made twice no longer outranks the one that matters. Each key gets a wall budget in
+proportion to its share of what is left (``budget_for``: at least ``floor_s``, at most
+``LoopSettings.budget_s``, never past the deadline), and the run stops once the keys it ran on
+hold ``cover`` of the kernel time (``--cover``, default 95%).
 
 Resumable at three levels: ``OUT/baselines.json`` keeps the timed keys (a resumed run does not
 time them again), the store holds every candidate (``KernelLoop`` reuses them), and
@@ -33,7 +34,7 @@ from typing import Any, Callable, Iterable
 from tritune.capture.spec import LaunchSpec, read_launches
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import TARGET_JOB
+from tritune.loop.jobs import TARGET_JOB, full_timing
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import FILE_NAME as RESULTS_FILE
 from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
@@ -185,7 +186,7 @@ def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store
             loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator,
                               settings=dataclasses.replace(settings, budget_s=budget), category=category_of(spec, root),
                               log=log, families=families(spec) if families is not None else None,
-                              baseline=timings.get(key.sha))
+                              baseline=loop_baseline(timings.get(key.sha)))
             result = KernelResult.from_json(loop.run())
             result.time_share, result.budget_s = share, budget
             _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result.to_json()})
@@ -223,6 +224,15 @@ def ranked(items: list[tuple[LaunchSpec, DecisionKey]], timed: list[KeyTime], *,
     return chosen[:max_kernels] if max_kernels is not None else chosen
 
 
+def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dict | None, Failure | None] | None:
+    """What ``KernelLoop`` starts from: a failure, or a full timing as a resumed run may keep it;
+    None for the ranking's one median, so the loop times its baseline fully (noise, graph time)
+    for itself (``Evaluator.baselines`` says why)."""
+    if found is None or found[1] is not None or full_timing(found[0]):
+        return found
+    return None
+
+
 def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None) -> KeyTime:
     timing, failure = found if found is not None else (None, None)
     base = (timing or {}).get("time_ms")
@@ -249,7 +259,7 @@ def _timed_baselines(items: list[tuple[LaunchSpec, DecisionKey]], evaluator: Eva
     missing = [(spec, key) for spec, key in items if key.sha not in kept]
     if missing:
         (log or (lambda line: None))(f"timing {len(missing)} baseline(s) to rank the kernels by their share of time")
-        found = evaluator.baselines([spec for spec, _ in missing])
+        found = evaluator.baselines([spec for spec, _ in missing], log=log)
         for spec, key in missing:
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
