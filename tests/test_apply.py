@@ -56,6 +56,17 @@ def tuned_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):{BODY}
 @triton.heuristics({{"BLOCK": lambda args: 16}})
 @triton.jit
 def heur_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):{BODY}
+
+@triton.jit
+def special_kernel(x_ptr, out_ptr, seen_ptr, n, SCALE: tl.constexpr, FLAG: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask) * SCALE
+    if FLAG:
+        y = y + 1
+    tl.store(out_ptr + offs, y, mask=mask)
+    tl.store(seen_ptr + pid, BLOCK)
 '''
 MARKED = "tl.store(seen_ptr + pid, BLOCK + 1000)"  # a source variant: same results, another marker
 CPU = current_target("cpu")
@@ -203,6 +214,35 @@ def test_heuristics_kernel_uses_the_decision(k, specs, store):
     decide(store, specs[("heur_kernel", 100)], B64)
     apply.enable(store, device="cpu")
     assert launch(k.heur_kernel, 100) == (2, [64])
+
+
+def test_a_decision_applies_to_its_own_specialization_only(k, store, tmp_path):
+    """The per-launch signature that finds a prepared launch tells apart all the key does: after a
+    launch the decision applied to, a launch with another dtype, a misaligned pointer, another
+    bool or float constexpr (positional or by name) is another key, with no decision: as written."""
+    def run(x=None, scale=2.0, flag=True, by_name=False):
+        x = torch.arange(100.0) if x is None else x
+        out, seen = torch.zeros(100, dtype=x.dtype), torch.zeros(64, dtype=torch.int32)
+        if by_name:
+            k.special_kernel[(4,)](x, out, seen, 100, SCALE=scale, FLAG=flag, BLOCK=32)
+        else:
+            k.special_kernel[(4,)](x, out, seen, 100, scale, flag, 32)
+        assert torch.equal(out, x * scale + (1 if flag else 0)), "the variant computed something else"
+        return sorted(set(seen[seen != 0].tolist()))
+
+    with capture(tmp_path / "cap"):
+        assert run() == [32]
+    (spec,) = read_launches(tmp_path / "cap")
+    decide(store, spec, B64)
+    applier = apply.enable(store, device="cpu")
+    for by_name in (False, True):
+        assert run(by_name=by_name) == [64]  # the decision's own key: applied, its launch prepared
+        assert run(torch.arange(100.0, dtype=torch.float64), by_name=by_name) == [32]
+        assert run(torch.arange(101.0)[1:], by_name=by_name) == [32]  # 4 bytes past a 16-byte boundary
+        assert run(flag=False, by_name=by_name) == [32]
+        assert run(scale=3.0, by_name=by_name) == [32]
+        assert run(by_name=by_name) == [64]
+    assert applier.stats()["special_kernel"] == {"launches": 12, "applied": 4, "skipped": 0, "decisions": 1}
 
 
 # ---------------------------------------------------------------------- options, source, passes
