@@ -219,12 +219,13 @@ def test_heuristics_kernel_uses_the_decision(k, specs, store):
 def test_a_decision_applies_to_its_own_specialization_only(k, store, tmp_path):
     """The per-launch signature that finds a prepared launch tells apart all the key does: after a
     launch the decision applied to, a launch with another dtype, a misaligned pointer, another
-    bool or float constexpr (positional or by name) is another key, with no decision: as written."""
+    bool or float constexpr (all passed positionally, or all by name) is another key, with no
+    decision: it runs as written."""
     def run(x=None, scale=2.0, flag=True, by_name=False):
         x = torch.arange(100.0) if x is None else x
         out, seen = torch.zeros(100, dtype=x.dtype), torch.zeros(64, dtype=torch.int32)
         if by_name:
-            k.special_kernel[(4,)](x, out, seen, 100, SCALE=scale, FLAG=flag, BLOCK=32)
+            k.special_kernel[(4,)](x_ptr=x, out_ptr=out, seen_ptr=seen, n=100, SCALE=scale, FLAG=flag, BLOCK=32)
         else:
             k.special_kernel[(4,)](x, out, seen, 100, scale, flag, 32)
         assert torch.equal(out, x * scale + (1 if flag else 0)), "the variant computed something else"
