@@ -159,6 +159,30 @@ def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
     assert len(other_inductors) == 4 * 3 + 0
 
 
+def test_a_tuner_past_the_patch_is_recorded_again_by_capture_installed_later(tmp_path):
+    """A tuner without decisions goes past the patch while apply is alone; capture installed
+    afterwards records each of its launches (a bypass never hides a launch), and once capture
+    is gone the tuner goes past the patch again, until apply is disabled."""
+    tuner, args, spec, inductors, _ = _faked_tuner()
+    DecisionStore(tmp_path / "d.db").close()  # a store without decisions
+    apply.enable(tmp_path / "d.db", device="cpu")
+    tuner.run(*args, stream=1)
+    assert "run" in vars(tuner)
+    heard = []
+    inductor.install(lambda found, values: heard.append(found.kernel))
+    try:
+        assert "run" not in vars(tuner)
+        tuner.run(*args, stream=1)
+        tuner.run(*args, stream=1)
+    finally:
+        inductor.uninstall()
+    assert heard == [spec.kernel] * 2
+    tuner.run(*args, stream=1)
+    assert "run" in vars(tuner)
+    apply.disable()
+    assert "run" not in vars(tuner) and inductors == [1] * 4
+
+
 def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolled_back(tmp_path):
     """``inductor_cache=True``: the decided config goes into Inductor's ``.best_config`` beside the
     kernel's module, Inductor's next compile of the kernel reads it and launches that config alone
