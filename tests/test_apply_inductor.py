@@ -215,6 +215,63 @@ def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolle
     assert fresh.autotune_cache_info["autotune_cache_state"] == "miss" and len(fresh.configs) == 2
 
 
+def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_path):
+    """A decision edited after it was served through Inductor's cache (so no longer signed by this
+    user) is not counted, and its entry comes out the next time the store is read."""
+    import shutil
+    import sqlite3
+
+    from tritune.apply import inductor_cache
+
+    kernel = tmp_path / POI.name
+    shutil.copy(POI, kernel)
+    tuner, args, spec, _, _ = _faked_tuner(kernel)
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
+    tuner.run(*args, stream=1)
+    tuner.run(*args, stream=1)
+    (entry,) = inductor_cache.entries(tmp_path / "d.db")
+    assert Path(entry["path"]).exists()
+    edited = Variant(name="x64", constexprs={"XBLOCK": 128}).to_json()
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        conn.execute("UPDATE decisions SET variant = ?", (json.dumps(edited),))
+    applier = apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
+    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
+    assert spec.kernel not in applier.stats()  # no launch since, and no decision counted
+
+
+def test_a_config_inductors_reader_would_not_serve_is_not_left_in_its_cache(tmp_path):
+    """``write`` reads the entry back with Inductor's own reader: another config back (an older
+    torch that takes only the kernel's own configs) puts the file back as it was, with no entry."""
+    from triton import Config
+
+    from tritune.apply import inductor_cache
+
+    best = tmp_path / "k.best_config"
+    best.write_text('{"XBLOCK": 1024}')  # coordinate descent's, say
+
+    class Cache:  # Inductor's AutotuneCache as write uses it
+        local_cache, remote_cache = (None, str(best)), None
+
+        def save(self, config, time_taken_ns, found_by_coordesc=False):
+            best.write_text(json.dumps(config.kwargs))
+
+        def read_best(self, inductor_meta, configs):
+            return configs[0]  # its own first config, not the one written
+
+        def hook(self, *args):
+            pass
+
+    config = Config({"XBLOCK": 1024}, num_warps=4, num_stages=1)
+    tuner = SimpleNamespace(save_cache_hook=Cache().hook, inductor_meta={})
+    decision = SimpleNamespace(variant=Variant(constexprs={"XBLOCK": 64}),
+                               key=SimpleNamespace(sha="k", kernel="triton_k"))
+    why = inductor_cache.write(tuner, config, decision, tmp_path / "d.db", [config])
+    assert why == "Inductor's cache reader would not serve it (torch without coordinate descent)"
+    assert best.read_text() == '{"XBLOCK": 1024}' and inductor_cache.entries(tmp_path / "d.db") == []
+
+
 def test_only_config_knob_decisions_of_static_kernels_go_through_inductors_cache(tmp_path):
     from tritune.apply import inductor_cache
 
