@@ -303,6 +303,36 @@ def test_a_decision_that_fails_is_reported_once_and_the_launch_runs_as_written(k
     assert applier.stats()["scale_kernel"]["applied"] == 0
 
 
+@pytest.mark.parametrize("alone", [True, False], ids=["direct", "hook"])
+def test_a_decision_that_fails_after_it_ran_is_not_tried_again(k, specs, store, capfd, alone):
+    """A decision that ran, then fails on a later launch (alone: on the applier's own ``run``, past
+    the shim; else in the shim's hook): that launch runs as written, and the decision is not
+    tried again."""
+    text = KERNELS.replace("def fake_bench", f"FAIL = []  # one module per case: {alone}\n\n\ndef fake_bench").replace(
+        "tl.store(seen_ptr + pid, BLOCK)", "tl.store(seen_ptr + pid, BLOCK + 1000)\n    assert not FAIL, 'planted'", 1)
+    decide(store, specs[("scale_kernel", 100)], Variant(name="fails later", source=text))
+    applier = apply.enable(store, device="cpu")
+    with contextlib.nullcontext() if alone else spying():
+        assert fixed(k.scale_kernel, 100) == (4, [1032])
+        assert ("run" in vars(k.scale_kernel)) == alone  # the applier's own run, while alone on the shim
+        (entry,) = [e for e in applier._jit.values() if e.fn is k.scale_kernel]
+        (prepared,) = entry.fast.values()
+        prepared.fn.fn.__globals__["FAIL"].append(True)
+        assert fixed(k.scale_kernel, 100) == (4, [32])
+        assert fixed(k.scale_kernel, 100) == (4, [32])
+    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 1, "skipped": 1, "decisions": 1}
+    assert capfd.readouterr().err.count("failed, this key runs as written from now on") == 1
+
+
+def test_a_warmup_compiles_the_program_s_kernel_and_launches_nothing(k, specs, store):
+    decide(store, specs[("scale_kernel", 100)], B64)
+    apply.enable(store, device="cpu")
+    assert fixed(k.scale_kernel, 100) == (2, [64])  # the applier's own run is in place now
+    x, out, seen = torch.arange(100.0), torch.zeros(100), torch.zeros(64, dtype=torch.int32)
+    k.scale_kernel.warmup(x, out, seen, 100, BLOCK=32, grid=(4,))
+    assert not out.any() and not seen.any()
+
+
 # -------------------------------------------------------------- which decisions, and switching off
 
 def test_a_kernel_without_a_decision_gets_the_same_function_and_arguments(k, specs, store):
