@@ -159,6 +159,24 @@ def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
     assert len(other_inductors) == 4 * 3 + 0
 
 
+def test_a_decision_waits_for_coordinate_descent_to_settle_the_config(tmp_path):
+    """With coordinate descent on, a launcher whose config it has not found yet is not settled:
+    Inductor's own run goes on (it tunes); once the config is coordinate descent's, the decision."""
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    tuner.inductor_meta = {**tuner.inductor_meta, "coordinate_descent_tuning": True}
+    tuner.coordinate_descent_tuning = lambda launcher, *args, **kwargs: launcher  # tuning, not done yet
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    applier = apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    assert inductors == [1, 1, 1] and compiled.launches == []
+    tuner.launchers[0].config.found_by_coordesc = True
+    tuner.run(*args, stream=1)
+    assert inductors == [1, 1, 1] and len(compiled.launches) == 1
+    assert applier.stats()[spec.kernel]["applied"] == 1
+
+
 def test_a_tuner_past_the_patch_is_recorded_again_by_capture_installed_later(tmp_path):
     """A tuner without decisions goes past the patch while apply is alone; capture installed
     afterwards records each of its launches (a bypass never hides a launch), and once capture
