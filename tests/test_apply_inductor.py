@@ -159,6 +159,37 @@ def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
     assert len(other_inductors) == 4 * 3 + 0
 
 
+@pytest.mark.parametrize("how", ["its own run", "a subclass's run"])
+def test_a_tuner_whose_run_is_not_ours_is_never_sent_past_it(tmp_path, how):
+    """A tuner without decisions whose launches reach some other ``run`` first (one set on the
+    object, or a subclass's, as Inductor's DebugAutotuner has) keeps it: the bypass would skip it."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    tuner, args, _, inductors, _ = _faked_tuner()
+    calls = []
+    if how == "its own run":
+        def own(*args, **kwargs):
+            calls.append(1)
+            return CachingAutotuner.run(tuner, *args, **kwargs)
+
+        tuner.run = own
+    else:
+        class Sub(type(tuner)):
+            def run(self, *args, **kwargs):
+                calls.append(1)
+                return super().run(*args, **kwargs)
+
+        tuner.__class__ = Sub
+    DecisionStore(tmp_path / "d.db").close()  # a store without decisions
+    apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    apply.disable()
+    tuner.run(*args, stream=1)
+    assert len(calls) == 4 and inductors == [1] * 4
+    assert (vars(tuner).get("run") is own) if how == "its own run" else ("run" not in vars(tuner))
+
+
 def test_a_decision_waits_for_coordinate_descent_to_settle_the_config(tmp_path):
     """With coordinate descent on, a launcher whose config it has not found yet is not settled:
     Inductor's own run goes on (it tunes); once the config is coordinate descent's, the decision."""
