@@ -181,7 +181,7 @@ class Applier:
             return run(launch)
         if entry.direct is None or vars(fn).get("run") is not entry.direct:  # next launches: to ``_direct``
             _jit_shim.direct(launch, self._hooks[0], lambda original: self._direct(entry, original))
-        sig = signature(launch.args, launch.kwargs, entry.tensor, entry.exact_floats)
+        sig = signature(launch.args, launch.kwargs, entry.tensor)
         try:
             prepared = entry.fast.get(sig, _MISSING)
         except TypeError:  # an unhashable argument: the slow way, every time
@@ -210,13 +210,12 @@ class Applier:
         hot path of ``jit_hook`` without the shim's ``Launch`` and guard (same rules: a failure of
         ours launches as written, a failing decision falls back and is reported once)."""
         fn, counts, fast, tensor = entry.fn, entry.counts, entry.fast, entry.tensor
-        exact_floats = entry.exact_floats
 
         def run(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
             if warmup:
                 return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             try:
-                prepared = fast.get(signature(args, kwargs, tensor, exact_floats), _MISSING)
+                prepared = fast.get(signature(args, kwargs, tensor), _MISSING)
                 found = (prepared.arguments(args, kwargs, grid)
                          if prepared is not None and prepared is not _MISSING and prepared.ready else None)
             except Exception as exc:  # noqa: BLE001 - a tritune bug must not break the user's program
@@ -341,8 +340,6 @@ class Applier:
                     import torch
 
                     entry.kernel, entry.tensor = kernel, torch.Tensor
-                    decided = index.constexprs.get((name, kernel.source_hash), ())
-                    entry.exact_floats = any(isinstance(v, float) for values in decided for v in values.values())
                     entry.keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
                                             gpu=self.target["gpu"], capability=self.target["capability"],
                                             triton_version=self.target["triton_version"])

@@ -7,9 +7,8 @@ tensor's dtype, shape and 16-byte alignment, a scalar's value; no binding, no ``
 one dict lookup in ``JitEntry.fast``, which maps it to a ``Prepared`` launch or None (no usable
 decision). Only a new signature binds the arguments (``Kernel.bind``), builds the
 ``DecisionKey`` (``LiveKeyer``) and the plan. A signature fixes everything the key and the
-rewrite depend on (ints, bools, constexprs and keyword option values exactly; floats by type only,
-as the key does for arguments, unless a decision of the function is keyed with a float constexpr:
-``exact_floats``), so the ``Prepared`` launch is computed once and each launch only puts
+rewrite depend on (ints, constexprs and keyword option values exactly; floats and bools by type
+only, as the key does), so the ``Prepared`` launch is computed once and each launch only puts
 the live arguments in: the decision's constexprs replace the program's (positionally or by
 name, where the program passed them), its options are added to the keyword arguments, the jit
 function is the variant's (``kernels.variant_kernel``), and a fixed grid is recomputed
@@ -37,24 +36,18 @@ class ApplyError(ValueError):
 
 
 _FAST_LIMIT = 4096  # signatures kept per function; cleared when full (e.g. an int that changes every launch)
-# A float argument's value is not in the key (keys.scalar_desc), a constexpr's is: a signature
-# keeps a float's value only where a float constexpr can match a decision (``exact_floats``), so
-# that a float argument that changes every launch (a step size) still hits. A bool is kept with its
-# value (True is not 1, and a bool constexpr is in the key).
-_FLOAT, _BOOL = ("float",), ("bool",)
+_FLOAT, _BOOL = ("float",), ("bool",)  # a float's or bool's value is not in the key (see keys.scalar_desc)
 
 
-def signature(args: tuple, kwargs: dict, tensor: type, exact_floats: bool = False) -> tuple:
+def signature(args: tuple, kwargs: dict, tensor: type) -> tuple:
     """What tells two launches of one function apart for the key and the rewrite, cheaply."""
     sig = [(a.dtype, a.shape, a.data_ptr() & 15) if isinstance(a, tensor)
-           else ((_FLOAT, a) if exact_floats else _FLOAT) if a.__class__ is float
-           else (_BOOL, a) if a.__class__ is bool else a for a in args]
+           else _FLOAT if a.__class__ is float else _BOOL if a.__class__ is bool else a for a in args]
     if kwargs:
         for name, a in kwargs.items():
             sig.append(name)
             sig.append((a.dtype, a.shape, a.data_ptr() & 15) if isinstance(a, tensor)
-                       else ((_FLOAT, a) if exact_floats else _FLOAT) if a.__class__ is float
-                       else (_BOOL, a) if a.__class__ is bool else a)
+                       else _FLOAT if a.__class__ is float else (_BOOL, a) if a.__class__ is bool else a)
     return tuple(sig)
 
 
@@ -63,7 +56,7 @@ class JitEntry:
     keyer, plans by key (``None``: the key has no usable decision) and prepared launches by
     signature (``None``: no decision applies to that signature)."""
 
-    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct", "exact_floats")
+    __slots__ = ("fn", "name", "counts", "kernel", "keyer", "plans", "fast", "tensor", "direct")
 
     def __init__(self, fn: Any, name: str, counts: list[int], kernel: Any = None, keyer: Any = None):
         self.fn, self.name, self.counts = fn, name, counts
@@ -72,7 +65,6 @@ class JitEntry:
         self.fast: dict[tuple, Prepared | None] = {}
         self.tensor: type | None = None
         self.direct = None  # the fn.run that sends its launches to Applier._direct, past the shim
-        self.exact_floats = False  # a decision is keyed with a float constexpr (see ``signature``)
 
     def remember(self, sig: tuple, prepared: "Prepared | None") -> None:
         if len(self.fast) >= _FAST_LIMIT:
