@@ -55,7 +55,7 @@ def test_a_writer_refused_leaves_the_gate_open(tmp_path):
 def test_a_waiting_writer_stops_new_readers_then_runs(tmp_path):
     reader, writer, late = locks(tmp_path, 3)
     reader.acquire(False)
-    waiting = threading.Thread(target=writer.acquire, args=(True,))
+    waiting = threading.Thread(target=writer.acquire, args=(True,), daemon=True)  # a failure must not hang pytest
     waiting.start()
     deadline = time.monotonic() + 10
     while late.acquire(False, blocking=False):  # until the writer holds the gate
