@@ -56,6 +56,17 @@ def tuned_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):{BODY}
 @triton.heuristics({{"BLOCK": lambda args: 16}})
 @triton.jit
 def heur_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):{BODY}
+
+@triton.jit
+def special_kernel(x_ptr, out_ptr, seen_ptr, n, SCALE: tl.constexpr, FLAG: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask) * SCALE
+    if FLAG:
+        y = y + 1
+    tl.store(out_ptr + offs, y, mask=mask)
+    tl.store(seen_ptr + pid, BLOCK)
 '''
 MARKED = "tl.store(seen_ptr + pid, BLOCK + 1000)"  # a source variant: same results, another marker
 CPU = current_target("cpu")
@@ -205,6 +216,36 @@ def test_heuristics_kernel_uses_the_decision(k, specs, store):
     assert launch(k.heur_kernel, 100) == (2, [64])
 
 
+def test_a_decision_applies_to_its_own_specialization_only(k, store, tmp_path):
+    """The per-launch signature that finds a prepared launch tells apart all the key does: after a
+    launch the decision applied to, a launch with another dtype, a misaligned pointer, another
+    bool or float constexpr (all passed positionally, or all by name) is another key, with no
+    decision: it runs as written."""
+    def run(x=None, scale=2.0, flag=True, by_name=False):
+        x = torch.arange(100.0) if x is None else x
+        out, seen = torch.zeros(100, dtype=x.dtype), torch.zeros(64, dtype=torch.int32)
+        if by_name:
+            k.special_kernel[(4,)](x_ptr=x, out_ptr=out, seen_ptr=seen, n=100, SCALE=scale, FLAG=flag, BLOCK=32)
+        else:
+            k.special_kernel[(4,)](x, out, seen, 100, scale, flag, 32)
+        assert torch.equal(out, x * scale + (1 if flag else 0)), "the variant computed something else"
+        return sorted(set(seen[seen != 0].tolist()))
+
+    with capture(tmp_path / "cap"):
+        assert run() == [32]
+    (spec,) = read_launches(tmp_path / "cap")
+    decide(store, spec, B64)
+    applier = apply.enable(store, device="cpu")
+    for by_name in (False, True):
+        assert run(by_name=by_name) == [64]  # the decision's own key: applied, its launch prepared
+        assert run(torch.arange(100.0, dtype=torch.float64), by_name=by_name) == [32]
+        assert run(torch.arange(101.0)[1:], by_name=by_name) == [32]  # 4 bytes past a 16-byte boundary
+        assert run(flag=False, by_name=by_name) == [32]
+        assert run(scale=3.0, by_name=by_name) == [32]
+        assert run(by_name=by_name) == [64]
+    assert applier.stats()["special_kernel"] == {"launches": 12, "applied": 4, "skipped": 0, "decisions": 1}
+
+
 # ---------------------------------------------------------------------- options, source, passes
 
 def test_options_reach_the_launch(k, specs, store):
@@ -260,6 +301,36 @@ def test_a_decision_that_fails_is_reported_once_and_the_launch_runs_as_written(k
     assert err.count("tritune apply: kernel scale_kernel: decision for scale_kernel") == 1
     assert "planted" in err and "\n" not in err.strip()
     assert applier.stats()["scale_kernel"]["applied"] == 0
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["direct", "hook"])
+def test_a_decision_that_fails_after_it_ran_is_not_tried_again(k, specs, store, capfd, alone):
+    """A decision that ran, then fails on a later launch (alone: on the applier's own ``run``, past
+    the shim; else in the shim's hook): that launch runs as written, and the decision is not
+    tried again."""
+    text = KERNELS.replace("def fake_bench", f"FAIL = []  # one module per case: {alone}\n\n\ndef fake_bench").replace(
+        "tl.store(seen_ptr + pid, BLOCK)", "tl.store(seen_ptr + pid, BLOCK + 1000)\n    assert not FAIL, 'planted'", 1)
+    decide(store, specs[("scale_kernel", 100)], Variant(name="fails later", source=text))
+    applier = apply.enable(store, device="cpu")
+    with contextlib.nullcontext() if alone else spying():
+        assert fixed(k.scale_kernel, 100) == (4, [1032])
+        assert ("run" in vars(k.scale_kernel)) == alone  # the applier's own run, while alone on the shim
+        (entry,) = [e for e in applier._jit.values() if e.fn is k.scale_kernel]
+        (prepared,) = entry.fast.values()
+        prepared.fn.fn.__globals__["FAIL"].append(True)
+        assert fixed(k.scale_kernel, 100) == (4, [32])
+        assert fixed(k.scale_kernel, 100) == (4, [32])
+    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 1, "skipped": 1, "decisions": 1}
+    assert capfd.readouterr().err.count("failed, this key runs as written from now on") == 1
+
+
+def test_a_warmup_compiles_the_program_s_kernel_and_launches_nothing(k, specs, store):
+    decide(store, specs[("scale_kernel", 100)], B64)
+    apply.enable(store, device="cpu")
+    assert fixed(k.scale_kernel, 100) == (2, [64])  # the applier's own run is in place now
+    x, out, seen = torch.arange(100.0), torch.zeros(100), torch.zeros(64, dtype=torch.int32)
+    k.scale_kernel.warmup(x, out, seen, 100, BLOCK=32, grid=(4,))
+    assert not out.any() and not seen.any()
 
 
 # -------------------------------------------------------------- which decisions, and switching off

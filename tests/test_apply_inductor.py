@@ -159,6 +159,79 @@ def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
     assert len(other_inductors) == 4 * 3 + 0
 
 
+@pytest.mark.parametrize("how", ["its own run", "a subclass's run"])
+def test_a_tuner_whose_run_is_not_ours_is_never_sent_past_it(tmp_path, how):
+    """A tuner without decisions whose launches reach some other ``run`` first (one set on the
+    object, or a subclass's, as Inductor's DebugAutotuner has) keeps it: the bypass would skip it."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    tuner, args, _, inductors, _ = _faked_tuner()
+    calls = []
+    if how == "its own run":
+        def own(*args, **kwargs):
+            calls.append(1)
+            return CachingAutotuner.run(tuner, *args, **kwargs)
+
+        tuner.run = own
+    else:
+        class Sub(type(tuner)):
+            def run(self, *args, **kwargs):
+                calls.append(1)
+                return super().run(*args, **kwargs)
+
+        tuner.__class__ = Sub
+    DecisionStore(tmp_path / "d.db").close()  # a store without decisions
+    apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    apply.disable()
+    tuner.run(*args, stream=1)
+    assert len(calls) == 4 and inductors == [1] * 4
+    assert (vars(tuner).get("run") is own) if how == "its own run" else ("run" not in vars(tuner))
+
+
+def test_a_decision_waits_for_coordinate_descent_to_settle_the_config(tmp_path):
+    """With coordinate descent on, a launcher whose config it has not found yet is not settled:
+    Inductor's own run goes on (it tunes); once the config is coordinate descent's, the decision."""
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    tuner.inductor_meta = {**tuner.inductor_meta, "coordinate_descent_tuning": True}
+    tuner.coordinate_descent_tuning = lambda launcher, *args, **kwargs: launcher  # tuning, not done yet
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    applier = apply.enable(tmp_path / "d.db", device="cpu")
+    for _ in range(3):
+        tuner.run(*args, stream=1)
+    assert inductors == [1, 1, 1] and compiled.launches == []
+    tuner.launchers[0].config.found_by_coordesc = True
+    tuner.run(*args, stream=1)
+    assert inductors == [1, 1, 1] and len(compiled.launches) == 1
+    assert applier.stats()[spec.kernel]["applied"] == 1
+
+
+def test_a_tuner_past_the_patch_is_recorded_again_by_capture_installed_later(tmp_path):
+    """A tuner without decisions goes past the patch while apply is alone; capture installed
+    afterwards records each of its launches (a bypass never hides a launch), and once capture
+    is gone the tuner goes past the patch again, until apply is disabled."""
+    tuner, args, spec, inductors, _ = _faked_tuner()
+    DecisionStore(tmp_path / "d.db").close()  # a store without decisions
+    apply.enable(tmp_path / "d.db", device="cpu")
+    tuner.run(*args, stream=1)
+    assert "run" in vars(tuner)
+    heard = []
+    inductor.install(lambda found, values: heard.append(found.kernel))
+    try:
+        assert "run" not in vars(tuner)
+        tuner.run(*args, stream=1)
+        tuner.run(*args, stream=1)
+    finally:
+        inductor.uninstall()
+    assert heard == [spec.kernel] * 2
+    tuner.run(*args, stream=1)
+    assert "run" in vars(tuner)
+    apply.disable()
+    assert "run" not in vars(tuner) and inductors == [1] * 4
+
+
 def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolled_back(tmp_path):
     """``inductor_cache=True``: the decided config goes into Inductor's ``.best_config`` beside the
     kernel's module, Inductor's next compile of the kernel reads it and launches that config alone
@@ -189,6 +262,63 @@ def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolle
     assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
     fresh = autotuner_of(import_file(kernel, fresh=True))
     assert fresh.autotune_cache_info["autotune_cache_state"] == "miss" and len(fresh.configs) == 2
+
+
+def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_path):
+    """A decision edited after it was served through Inductor's cache (so no longer signed by this
+    user) is not counted, and its entry comes out the next time the store is read."""
+    import shutil
+    import sqlite3
+
+    from tritune.apply import inductor_cache
+
+    kernel = tmp_path / POI.name
+    shutil.copy(POI, kernel)
+    tuner, args, spec, _, _ = _faked_tuner(kernel)
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+    apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
+    tuner.run(*args, stream=1)
+    tuner.run(*args, stream=1)
+    (entry,) = inductor_cache.entries(tmp_path / "d.db")
+    assert Path(entry["path"]).exists()
+    edited = Variant(name="x64", constexprs={"XBLOCK": 128}).to_json()
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        conn.execute("UPDATE decisions SET variant = ?", (json.dumps(edited),))
+    applier = apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
+    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
+    assert spec.kernel not in applier.stats()  # no launch since, and no decision counted
+
+
+def test_a_config_inductors_reader_would_not_serve_is_not_left_in_its_cache(tmp_path):
+    """``write`` reads the entry back with Inductor's own reader: another config back (an older
+    torch that takes only the kernel's own configs) puts the file back as it was, with no entry."""
+    from triton import Config
+
+    from tritune.apply import inductor_cache
+
+    best = tmp_path / "k.best_config"
+    best.write_text('{"XBLOCK": 1024}')  # coordinate descent's, say
+
+    class Cache:  # Inductor's AutotuneCache as write uses it
+        local_cache, remote_cache = (None, str(best)), None
+
+        def save(self, config, time_taken_ns, found_by_coordesc=False):
+            best.write_text(json.dumps(config.kwargs))
+
+        def read_best(self, inductor_meta, configs):
+            return configs[0]  # its own first config, not the one written
+
+        def hook(self, *args):
+            pass
+
+    config = Config({"XBLOCK": 1024}, num_warps=4, num_stages=1)
+    tuner = SimpleNamespace(save_cache_hook=Cache().hook, inductor_meta={})
+    decision = SimpleNamespace(variant=Variant(constexprs={"XBLOCK": 64}),
+                               key=SimpleNamespace(sha="k", kernel="triton_k"))
+    why = inductor_cache.write(tuner, config, decision, tmp_path / "d.db", [config])
+    assert why == "Inductor's cache reader would not serve it (torch without coordinate descent)"
+    assert best.read_text() == '{"XBLOCK": 1024}' and inductor_cache.entries(tmp_path / "d.db") == []
 
 
 def test_only_config_knob_decisions_of_static_kernels_go_through_inductors_cache(tmp_path):

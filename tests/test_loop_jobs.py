@@ -68,6 +68,94 @@ def test_two_jobs_decide_exactly_what_one_does(captured, tmp_path, timer, verifi
         assert c["verify_s"] + c["time_s"] + c["wait_s"] == pytest.approx(c["seconds"], abs=1e-6)
 
 
+class Scripted:
+    """Stands for a Worker, for ``Evaluator.candidates`` alone: verifies ``a`` only once ``b`` has
+    been verified (so the round's results come back out of order), ``b`` computes a wrong result;
+    times ``a`` at 1 ms and ``c`` at 3 ms."""
+
+    timeout_s, busy, env, preload = 60.0, False, None, ()
+
+    def __init__(self, events: dict, timed: list):
+        self.events, self.timed = events, timed
+
+    def call(self, job, payload, **_):
+        from tritune.loop import jobs
+        from tritune.worker import Outcome
+
+        name = payload["variant"]["name"]
+        if job == jobs.TIME_JOB:
+            self.timed.append(name)
+            return Outcome(True, {"timing": {"time_ms": {"a": 1.0, "c": 3.0}[name]}, "lock_wait_s": 0.0}, seconds=0.1)
+        if name == "a":
+            assert self.events["b"].wait(30), "b was never verified"
+        ok = name != "b"
+        self.events[name].set()
+        verification = {"ok": ok, "failure": None if ok else "wrong_result", "message": ""}
+        return Outcome(True, {"verification": verification, "lock_wait_s": 0.0}, seconds=0.1)
+
+    def close(self):
+        pass
+
+
+def test_a_round_s_results_come_back_in_the_order_given_each_with_its_own_candidate(captured):  # noqa: F811
+    """Two verifiers: ``b`` is verified before ``a``; the round still yields a, b, c, each with its
+    own verification and time, and only verified candidates are timed."""
+    import threading
+
+    from tritune.capture.spec import read_launches
+
+    (spec,) = read_launches(captured)
+    events, timed = {name: threading.Event() for name in "abc"}, []
+    evaluator = Evaluator(captured, worker=Scripted(events, timed),
+                          verifiers=[Scripted(events, timed), Scripted(events, timed)])
+    try:
+        found = list(evaluator.candidates(spec, [(Variant(name=name), "tolerance") for name in "abc"]))
+    finally:
+        evaluator.close()
+    assert [(e.trial.variant.name, e.trial.ok, e.trial.time_ms, e.trial.failure) for e in found] == [
+        ("a", True, 1.0, None), ("b", False, None, "wrong_result"), ("c", True, 3.0, None)]
+    assert sorted(timed) == ["a", "c"]
+
+
+def test_timing_jobs_hold_the_gpu_alone(captured, monkeypatch):  # noqa: F811
+    """While a candidate or a baseline is timed, no other process can take the GPU lock, not even
+    shared (a verification); a candidate's inputs are made holding it shared."""
+    from tritune.capture.spec import read_launches
+    from tritune.config import gpu_lock_path
+    from tritune.loop import jobs
+    from tritune.worker.gpulock import GpuLock
+
+    (spec,) = read_launches(captured)
+    probe, seen = GpuLock(gpu_lock_path(jobs._gpu_name("cpu"))), []
+
+    def others_may(what):  # (what, another process could verify, another could time)
+        found = [what]
+        for exclusive in (False, True):
+            found.append(probe.acquire(exclusive, blocking=False))
+            probe.release()
+        seen.append(tuple(found))
+
+    class Built:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def compile(self):
+            others_may("compile")
+
+    def bench(*args, **kwargs):
+        others_may("bench")
+        return {"time_ms": 1.0}
+
+    monkeypatch.setattr(jobs, "Replay", Built)
+    monkeypatch.setattr(jobs, "bench_spec", bench)
+    monkeypatch.setattr(jobs, "device_of", lambda spec, device=None: "cpu")
+    body = {"spec": spec.to_json(), "root": str(captured), "variant": Variant().to_json()}
+    assert jobs.time_job(body)["timing"] == {"time_ms": 1.0}
+    assert jobs.baselines_job({"specs": [spec.to_json()], "root": str(captured)})["timings"][0][1] == {"time_ms": 1.0}
+    probe.close()
+    assert seen == [("compile", True, False), ("bench", False, False), ("bench", False, False)]
+
+
 def test_a_candidate_that_kills_its_worker_in_a_parallel_round_is_survived(captured, tmp_path, timer,  # noqa: F811
                                                                            verifiers):
     crash = Variant(name="crash", source=source_of(captured) + "\nimport os\nos._exit(7)\n")

@@ -161,7 +161,7 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
 
 
 def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_again(captured, tmp_path, worker):
-    results = run(captured, tmp_path, worker, cover=0.5)
+    results = run(captured, tmp_path, worker, cover=125 / 140)  # exactly the first key's share: reached
     [kernel] = results.kernels
     assert kernel.launches == 1 and kernel.time_share == pytest.approx(125 / 140)
     assert results.stopped.startswith("cover") and "1 kernels left" in results.stopped
@@ -212,6 +212,16 @@ def test_results_round_trip_and_read_format_1():
     assert old.kernels[0].launches == 4 and old.kernels[0].baseline_ms is None and old.coverage is None
     with pytest.raises(ResultsError, match="version 9"):
         RunResults.from_json({"tritune_optimize": 9})
+
+
+def test_coverage_counts_keys_the_loop_ran_on_and_the_gain_only_improved_ones():
+    run = RunResults(timed=[KeyTime(k, k, k, 1, 1.0) for k in "abcd"], settings={"arbiter": {"threshold": 1.05}},
+                     kernels=[KernelResult(key_sha="a", time_share=0.4, baseline_ms=1.0, speedup=2.0, accepted=True),
+                              KernelResult(key_sha="b", time_share=0.3, baseline_ms=1.0, speedup=1.02, accepted=True),
+                              KernelResult(key_sha="c", time_share=0.2, baseline_ms=1.0, speedup=1.5),
+                              KernelResult(key_sha="d", time_share=0.1, failure="compile_error")])
+    assert run.coverage == pytest.approx(0.9)  # d's baseline never ran: not covered
+    assert run.expected_gain == pytest.approx(0.4 * 0.5)  # b is under the threshold, c was not accepted
 
 
 def test_the_report_shows_shares_coverage_and_the_amdahl_plot(full, tmp_path):

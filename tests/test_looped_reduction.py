@@ -201,6 +201,13 @@ REFUSED = {
                                       "    tl.store(out_ptr0 + (x0), tmp8, None)\n"
                                       "    tl.store(out_ptr0 + (x0), tmp18, None)"), LN, "stored twice"),
     "an unmasked row of unknown length": (edited("    r0_numel = 256\n", ""), LN, "does not fix"),
+    "a second reduction dimension": (edited("    R0_BLOCK: tl.constexpr = 256\n",
+                                            "    R0_BLOCK: tl.constexpr = 256\n    R1_BLOCK: tl.constexpr = 2\n"), LN,
+                                     "second reduction dimension"),
+    "a cooperative reduction": (edited("XBLOCK : tl.constexpr)", "XBLOCK : tl.constexpr, RSPLIT : tl.constexpr)"), LN,
+                                "(RSPLIT)"),
+    "a reduction of a value constant along the row": (edited("tmp11 = tl.broadcast_to(tmp10,",
+                                                             "tmp11 = tl.broadcast_to(tmp8,"), LN, "does not vary"),
     "a name assigned twice": (edited("    tmp7 = tmp6.to(tl.float32)", "    tmp7 = tmp6.to(tl.float32)\n"
                                      "    tmp7 = tmp7 * 2.0"), LN, "assigned twice"),
     "a name the rewrite would give chunk 0": (edited("tmp7 = tmp6.to(tl.float32)", "tmp7 = tmp6.to(tl.float32)\n"
@@ -227,6 +234,19 @@ def test_an_in_place_row_reloaded_after_its_store_is_refused():
                   "    tl.store(in_out_ptr0 + (r0_1 + 256*x0), tmp0 * 2.0, None)\n")
     text = text.replace("    tl.store(in_out_ptr0 + (x0), tmp18, None)\n", "")
     assert "loaded again after its store" in loopable(text, LN)
+
+
+def test_a_pointer_kept_in_a_local_name_is_refused():
+    # as above, the row's load through a local: the reload after the store must not go unseen
+    text = edited("    tmp0 = tl.load(in_ptr0 + (r0_1 + 256*x0), None)\n",
+                  "    p0 = in_out_ptr0 + (r0_1 + 256*x0)\n"
+                  "    tmp0 = tl.load(p0, None)\n"
+                  "    tl.store(in_out_ptr0 + (r0_1 + 256*x0), tmp0 * 2.0, None)\n")
+    text = text.replace("    tl.store(in_out_ptr0 + (x0), tmp18, None)\n", "")
+    assert "p0 is a pointer kept in a local name" in loopable(text, LN)
+    stored = edited("    tl.store(out_ptr0 + (x0), tmp8, None)",
+                    "    p1 = out_ptr0 + (x0)\n    tl.store(p1, tmp8, None)")
+    assert "p1 is a pointer kept in a local name" in loopable(stored, LN)
 
 
 def test_only_smaller_powers_of_two():

@@ -42,10 +42,20 @@ def test_readers_share_and_a_writer_is_alone(tmp_path):
         first.acquire(False)
 
 
+def test_a_writer_refused_leaves_the_gate_open(tmp_path):
+    reader, writer, late = locks(tmp_path, 3)
+    reader.acquire(False)
+    assert not writer.acquire(True, blocking=False) and writer.mode is None
+    assert late.acquire(False, blocking=False)  # not kept out by the writer that gave up
+    reader.release()
+    late.release()
+    assert writer.acquire(True, blocking=False)
+
+
 def test_a_waiting_writer_stops_new_readers_then_runs(tmp_path):
     reader, writer, late = locks(tmp_path, 3)
     reader.acquire(False)
-    waiting = threading.Thread(target=writer.acquire, args=(True,))
+    waiting = threading.Thread(target=writer.acquire, args=(True,), daemon=True)  # a failure must not hang pytest
     waiting.start()
     deadline = time.monotonic() + 10
     while late.acquire(False, blocking=False):  # until the writer holds the gate

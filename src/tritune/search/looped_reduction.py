@@ -28,12 +28,13 @@ Legal (checked, else ``NotLoopable`` says why and nothing is proposed):
   ``[:, None]`` / ``.to(tl.float32)``): welford, argmax, scans and unknown calls are refused;
 - the row is masked (``r0_mask = r0_index < r0_numel``: any smaller block), or it is unmasked and
   the body fixes ``r0_numel`` to the old block (a smaller power of two then divides it);
-- memory: a pointer is stored by at most one statement; a pointer that is both loaded and stored
-  is accessed at one address expression, every load of it comes before its store in the source,
-  and no loop after the store's loop loads it: each element is read before it is overwritten,
-  as in the original. ``tl.debug_barrier()`` goes before such a store (the in-place store of a
-  chunk must not overtake another thread's load of it; in the persistent kernel the reduction
-  between them synchronised the block).
+- memory: every load and store goes through a parameter plus an offset (a pointer kept in a
+  local name would hide which buffer it reads); a pointer is stored by at most one statement; a
+  pointer that is both loaded and stored is accessed at one address expression, every load of it
+  comes before its store in the source, and no loop after the store's loop loads it: each
+  element is read before it is overwritten, as in the original. ``tl.debug_barrier()`` goes
+  before such a store (the in-place store of a chunk must not overtake another thread's load of
+  it; in the persistent kernel the reduction between them synchronised the block).
 
 Not exact: a sum is added up chunk by chunk (``tolerance``); max and min are exact. The rewrite
 costs extra reads (a layer norm reads its row three times, where Inductor's looped kernel uses
@@ -249,6 +250,10 @@ def _check_memory(statements: list[_Stmt]) -> None:
     for stmt in statements:
         for base, address in _loads_in(stmt.text):
             loads.setdefault(base, []).append((stmt.index, address))
+    assigned = {s.target for s in statements if s.target is not None}
+    local = sorted((set(loads) | {s.pointer[0] for s in statements if s.role == "store"}) & assigned)
+    if local:
+        raise NotLoopable(f"{local[0]} is a pointer kept in a local name: not a parameter plus an offset")
     stores: dict[str, _Stmt] = {}
     for stmt in statements:
         if stmt.role != "store":
