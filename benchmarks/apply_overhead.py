@@ -105,6 +105,7 @@ def main() -> int:
               "blocks_per_mode": blocks,
               "us_per_launch": {name: r["us_per_launch"] for name, r in results.items()},
               "applied": {name: r["applied"] for name, r in results.items()},
+              "same_output": {name: r["same_output"] for name, r in results.items()},
               "goals_us": {"with_decision": 1.0, "without_decision": 0.3}}
     out = Path(args.out or _common.default_out_dir())
     out.mkdir(parents=True, exist_ok=True)
@@ -121,10 +122,12 @@ def main() -> int:
 # --------------------------------------------------------------------------------------- cases
 
 class Case:
-    """``launch()`` makes one launch as the program would; ``kernel`` names it in the stats."""
+    """``launch()`` makes one launch as the program would; ``kernel`` names it in the stats;
+    ``output()`` launches once on fixed inputs into a poisoned output and returns it (tritune on
+    and off must give the same bits: each decision here launches the same binary)."""
 
-    def __init__(self, kernel: str, launch, decided: bool):
-        self.kernel, self.launch, self.decided = kernel, launch, decided
+    def __init__(self, kernel: str, launch, decided: bool, output=None):
+        self.kernel, self.launch, self.decided, self.output = kernel, launch, decided, output
 
 
 def make_cases(work: Path, device: str, smoke: bool) -> dict[str, Case]:
@@ -141,14 +144,32 @@ def make_cases(work: Path, device: str, smoke: bool) -> dict[str, Case]:
     grid = (triton.cdiv(N, BLOCK),)
 
     def fresh():
-        module.copy_decided[grid](torch.randn(N, device=device), torch.empty(N, device=device), N, BLOCK=BLOCK)
+        made = torch.full((N,), float("nan"), device=device)
+        module.copy_decided[grid](torch.randn(N, device=device), made, N, BLOCK=BLOCK)
+        return made
+
+    def into_out(launch):
+        def output():
+            out.fill_(float("nan"))
+            launch()
+            return out.clone()
+        return output
+
+    def seeded(launch):
+        def output():
+            torch.manual_seed(0)
+            return launch()
+        return output
+
+    undecided = lambda: module.copy_undecided[grid](x, out, N, BLOCK=BLOCK)  # noqa: E731
+    decided = lambda: module.copy_decided[grid](x, out, N, BLOCK=BLOCK)  # noqa: E731
+    tuned = lambda: module.copy_tuned[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, out, N)  # noqa: E731
 
     cases = {
-        "jit_no_decision": Case("copy_undecided", lambda: module.copy_undecided[grid](x, out, N, BLOCK=BLOCK), False),
-        "jit_decision": Case("copy_decided", lambda: module.copy_decided[grid](x, out, N, BLOCK=BLOCK), True),
-        "jit_decision_fresh": Case("copy_decided", fresh, True),
-        "autotune_decision": Case("copy_tuned", lambda: module.copy_tuned[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](
-            x, out, N), True),
+        "jit_no_decision": Case("copy_undecided", undecided, False, into_out(undecided)),
+        "jit_decision": Case("copy_decided", decided, True, into_out(decided)),
+        "jit_decision_fresh": Case("copy_decided", fresh, True, seeded(fresh)),
+        "autotune_decision": Case("copy_tuned", tuned, True, into_out(tuned)),
     }
     cases["inductor_decision"] = inductor_case(work, device, smoke)
     return cases
@@ -164,7 +185,8 @@ def inductor_case(work: Path, device: str, smoke: bool) -> Case:
         compiled = torch.compile(tiny)
         a, b = torch.randn(N, device=device), torch.randn(N, device=device)
         compiled(a, b)  # compile now, outside any timing
-        return Case(None, lambda: compiled(a, b), True)  # the kernel's name is known once captured
+        # the kernel's name is known once captured; each call returns a new tensor
+        return Case(None, lambda: compiled(a, b), True, lambda: compiled(a, b))
     # the interpreter: Inductor's example module at a small size (as tests/conftest.py makes it)
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.imports import import_file
@@ -246,7 +268,29 @@ def measure(case: Case, store, launches: int, blocks: int, device: str) -> dict:
     figures["samples"] = samples
     if case.decided and not applied:
         _common.log(f"warning: {case.kernel}: the decision was never applied")
-    return {"us_per_launch": figures, "applied": applied}
+    same = same_output(case, store, torch)
+    if same is False:
+        _common.log(f"WRONG: {case.kernel}: the output with tritune on differs from the output with it off")
+    return {"us_per_launch": figures, "applied": applied, "same_output": same}
+
+
+def same_output(case: Case, store, torch) -> bool | None:
+    """The output of a launch on the path the timing measured (after the warm-up launches that
+    set up the direct launch or Inductor's own launcher) against the output with tritune off:
+    the same bits (NaN-poisoned outputs: an element left unwritten never compares equal). None
+    where the case has no fixed output."""
+    import tritune
+
+    if case.output is None:
+        return None
+    tritune.disable()
+    expected = case.output()
+    tritune.enable(store)
+    for _ in range(3):
+        case.launch()
+    got = case.output()
+    tritune.disable()
+    return bool(torch.equal(expected, got))
 
 
 def _time(launch, count: int, cuda: bool, torch) -> tuple[float, float]:

@@ -100,6 +100,8 @@ def test_apply_overhead_smoke_runs_every_case_and_applies_each_decision(tmp_path
         assert set(figures["added"]) == {"host", "event"} and figures["on"]["host"] > 0
     assert report["applied"]["jit_no_decision"] == 0
     assert all(report["applied"][case] > 0 for case in cases - {"jit_no_decision"})
+    # on and off give the same bits (the interpreter's Inductor example runs in place: not checked)
+    assert report["same_output"] == {**dict.fromkeys(cases - {"inductor_decision"}, True), "inductor_decision": None}
 
 
 # ------------------------------------------------------------------------- sanitize_store.py
