@@ -37,8 +37,10 @@ import triton
 
 from tritune.analyze.targets import SPECS, SMSpec
 from tritune.capture.spec import LaunchSpec
+from tritune.kernel_facts import DEFAULT_OPTIONS as BACKEND_DEFAULTS
+from tritune.kernel_facts import LOOPED, inductor_kind
 
-DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3, "maxnreg": None}
+DEFAULT_OPTIONS = {**BACKEND_DEFAULTS, "maxnreg": None}  # the search's starting point: no register cap
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4, 5)
 MIN_BLOCK, MAX_BLOCK = 16, 8192
@@ -144,7 +146,7 @@ def _block_knob(spec: LaunchSpec, name: str) -> Knob | None:
 
 def r0_block_knob(spec: LaunchSpec) -> Knob | None:
     """``R0_BLOCK`` of an Inductor looped reduction, up to a single iteration over the row."""
-    if spec.kind != "inductor" or "R0_BLOCK" not in spec.constexprs or not spec.kernel.startswith("triton_red"):
+    if spec.kind != "inductor" or "R0_BLOCK" not in spec.constexprs or inductor_kind(spec.kernel) != LOOPED:
         return None
     value = spec.constexprs["R0_BLOCK"]
     if not _is_power_of_two(value):
