@@ -175,6 +175,33 @@ def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_agai
     assert len(again.kernels) == 2 and again.kernels[0].candidates and again.kernels[0].candidates[0]["reused"]
 
 
+def test_a_ranking_interrupted_keeps_the_keys_it_timed(captured, tmp_path, worker, monkeypatch):
+    """Ctrl-C while the baselines are timed: the keys timed before it are in baselines.json, and
+    the run again times only the rest."""
+    import json
+
+    from tritune.loop import session
+
+    monkeypatch.setattr(session, "RANK_CHUNK", 1)
+    calls = []
+
+    def interrupting(spec, variant, ms):
+        calls.append(spec.id)
+        if len(calls) == 2:  # the second key's baseline
+            raise KeyboardInterrupt
+        return by_grid(spec, variant, ms)
+
+    evaluator = Evaluator(captured, retime=interrupting, worker=worker)
+    with pytest.raises(KeyboardInterrupt):
+        optimize(captured, tmp_path, settings=SETTINGS, evaluator=evaluator, cover=1.0)
+    kept = json.loads((tmp_path / session.BASELINES_FILE).read_text())["keys"]
+    assert len(kept) == 1
+    worker.calls.clear()
+    results = run(captured, tmp_path, worker, cover=1.0)
+    assert worker.calls.count(BASELINES_JOB) == 1 and len(results.timed) == 2
+    assert len(json.loads((tmp_path / session.BASELINES_FILE).read_text())["keys"]) == 2
+
+
 def test_a_deadline_shares_the_time_by_share(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, cover=1.0, deadline_s=600.0, floor_s=5.0)
     first, second = results.kernels

@@ -45,6 +45,7 @@ from tritune.worker.failures import Failure
 PROGRESS_FILE = "kernels.jsonl"
 BASELINES_FILE = "baselines.json"
 DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's kernel time
+RANK_CHUNK = 64  # keys ranked per Evaluator.baselines call (built in parallel, then timed), saved after each
 FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
 class OptimizeError(RuntimeError):
     """The run cannot start (no launches, no usable target); the message names the problem."""
@@ -259,8 +260,10 @@ def _timed_baselines(items: list[tuple[LaunchSpec, DecisionKey]], evaluator: Eva
     missing = [(spec, key) for spec, key in items if key.sha not in kept]
     if missing:
         (log or (lambda line: None))(f"timing {len(missing)} baseline(s) to rank the kernels by their share of time")
-        found = evaluator.baselines([spec for spec, _ in missing], log=log)
-        for spec, key in missing:
+    for start in range(0, len(missing), RANK_CHUNK):  # saved after each chunk: Ctrl-C keeps what was timed
+        part = missing[start:start + RANK_CHUNK]
+        found = evaluator.baselines([spec for spec, _ in part], log=log)
+        for spec, key in part:
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         tmp = path.with_suffix(".tmp")
