@@ -459,8 +459,7 @@ class Applier:
         from tritune.apply import inductor_cache
 
         try:
-            count = len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
-            why = inductor_cache.reason_not(entry.tuner, config, decision, count)
+            why = inductor_cache.reason_not(entry.tuner, config, decision, self._decisions_of(entry))
             if why is None:
                 why = inductor_cache.write(entry.tuner, config, decision, self.path, entry.candidates)
         except Exception as exc:  # noqa: BLE001 - the launch-time path still applies it
@@ -469,13 +468,17 @@ class Applier:
             self._report(entry.name, "decision written to Inductor's autotune cache: Inductor launches it itself "
                                      f"from the next compile on (undo: tritune store inductor-cache {self.path} --remove)")
 
+    def _decisions_of(self, entry: Any) -> int:
+        """How many decisions this store holds for the tuner's kernel (one config serves every
+        launch only when it holds one)."""
+        return len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
+
     def _swap_launcher(self, entry: Any, config: Any, decision: Any) -> Any | None:
         """The decision as a launcher of the tuner's own kind, when it is one config for every
         launch (``apply.inductor_swap``); None: applied at launch time."""
         from tritune.apply import inductor_cache
 
-        count = len(self._get_index().constexprs.get((entry.name, entry.source_hash), ()))
-        if inductor_cache.not_config_only(entry.tuner, config, decision, count) is not None:
+        if inductor_cache.not_config_only(entry.tuner, config, decision, self._decisions_of(entry)) is not None:
             return None
         try:
             return inductor_swap.build(entry.tuner, config, decision.variant)

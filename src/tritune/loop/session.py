@@ -56,11 +56,11 @@ class Plan:
     """The kernels to optimize: one launch per decision key, most launched first."""
 
     items: list[tuple[LaunchSpec, DecisionKey]]  # the spec's count is its key's total
-    keys: int  # distinct keys before ``max_kernels`` cut the list
+    keys: int  # distinct keys before ``sample`` cut the list
 
 
 def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = (),
-         max_kernels: int | None = None, sample: int | None = None, seed: int = 0) -> Plan:
+         sample: int | None = None, seed: int = 0) -> Plan:
     """One launch per key, most launched first (``ranked`` then orders them by time); ``sample``:
     a seeded random sample of the keys instead (a benchmark over hundreds of Inductor kernels that
     cannot afford them all, not even their baselines)."""
@@ -82,7 +82,7 @@ def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = 
     if sample is not None and sample < len(chosen):
         keep = set(random.Random(seed).sample(range(len(chosen)), sample))
         chosen = [item for i, item in enumerate(chosen) if i in keep]
-    return Plan(chosen[:max_kernels] if max_kernels is not None else chosen, len(items))
+    return Plan(chosen, len(items))
 
 
 def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None = None,

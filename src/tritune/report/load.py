@@ -14,12 +14,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
-from tritune.loop.results import DEFAULT_THRESHOLD, KernelResult, RunResults, mapping, text
+from tritune.loop.results import KernelResult, RunResults, mapping, text
 from tritune.loop.results import ResultsError as ReportError
 from tritune.loop.results import number
 
-__all__ = ["DEFAULT_THRESHOLD", "KernelFacts", "ReportError", "kernel_facts", "load_results", "mapping",
-           "meaningful_of", "text", "threshold_of"]
+__all__ = ["KernelFacts", "ReportError", "kernel_facts", "load_results", "mapping", "text"]
 
 
 def load_results(results: RunResults | Mapping[str, Any] | str | Path) -> RunResults:
@@ -30,15 +29,6 @@ def load_results(results: RunResults | Mapping[str, Any] | str | Path) -> RunRes
     if isinstance(results, Mapping):
         return RunResults.from_json(dict(results))
     return RunResults.load(results)
-
-
-def threshold_of(results: RunResults) -> float:
-    return results.threshold
-
-
-def meaningful_of(results: RunResults) -> bool | None:
-    """Whether the times are GPU times: False for the CPU interpreter; None when the file does not say."""
-    return results.meaningful
 
 
 # ---------------------------------------------------------------------------------- per kernel
