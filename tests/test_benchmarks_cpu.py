@@ -500,3 +500,37 @@ def test_e2e_train_snapshot_restores_weights_optimizer_and_rng():
     first = [float(trainer.step(i)) for i in range(4)] + [float(torch.rand(1))]
     trainer.restore(snap)
     assert [float(trainer.step(i)) for i in range(4)] + [float(torch.rand(1))] == first
+
+
+def test_candidate_time_takes_the_costliest_kernels_and_medians_of_fresh_candidates(tmp_path):
+    import candidate_time
+
+    ranking = tmp_path / "optimize.json"
+    ranking.write_text(json.dumps({"timed": [{"id": "a", "time_share": 0.1}, {"id": "b", "time_share": 0.5},
+                                             {"id": "c", "time_share": None}, {"id": "d", "time_share": 0.3}]}))
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "launches.jsonl").write_text('{"id": "x"}\n{"id": "y"}\n')
+    assert candidate_time.top_kernels(ranking, capture, 2) == ["b", "d"]
+    assert candidate_time.top_kernels(None, capture, 5) == ["x", "y"]
+    cand = lambda share, seconds, reused=False: {"share_s": share, "seconds": seconds, "verify_s": seconds / 2,  # noqa: E731
+                                                 "time_s": 0.1, "reused": reused}
+    results = {"kernels": [{"kernel": "k1", "wall_s": 4.0, "candidates": [cand(1.0, 2.0), cand(3.0, 6.0)]},
+                           {"kernel": "k2", "wall_s": 8.0, "candidates": [cand(2.0, 4.0), cand(9.0, 9.0, True)]},
+                           {"kernel": "k3", "wall_s": 0.0, "candidates": []}]}
+    summary = candidate_time.summarize(4, results, 20.0, "cmd")
+    assert summary["candidates"] == 3 and summary["kernels"] == 2  # the reused one and k3 are not counted
+    assert summary["median_share_s"] == 2.0 and summary["median_candidate_s"] == 4.0
+    assert summary["median_kernel_s"] == 6.0 and summary["median_verify_s"] == 2.0
+
+
+@pytest.mark.parametrize("argv, message", [(["--launches", "nowhere"], "not a capture"),
+                                           (["--jobs", "1,x"], "not a comma-separated list")])
+def test_candidate_time_refuses_bad_arguments_in_one_line(argv, message, tmp_path):
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "launches.jsonl").write_text("")
+    if "--launches" not in argv:
+        argv = ["--launches", str(capture), *argv]
+    result = _run(str(BENCH / "candidate_time.py"), *argv, "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr

@@ -131,6 +131,28 @@ def test_a_crashing_candidate_is_survived_and_the_next_one_still_wins(captured, 
         assert [c.failure_kind for c in crashed] == ["crash"] and "7" in crashed[0].message
 
 
+def test_a_candidate_slower_to_build_than_its_kernels_budget_is_cut_there(captured, tmp_path, worker, monkeypatch):
+    """A candidate's build and verification get what is left of the kernel's budget (at least
+    CANDIDATE_FLOOR_S), not the worker's 120 s: one that hangs fails as a timeout at that limit."""
+    import dataclasses
+    import time
+
+    from tritune.loop import kernel as kernel_module
+
+    monkeypatch.setattr(kernel_module, "CANDIDATE_FLOOR_S", 3.0)
+    hang = Variant(name="hang", source=source_of(captured) + "\nimport time\ntime.sleep(120)\n")
+    good = Variant(name="block 256", constexprs={"BLOCK": 256})
+    families = lambda spec: [Family("planted", Planted([hang, good]), lambda v: "tolerance")]  # noqa: E731
+    begin = time.monotonic()
+    results = run(captured, tmp_path, worker, families=families, settings=dataclasses.replace(SETTINGS, budget_s=1.0))
+    took = time.monotonic() - begin
+    [kernel] = results.kernels
+    first, second = kernel.candidates
+    assert first["status"] == "rejected" and first["failure"] == "timeout" and "3 s limit" in first["message"]
+    assert second["status"] == "accepted" and kernel.decision == "block 256"
+    assert took < 60  # not the worker's 120 s
+
+
 def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_path, worker):
     calls = []
 

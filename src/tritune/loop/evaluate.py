@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import os
 import queue
 import threading
@@ -238,14 +239,17 @@ class Evaluator:
         [evaluated] = self.candidates(spec, [(variant, mode)])
         return evaluated
 
-    def candidates(self, spec: LaunchSpec, items: Sequence[tuple[Variant, str]]) -> Iterator[Evaluated]:
+    def candidates(self, spec: LaunchSpec, items: Sequence[tuple[Variant, str]],
+                   verify_timeout_s: float | None = None) -> Iterator[Evaluated]:
         """``items`` ((variant, verification mode) pairs) built, verified and timed, ``jobs`` at a
         time; yielded in the order given. A generator: leaving it early (Ctrl-C, an error; close
-        it) kills what is still running, so nothing outlives the round."""
+        it) kills what is still running, so nothing outlives the round. ``verify_timeout_s``
+        bounds each build and verification (default: the worker's limit); past it the candidate
+        fails as a ``timeout``."""
         if not items:
             return
         self._stopping.clear()
-        futures = [self._threads().submit(self._run, spec, variant, mode, time.perf_counter())
+        futures = [self._threads().submit(self._run, spec, variant, mode, time.perf_counter(), verify_timeout_s)
                    for variant, mode in items]
         try:
             for (variant, _), future in zip(items, futures):
@@ -260,7 +264,8 @@ class Evaluator:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.jobs, thread_name_prefix="tritune-candidate")
         return self._pool
 
-    def _run(self, spec: LaunchSpec, variant: Variant, mode: str, submitted: float) -> _Ran:
+    def _run(self, spec: LaunchSpec, variant: Variant, mode: str, submitted: float,
+             verify_timeout_s: float | None = None) -> _Ran:
         """One candidate, in a pool thread: verify on an idle verifier, then time on ``worker``."""
         payload = {"spec": spec.to_json(), "root": self.root, "variant": variant.to_json(), "mode": mode,
                    "input_sets": self.input_sets, "copy_gbps": self.copy_gbps}
@@ -268,7 +273,8 @@ class Evaluator:
         try:
             if self._stopping.is_set():
                 return _Ran(None, None, time.perf_counter() - submitted)
-            verified = verifier.call(jobs.VERIFY_JOB, payload)
+            limit = {} if verify_timeout_s is None else {"timeout_s": min(verify_timeout_s, verifier.timeout_s or math.inf)}
+            verified = verifier.call(jobs.VERIFY_JOB, payload, **limit)
         finally:
             self._idle.put(verifier)
         timed = None

@@ -45,6 +45,9 @@ from tritune.store import DecisionKey, DecisionStore
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
+# A candidate's build and verification may take what is left of its kernel's budget, and never
+# less than this: one that compiles for 40 s (a huge tile) no longer holds a 10 s kernel for 40 s.
+CANDIDATE_FLOOR_S = 15.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +97,12 @@ class KernelLoop:
         self._held: list[tuple[Variant, Family]] = []  # claimed by another live run: waited for
         self.waited = 0  # candidates another live optimize process held when this loop proposed them
         self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
+        self._start = time.monotonic()  # run() sets it again: the budget counts from there
 
     # ----------------------------------------------------------------------------------- run
 
     def run(self) -> dict:
-        start = time.monotonic()
+        start = self._start = time.monotonic()
         result = self._result()
         timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
         if failure is not None or not timing or not timing.get("time_ms"):
@@ -205,7 +209,8 @@ class KernelLoop:
             self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({family.mode(variant)})")
         begin, done = time.monotonic(), []
         items = [(variant, family.mode(variant)) for variant, family in work]
-        with contextlib.closing(self.evaluator.candidates(self.spec, items)) as results:
+        limit = max(CANDIDATE_FLOOR_S, self.settings.budget_s - (begin - self._start))
+        with contextlib.closing(self.evaluator.candidates(self.spec, items, verify_timeout_s=limit)) as results:
             for variant, family, cand in planned:
                 if cand.done:
                     done.append(self._reuse(variant, family, cand))
