@@ -207,3 +207,38 @@ def test_optimize_command_with_jobs_under_the_interpreter(captured, tmp_path):  
     # both built and verified; one may reach confirmation on CPU wall time, which the arbiter refuses
     assert len(kernel["candidates"]) == 2 and not kernel["accepted"]
     assert all(c["verify_s"] > 0 and c["failure"] in (None, "not_meaningful") for c in kernel["candidates"])
+
+
+def test_a_round_takes_the_workers_that_ran_last(captured):  # noqa: F811
+    """One candidate a round on four verify workers: every round gets the same (warm) worker, not
+    the one idle longest."""
+    from tritune.capture.spec import read_launches
+    from tritune.worker.failures import Failure
+    from tritune.worker.pool import Outcome
+
+    class Stub:
+        timeout_s = 60.0
+
+        def __init__(self, name, used):
+            self.name, self.used = name, used
+
+        def call(self, target, payload, **limit):
+            self.used.append(self.name)
+            return Outcome(ok=False, failure=Failure("compile_error", "planted"), seconds=0.0)
+
+        def close(self):
+            pass
+
+    used: list[str] = []
+    stubs = [Stub(n, used) for n in "abcd"]
+    evaluator = Evaluator(captured, worker=stubs[0], verifiers=stubs)
+    spec = read_launches(captured)[0]
+    try:
+        for block in (128, 256, 512):
+            [done] = evaluator.candidates(spec, [(Variant(constexprs={"BLOCK": block}), "tolerance")])
+            assert done.trial.failure == "compile_error"
+        [a, b] = evaluator.candidates(spec, [(Variant(constexprs={"BLOCK": 16}), "tolerance"),
+                                             (Variant(constexprs={"BLOCK": 32}), "tolerance")])
+    finally:
+        evaluator.close()
+    assert len(set(used[:3])) == 1 and used[0] in used[3:]  # the warm one again, and one more beside it

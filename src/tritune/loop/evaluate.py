@@ -108,7 +108,11 @@ class Evaluator:
         else:
             self.verifiers = [self.worker]
         self.jobs = len(self.verifiers)
-        self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        # Last in, first out: a round takes the workers that ran last, which have this key's
+        # baseline built and their first-use costs paid (about 7 s of a GPT-2 candidate on a
+        # worker's first job, measured: results/e2e/optimize/candidate_time_cold_workers.json);
+        # a queue would hand each round the workers idle longest, cold ones included.
+        self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
         for verifier in self.verifiers:
             self._idle.put(verifier)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
