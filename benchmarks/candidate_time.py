@@ -31,16 +31,14 @@ import _common
 
 
 def top_kernels(ranking: pathlib.Path | None, launches: pathlib.Path, top: int) -> list[str]:
-    """Launch ids of the ``top`` costliest keys (an earlier run's time shares), else the first."""
+    """Launch ids of the ``top`` costliest keys (an earlier run's time shares, those this capture
+    holds), else the capture's first."""
+    ids = [json.loads(line)["id"] for line in (launches / "launches.jsonl").read_text().splitlines() if line.strip()]
     if ranking is not None:
         timed = json.loads(ranking.read_text()).get("timed") or []
-        ordered = sorted((t for t in timed if t.get("time_share")), key=lambda t: -t["time_share"])
+        ordered = sorted((t for t in timed if t.get("time_share") and t["id"] in ids), key=lambda t: -t["time_share"])
         if ordered:
             return [t["id"] for t in ordered[:top]]
-    ids = []
-    for line in (launches / "launches.jsonl").read_text().splitlines():
-        if line.strip():
-            ids.append(json.loads(line)["id"])
     return ids[:top]
 
 

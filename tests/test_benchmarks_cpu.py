@@ -510,9 +510,10 @@ def test_candidate_time_takes_the_costliest_kernels_and_medians_of_fresh_candida
                                              {"id": "c", "time_share": None}, {"id": "d", "time_share": 0.3}]}))
     capture = tmp_path / "capture"
     capture.mkdir()
-    (capture / "launches.jsonl").write_text('{"id": "x"}\n{"id": "y"}\n')
+    (capture / "launches.jsonl").write_text("".join(f"{{\"id\": \"{i}\"}}\n" for i in "xybd"))
     assert candidate_time.top_kernels(ranking, capture, 2) == ["b", "d"]
-    assert candidate_time.top_kernels(None, capture, 5) == ["x", "y"]
+    assert candidate_time.top_kernels(ranking, capture, 5) == ["b", "d"]  # "a" is not in this capture
+    assert candidate_time.top_kernels(None, capture, 2) == ["x", "y"]  # no ranking: the first
     cand = lambda share, seconds, reused=False: {"share_s": share, "seconds": seconds, "verify_s": seconds / 2,  # noqa: E731
                                                  "time_s": 0.1, "reused": reused}
     results = {"kernels": [{"kernel": "k1", "wall_s": 4.0, "candidates": [cand(1.0, 2.0), cand(3.0, 6.0)]},
