@@ -33,7 +33,9 @@ import _common
 def top_kernels(ranking: pathlib.Path | None, launches: pathlib.Path, top: int) -> list[str]:
     """Launch ids of the ``top`` costliest keys (an earlier run's time shares, those this capture
     holds), else the capture's first."""
-    ids = [json.loads(line)["id"] for line in (launches / "launches.jsonl").read_text().splitlines() if line.strip()]
+    from tritune.capture.spec import read_launches
+
+    ids = [spec.id for spec in read_launches(launches)]
     if ranking is not None:
         timed = json.loads(ranking.read_text()).get("timed") or []
         ordered = sorted((t for t in timed if t.get("time_share") and t["id"] in ids), key=lambda t: -t["time_share"])
