@@ -50,6 +50,7 @@ from typing import Iterable
 
 from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.replay.variant import Variant
+from tritune.rewrites.base import dotted, keyword, language_names, line_offsets
 from tritune.search.proposers import Trial
 
 POLICIES = ("evict_first", "evict_last")
@@ -84,12 +85,12 @@ def find_loads(source: str, kernel: str, *, grid: list[int] | None = None) -> li
     if not defs:
         return []
     fn = max(defs, key=lambda n: n.lineno)
-    walker = _Walker(_language_names(tree))
+    walker = _Walker(language_names(tree))
     walker.block(fn.body, env={}, loops=())
     data = source.encode()
     offsets = line_offsets(data)
     calls = sorted(walker.loads, key=lambda c: (c.lineno, c.col_offset))
-    pointers = [_keyword(c, "pointer", position=0) for c in calls]
+    pointers = [keyword(c, "pointer", position=0) for c in calls]
     dumps = [ast.dump(p) if p is not None else "" for p in pointers]
     loads = []
     for index, call in enumerate(calls):
@@ -229,7 +230,7 @@ def _size(grid: list[int], axis: int) -> int:
 
 
 def _program_axis(call: ast.Call) -> int:
-    node = _keyword(call, "axis", position=0)
+    node = keyword(call, "axis", position=0)
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, int) else 0
 
 
@@ -312,7 +313,7 @@ class _Walker:
         """Record every ``tl.load`` in ``node`` with its pointer's tags and enclosing loops."""
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and self.is_load(call):
-                pointer = _keyword(call, "pointer", position=0)
+                pointer = keyword(call, "pointer", position=0)
                 self.loads[call] = (self.deps(pointer, env) if pointer is not None else frozenset(), loops)
 
     def deps(self, node: ast.AST, env: dict) -> frozenset:
@@ -323,7 +324,7 @@ class _Walker:
             self.axes.add(axis)
             return frozenset({PID, ("axis", axis)})
         if isinstance(node, ast.Call) and self.is_load(node):
-            pointer = _keyword(node, "pointer", position=0)
+            pointer = keyword(node, "pointer", position=0)
             return (self.deps(pointer, env) if pointer is not None else frozenset()) | {INDIRECT}
         if isinstance(node, ast.Call):
             parts = [*node.args, *(k.value for k in node.keywords)]
@@ -343,7 +344,7 @@ class _Walker:
         func = call.func
         if not (isinstance(func, ast.Attribute) and func.attr == "load"):
             return False
-        return _dotted(func.value) in self.language
+        return dotted(func.value) in self.language
 
 
 def _headers(stmt: ast.stmt) -> list[ast.AST]:
@@ -358,24 +359,8 @@ def _names(target: ast.AST) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    return None
 
 
-def _language_names(tree: ast.Module) -> set[str]:
-    """Names ``triton.language`` is bound to in the file (``tl`` unless imported otherwise)."""
-    names = {"triton.language"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.asname for a in node.names if a.name == "triton.language" and a.asname}
-        elif isinstance(node, ast.ImportFrom) and node.module == "triton":
-            names |= {a.asname or a.name for a in node.names if a.name == "language"}
-    return names if len(names) > 1 else names | {"tl"}
 
 
 # ---------------------------------------------------------------------------- text offsets
@@ -386,13 +371,13 @@ def _policy_site(data: bytes, call: ast.Call, offsets: list[int]) -> tuple[str, 
     nowhere = (0, 0, '"')
     if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
         return "", "unpacked arguments (*args/**kwargs)", nowhere
-    cache = _keyword(call, "cache_modifier", position=5)
+    cache = keyword(call, "cache_modifier", position=5)
     if cache is not None and not (isinstance(cache, ast.Constant) and cache.value in ("", None)):
         return "", "a cache modifier (ptxas rejects .ca/.cg with an eviction policy)", nowhere
-    volatile = _keyword(call, "volatile", position=7)
+    volatile = keyword(call, "volatile", position=7)
     if volatile is not None and not (isinstance(volatile, ast.Constant) and volatile.value is False):
         return "", "a volatile load", nowhere
-    node = _keyword(call, "eviction_policy", position=POLICY_ARG)
+    node = keyword(call, "eviction_policy", position=POLICY_ARG)
     if node is not None:
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             return "", "an eviction policy that is not a string literal", nowhere
@@ -408,22 +393,8 @@ def _policy_site(data: bytes, call: ast.Call, offsets: list[int]) -> tuple[str, 
     return "", None, (at, at, '"')
 
 
-def _keyword(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    if position is not None and len(call.args) > position:
-        return call.args[position]
-    return None
 
 
-def line_offsets(data: bytes) -> list[int]:
-    """Byte offset of each line start (ast columns are UTF-8 byte offsets)."""
-    offsets, total = [0], 0
-    for line in data.splitlines(keepends=True):
-        total += len(line)
-        offsets.append(total)
-    return offsets
 
 
 def _offset(offsets: list[int], lineno: int, col: int) -> int:

@@ -52,7 +52,8 @@ from typing import Iterable
 
 from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.replay.variant import Variant
-from tritune.search.cache_hints import CacheHintProposer, line_offsets
+from tritune.rewrites.base import line_offsets
+from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.proposers import Trial
 
 NAME_PREFIX = "looped reduction: R0_BLOCK="

@@ -1,0 +1,12 @@
+"""Source rewrites of a kernel an expert would make, legal by analysis (``base`` says how a rule
+works). One rule a module; ``RULES`` is the registry: adding a rule is its module plus one line."""
+
+from __future__ import annotations
+
+from tritune.rewrites.base import (CLASSES, EXACT, FAST_MATH, NOALIAS, TOLERANCE, Edit, KernelSource, Knob,
+                                   NotRewritable, Rewrite, Rule)
+
+RULES: dict[str, Rule] = {}
+
+__all__ = ["CLASSES", "EXACT", "FAST_MATH", "NOALIAS", "TOLERANCE", "Edit", "KernelSource", "Knob", "NotRewritable",
+           "Rewrite", "Rule", "RULES"]
