@@ -164,8 +164,15 @@ class Rule(Protocol):
     exact: str      # its class (one of CLASSES); a rule whose rewrites differ sets each Rewrite's
 
     def rewrites(self, kernel: KernelSource) -> list[Rewrite]:
-        """Every rewrite this rule can make of ``kernel`` (most promising first); raises
-        ``NotRewritable`` with the reason when there is none."""
+        """The rewrites this rule proposes for ``kernel``, most promising first (a handful: each
+        costs a build, a verification and a timing); raises ``NotRewritable`` with the reason
+        when there is none."""
+        ...
+
+    def apply(self, kernel: KernelSource, params: dict) -> Rewrite:
+        """The rewrite with these parameters (one of ``rewrites()``'s with a knob moved: the
+        search walks a rule's parameters the way it walks a launch config); ``NotRewritable``
+        when they are not legal here."""
         ...
 
 
