@@ -502,15 +502,19 @@ def test_e2e_train_snapshot_restores_weights_optimizer_and_rng():
     assert [float(trainer.step(i)) for i in range(4)] + [float(torch.rand(1))] == first
 
 
-def test_candidate_time_takes_the_costliest_kernels_and_medians_of_fresh_candidates(tmp_path):
+def test_candidate_time_takes_the_costliest_kernels_and_medians_of_fresh_candidates(tmp_path, monkeypatch):
     import candidate_time
 
     ranking = tmp_path / "optimize.json"
     ranking.write_text(json.dumps({"timed": [{"id": "a", "time_share": 0.1}, {"id": "b", "time_share": 0.5},
                                              {"id": "c", "time_share": None}, {"id": "d", "time_share": 0.3}]}))
+    import types
+
+    from tritune.capture import spec as spec_module
+
     capture = tmp_path / "capture"
-    capture.mkdir()
-    (capture / "launches.jsonl").write_text("".join(f"{{\"id\": \"{i}\"}}\n" for i in "xybd"))
+    monkeypatch.setattr(spec_module, "read_launches",
+                        lambda root: [types.SimpleNamespace(id=i) for i in "xybd"] if root == capture else [])
     assert candidate_time.top_kernels(ranking, capture, 2) == ["b", "d"]
     assert candidate_time.top_kernels(ranking, capture, 5) == ["b", "d"]  # "a" is not in this capture
     assert candidate_time.top_kernels(None, capture, 2) == ["x", "y"]  # no ranking: the first
