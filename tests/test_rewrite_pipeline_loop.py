@@ -424,6 +424,14 @@ MUST_NOT = textwrap.dedent('''\
 
 
     @triton.jit
+    def indirect_call(x_ptr, out_ptr, n, ops: tl.constexpr):
+        acc = 0.0
+        for i in range(n):
+            acc += ops[0](tl.load(x_ptr + i))
+        tl.store(out_ptr, acc)
+
+
+    @triton.jit
     def starred(x_ptr, out_ptr, bounds: tl.constexpr):
         acc = 0.0
         for i in range(*bounds):
@@ -448,6 +456,7 @@ REFUSED = {  # kernel -> what the reason says (without no-alias)
     "volatile": "volatile",
     "breaks": "leaves the loop early",
     "starred": "unpacked range arguments",
+    "indirect_call": "calls ops\\[0\\]",
 }
 
 

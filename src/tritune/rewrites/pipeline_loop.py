@@ -71,7 +71,7 @@ PLAN = ((3, 1), (2, 1), (4, 1), (3, 2))
 MAX_PROPOSALS = 6  # each costs a build, a verification and a timing
 HAND_SET = ("num_stages", "loop_unroll_factor", "disallow_acc_multi_buffer", "flatten", "warp_specialize",
             "disable_licm")  # tl.range's attributes after step, in its positional order
-MEMORY = "<memory>"  # a value's origin: read from memory (a pointer there may point anywhere)
+UNKNOWN = "<unknown>"  # a value's origin: read from memory or cast to a pointer (it may point anywhere)
 # Modules whose functions are Triton builtins or pure helpers (Inductor's triton_helpers, libdevice)
 PURE_MODULES = ("triton", "torch._inductor.runtime")
 
@@ -99,7 +99,7 @@ class PipelineLoop:
 
     def rewrites(self, kernel: KernelSource) -> list[Rewrite]:
         found = loops(kernel)
-        ready = sorted((loop for loop in found if loop.problem is None), key=lambda l: (-l.dots, -l.loads, l.index))
+        ready = sorted((loop for loop in found if loop.problem is None), key=_promise)
         if not ready:
             if not found:
                 raise NotRewritable(f"{kernel.kernel} has no loop")
@@ -143,6 +143,11 @@ class PipelineLoop:
                        params={"loop": index, "num_stages": stages, "loop_unroll_factor": unroll,
                                **({"warp_specialize": True} if specialize else {})},
                        knobs=tuple(knobs), assumes=loop.assumes)
+
+
+def _promise(loop: Loop) -> tuple[int, int, int]:
+    """Loops feeding a dot first (the MMA waits on both operands), then those that load most."""
+    return (-loop.dots, -loop.loads, loop.index)
 
 
 def _params(params: dict) -> tuple[int, int, int, bool]:
@@ -276,15 +281,16 @@ def _store_problem(kernel: KernelSource, scan: "_Scan") -> str | None:
     loaded = set()
     for load, _ in scan.loads:
         roots = origins.roots(load)
-        if MEMORY in roots or not roots:
+        if UNKNOWN in roots or not roots:
             return f"loads through {kernel.segment(load)}, a pointer of unknown origin, while the loop stores"
         loaded |= roots
     for store, _ in scan.stores:
         roots = origins.roots(store)
-        if MEMORY in roots or not roots:
+        if UNKNOWN in roots or not roots:
             return f"stores through {kernel.segment(store)}, a pointer of unknown origin"
         if roots & loaded:
-            return f"stores through {kernel.segment(store)}, which derives from {sorted(roots & loaded)[0]} the loop loads"
+            shared = sorted(roots & loaded)[0]
+            return f"stores through {kernel.segment(store)}, which derives from {shared} the loop loads"
     return None
 
 
@@ -323,6 +329,9 @@ class _Scan:
     def call(self, call: ast.Call, helper: str | None, where: str) -> None:
         name = dotted(call.func)
         attr = call.func.attr if isinstance(call.func, ast.Attribute) else name
+        if attr is None:  # fns[0](x), (lambda: ...)(): nothing to look up
+            self.problems.append(f"calls {self.kernel.segment(call.func)}{where}, whose effects the rule cannot see")
+            return
         if name is not None and "." not in name and name not in self.imported:
             if name in self.helpers:
                 if name not in self.seen:  # a helper is scanned once: its effects do not change
@@ -360,14 +369,15 @@ class _Scan:
         self.pointer_loads += 1
         volatile = keyword(call, "volatile", 7)
         cache = keyword(call, "cache_modifier", 5)
-        if (volatile is not None and not (isinstance(volatile, ast.Constant) and volatile.value is False)) or \
-                (cache is not None and not (isinstance(cache, ast.Constant) and cache.value in ("", None, ".ca", ".cg"))):
+        plain_cache = cache is None or (isinstance(cache, ast.Constant) and cache.value in ("", None, ".ca", ".cg"))
+        if not plain_cache or (volatile is not None and not (isinstance(volatile, ast.Constant)
+                                                             and volatile.value is False)):
             self.problems.append(f"a volatile or .cv load{where} (it may poll memory other programs write)")
 
 
 class _Origins:
     """Which pointer parameters a value of the kernel derives from, through its assignments (an
-    over-approximation: every name a value's expression mentions counts), or ``MEMORY`` when it
+    over-approximation: every name a value's expression mentions counts), or ``UNKNOWN`` when it
     was read from memory or cast to a pointer.
 
     The pointer parameters: those the captured launch types as pointers (``launch["signature"]``,
@@ -383,7 +393,7 @@ class _Origins:
         self.sources: dict[str, set[str]] = {}
         for node in ast.walk(kernel.function):
             for target, value in _assignments(node):
-                deps = names_in(value) | ({MEMORY} if self.reads_memory(value) else set())
+                deps = names_in(value) | ({UNKNOWN} if self.reads_memory(value) else set())
                 for name in names_in(target):
                     self.sources.setdefault(name, set()).update(deps)
 
@@ -393,13 +403,13 @@ class _Origins:
                    or (c.func.attr.startswith("atomic")) for c in calls)
 
     def roots(self, expr: ast.AST) -> set[str]:
-        found, todo, seen = set(), list(names_in(expr)) + ([MEMORY] if self.reads_memory(expr) else []), set()
+        found, todo, seen = set(), list(names_in(expr)) + ([UNKNOWN] if self.reads_memory(expr) else []), set()
         while todo:
             name = todo.pop()
             if name in seen:
                 continue
             seen.add(name)
-            if name == MEMORY or name in self.pointers:
+            if name == UNKNOWN or name in self.pointers:
                 found.add(name)
             todo += self.sources.get(name, ())
         return found
