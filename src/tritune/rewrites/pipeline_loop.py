@@ -18,8 +18,8 @@ Legal when all of these hold:
 - the function is ``@triton.jit``-decorated (a loop of a plain Python helper is not the kernel's);
 - the loop is ``for NAME in range(a[, b[, c]])`` or ``tl.range`` carrying at most ``step``: not
   ``static_range`` (unrolled at compile time), no ``num_stages``/``loop_unroll_factor``/
-  ``warp_specialize`` or other hand-set attribute, no ``*args``/keywords, no literal argument that
-  is not an integer, no ``else`` clause;
+  ``warp_specialize`` or other hand-set attribute, no ``*args``/``**kwargs`` (nor keywords on the
+  builtin ``range``), no literal argument that is not an integer, no ``else`` clause;
 - the loop is innermost: Triton pipelines innermost loops only (checked with Triton 3.6 for
   sm_90: ``num_stages`` on an outer loop whose loads sit in an inner loop pipelines nothing), so
   its loads must be directly in its body (through ``if``, ``static_range`` and same-file helper
