@@ -49,8 +49,8 @@ class Edit:
 
 @dataclasses.dataclass(frozen=True)
 class Knob:
-    """A tuning knob a rewrite introduces (a constexpr parameter with a default the rewrite
-    added), for the config search to move once the rewrite is accepted."""
+    """A tuning knob a rewrite introduces: one of the rule's parameters (``Rule.apply`` takes it
+    moved to another of ``values``), which the search walks once the rewrite is accepted."""
 
     name: str
     default: Any
