@@ -297,19 +297,23 @@ def test_replay_refuses_a_grid_the_rewrite_does_not_cover(captured, monkeypatch)
         Replay(spec, Variant(source=rw.source, grid=rw.grid), root=root)
 
 
+def decide(store, key, kernel: str, k: int, text: str = KERNELS) -> None:
+    """A verified decision: persistent-grid with ``k`` for ``kernel`` on ``key``."""
+    rw = RULE.apply(KernelSource.parse(text, kernel), {"k": k})
+    variant = Variant(name=rw.name, source=rw.source, grid=rw.grid)
+    run = store.start_run({"test": True})
+    cand = store.add_candidate(run, key, variant)
+    store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "bitwise"},
+                           timings={"median_ms": 1.0})
+    store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+
+
 @pytest.fixture
 def decided(captured, tmp_path):
     """A store deciding persistent-grid k=1 for the captured scale launch."""
     specs, _ = captured
-    rw = RULE.apply(KernelSource.parse(KERNELS, "scale"), {"k": 1})
-    variant = Variant(name=rw.name, source=rw.source, grid=rw.grid)
     with DecisionStore(tmp_path / "decisions.db") as store:
-        key = key_for(specs["scale"], **current_target("cpu"))
-        run = store.start_run({"test": True})
-        cand = store.add_candidate(run, key, variant)
-        store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "bitwise"},
-                               timings={"median_ms": 1.0})
-        store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+        decide(store, key_for(specs["scale"], **current_target("cpu")), "scale", 1)
         yield store
     apply.disable()
 
@@ -334,6 +338,81 @@ def test_the_applier_launches_a_decided_persistent_kernel_on_fewer_programs(kern
     assert [grid for grid, _ in seen] == [(4, 1, 1), (4, 1, 1), (10, 2)]
     assert seen[0][1][TILES] == 10 and seen[1][1][TILES] == 10 and TILES not in seen[2][1]
     assert applier.stats()["scale"] == {"launches": 3, "applied": 2, "skipped": 1, "decisions": 1}
+
+
+def test_the_direct_launch_puts_the_tile_count_in_and_launches_fewer_programs(tmp_path, monkeypatch):
+    """Compiled for sm_90 against a driver with no GPU (``test_apply_fast.no_gpu``): the first
+    launches go through Triton's run, the next ones straight to the binary, each with the tile
+    count in its parameter and min(tiles, k x SMs) programs."""
+    from test_apply_fast import no_gpu
+
+    from tritune.replay import persistent
+    from tritune.store import LiveKeyer
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(persistent, "_sm_count", lambda device: 3)  # "cuda:0" has 3 SMs here
+    module = load(tmp_path / "direct_persistent.py", KERNELS)
+    x, out = torch.zeros(150), torch.zeros(150)
+    launches: list = []
+    with no_gpu(launches), DecisionStore(tmp_path / "decisions.db") as store:
+        try:
+            module.scale.warmup(x, out, 150, BLOCK=16, grid=(1,))
+        except Exception as exc:  # noqa: BLE001 - no ptxas here
+            pytest.skip(f"cannot compile for sm_90 on this machine: {exc}")
+        key = LiveKeyer.for_kernel(module.scale, **current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": 150,
+                                                                             "BLOCK": 16})
+        decide(store, key, "scale", 2)
+        applier = apply.enable(store, device="cpu")
+        try:
+            for _ in range(3):
+                module.scale[(10,)](x, out, 150, BLOCK=16)
+            module.scale[lambda meta: (triton.cdiv(150, meta["BLOCK"]),)](x, out, 150, BLOCK=16)
+            module.scale[(10, 2)](x, out, 150, BLOCK=16)  # not covered: as written
+        finally:
+            apply.disable()
+    assert [launch[0] for launch in launches] == [(6, 1, 1)] * 4 + [(10, 2, 1)]
+    # Triton's run passes launch metadata, Direct None: the shim's first launch and the one that
+    # keeps the binary go through Triton's run, then the fixed grid and the callable one go direct
+    assert [launch[2] is None for launch in launches] == [False, False, True, True, False]
+    assert all(launch[3][:4] == (x, out, 150, 10) for launch in launches[:4])  # n, then _tritune_tiles
+    assert applier.stats()["scale"] == {"launches": 5, "applied": 4, "skipped": 1, "decisions": 1}
+
+
+def test_the_inductor_launch_time_path_passes_the_tile_count(tmp_path, monkeypatch):
+    """Inductor's GPU path on the CPU (``test_apply_inductor._faked_tuner``: its launcher and the
+    compiled kernel are recorders): after Inductor's own first launch, the decision launches
+    min(tiles, k x SMs) programs with the tile count of Inductor's grid as its last argument."""
+    from types import SimpleNamespace
+
+    from test_apply_fast import NoGpu
+    from test_apply_inductor import _faked_tuner
+    from triton.runtime import driver
+
+    from tritune.apply import inductor as inductor_apply
+    from tritune.replay import persistent
+
+    tuner, args, spec, inductors, compiled = _faked_tuner()
+    rw = RULE.apply(KernelSource.parse(INDUCTOR_POI.read_text(), spec.kernel), {"k": 2})
+    names = [*tuner.fn.arg_names, TILES]
+    assert f"XBLOCK : tl.constexpr, {TILES}):" in rw.source  # the variant's parameter order, stood in for here
+    variant_fn = SimpleNamespace(arg_names=names, run=lambda *a, grid, warmup, **kwargs: compiled)
+    monkeypatch.setattr(inductor_apply, "variant_kernel", lambda fn, variant: variant_fn)
+    monkeypatch.setattr(driver, "_active", NoGpu())
+    monkeypatch.setattr(persistent, "_sm_count", lambda device: 132)
+    with DecisionStore(tmp_path / "d.db") as store:
+        decide(store, key_for(spec, **current_target("cpu")), spec.kernel, 2, INDUCTOR_POI.read_text())
+    applier = apply.enable(tmp_path / "d.db", device="cpu")
+    try:
+        for _ in range(3):
+            tuner.run(*args, stream=7)
+    finally:
+        apply.disable()
+    tiles = triton.cdiv(1024000, spec.constexprs["XBLOCK"])
+    assert inductors == [7] and len(compiled.launches) == 2 and tiles > 264
+    for grid, values, stream in compiled.launches:
+        assert grid == (264, 1, 1) and values[:4] == (*args[:3], 1024000) and values[4:] == (spec.constexprs["XBLOCK"],
+                                                                                               tiles)
+    assert applier.stats()[spec.kernel]["applied"] == 2
 
 
 # ------------------------------------------------------------------------------ must not fire
