@@ -101,7 +101,7 @@ def test_a_1d_kernel_becomes_a_loop_over_tiles_and_every_other_byte_stays():
 
 def test_a_2d_kernel_recovers_both_program_ids_in_triton_s_order():
     new = rewrite("transpose")
-    assert "def transpose(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr, _tritune_tiles, _tritune_g0):" in new
+    assert "(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr, _tritune_tiles, _tritune_g0):" in new
     assert ("        _tritune_pid0 = _tritune_tile % _tritune_g0\n"
             "        _tritune_pid1 = _tritune_tile // _tritune_g0\n"
             "        rm = _tritune_pid0 * BM + tl.arange(0, BM)\n"
@@ -124,7 +124,8 @@ def test_rewrites_propose_each_k_with_its_grid_rule_and_apply_walks_k():
     assert all(r.exact == "exact" and r.rule == "persistent-grid" for r in found)
     assert found[0].grid == {"persistent": {"k": 4, "tiles": TILES, "g0": G0}}
     assert RULE.apply(KernelSource.parse(KERNELS, "scale"), {"k": 3}).grid == {"persistent": {"k": 3, "tiles": TILES}}
-    assert found[0].to_json()["grid"] == found[0].grid
+    assert found[0].to_json()["grid"] == found[0].grid and found[0].knobs[0].values == (1, 2, 4, 8)
+    assert len({r.source for r in found}) == 1  # k moves the launch, not the text
     with pytest.raises(NotRewritable, match="takes"):
         RULE.apply(KernelSource.parse(KERNELS, "scale"), {"k": 0})
 
@@ -299,13 +300,10 @@ def test_replay_refuses_a_grid_the_rewrite_does_not_cover(captured, monkeypatch)
 
 def decide(store, key, kernel: str, k: int, text: str = KERNELS) -> None:
     """A verified decision: persistent-grid with ``k`` for ``kernel`` on ``key``."""
+    from test_apply_inductor import decide as decide_variant
+
     rw = RULE.apply(KernelSource.parse(text, kernel), {"k": k})
-    variant = Variant(name=rw.name, source=rw.source, grid=rw.grid)
-    run = store.start_run({"test": True})
-    cand = store.add_candidate(run, key, variant)
-    store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "bitwise"},
-                           timings={"median_ms": 1.0})
-    store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+    decide_variant(store, key, Variant(name=rw.name, source=rw.source, grid=rw.grid))
 
 
 @pytest.fixture

@@ -41,9 +41,10 @@ or orders them. The criterion, each case refused with its reason:
 * nothing the re-indentation could change: no multi-line string in the loop, no tabs, each
   statement on its own lines; no lambda, comprehension, nested function, ``global``.
 
-Parameters: ``{"k": k}``, programs per SM. ``rewrites()`` proposes k = 4, 8, 2, 1 (memory-bound
-tiles want several programs per SM to hide latency; 1 is the classic persistent matmul). Given
-the launch's facts (``KernelSource.launch``: ``grid``, ``sm_count``) it checks the grid's shape
+Parameters: ``{"k": k}``, programs per SM, also the rewrite's knob (the search may move it to 1,
+2, 4 or 8; ``apply`` takes 1 to 64; the text is the same for every k, only the launch grid
+differs). ``rewrites()`` proposes k = 4, 8, 2, 1 (memory-bound tiles want several programs per
+SM to hide latency; 1 is the classic persistent matmul). Given the launch's facts (``KernelSource.launch``: ``grid``, ``sm_count``) it checks the grid's shape
 and drops each k whose k x SMs programs would already cover every tile (nothing would loop).
 """
 
@@ -52,7 +53,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from tritune.rewrites.base import EXACT, Edit, KernelSource, NotRewritable, Rewrite, dotted, line_offsets
+from tritune.rewrites.base import EXACT, Edit, KernelSource, Knob, NotRewritable, Rewrite, dotted, line_offsets
 
 NAME = "persistent-grid"
 TILES, G0, TILE = "_tritune_tiles", "_tritune_g0", "_tritune_tile"
@@ -108,7 +109,7 @@ class PersistentGrid:
         why = (f"tl.program_id only picks the tile ({len(plan.calls)} uses, {plan.dims}-D); no num_programs, "
                f"atomics, barriers or early return: tile t computes what program t did")
         return Rewrite(NAME, EXACT, why, kernel.edit([_signature(kernel, plan), _loop(kernel, plan)]),
-                       params={"k": k}, grid={"persistent": rule})
+                       params={"k": k}, knobs=(Knob("k", k, tuple(sorted(KS))),), grid={"persistent": rule})
 
 
 # ------------------------------------------------------------------------------ legality
@@ -143,9 +144,9 @@ def analyze(kernel: KernelSource) -> Plan:
     unit = indent[len(outer):] if indent.startswith(outer) and len(indent) > len(outer) else ""
     if not unit or "\t" in indent:
         raise NotRewritable("the body's indentation is not spaces deeper than the def's")
-    language = sorted(n for n in kernel.language if "." not in n)
+    bound_names = sorted(n for n in kernel.language if n in _imported(kernel.tree))  # "tl" unless imported otherwise
     return Plan(2 if any(axis == 1 for _, axis in calls) else 1, tuple(calls), tuple(region), span,
-                frozenset(bound & stored), indent, unit, language[0] if language else "triton.language")
+                frozenset(bound & stored), indent, unit, bound_names[0] if bound_names else "triton.language")
 
 
 def _program_ids(kernel: KernelSource) -> list[tuple[ast.Call, int]]:
@@ -213,8 +214,9 @@ def _check_layout(kernel: KernelSource, region: list[ast.stmt]) -> tuple[int, in
         raise NotRewritable("the body starts on the line of another statement")
     end = offsets[region[-1].end_lineno] if region[-1].end_lineno < len(offsets) else len(data)
     for node in ast.walk(ast.Module(body=region, type_ignores=[])):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.lineno != node.end_lineno \
-                and isinstance(getattr(node, "value", ""), (str, bytes, list)):
+        string = isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
+                                                      and isinstance(node.value, (str, bytes)))
+        if string and node.lineno != node.end_lineno:
             raise NotRewritable(f"a string over several lines (line {node.lineno}) would change with the indentation")
     if any("\t" in line[: len(line) - len(line.lstrip())] for line in data[start:end].decode().splitlines()):
         raise NotRewritable("tabs in the body's indentation")
