@@ -41,6 +41,10 @@ or orders them. The criterion, each case refused with its reason:
 * nothing the re-indentation could change: no multi-line string in the loop, no tabs, each
   statement on its own lines; no lambda, comprehension, nested function, ``global``.
 
+The loop is a ``tl.range``, which Triton may software-pipeline (the next tile's loads issued
+before this tile's stores). That is legal for the same reason: the original grid's programs run
+in no order, so a kernel whose tile reads what another tile writes already had a race.
+
 Parameters: ``{"k": k}``, programs per SM, also the rewrite's knob (the search may move it to 1,
 2, 4 or 8; ``apply`` takes 1 to 64; the text is the same for every k, only the launch grid
 differs). ``rewrites()`` proposes k = 4, 8, 2, 1 (memory-bound tiles want several programs per
