@@ -29,7 +29,9 @@ arguments and the fixed values: the decision's constexprs, defaults) and the gri
 caller goes through Triton's ``run``) while a launch hook is set (``knobs.runtime.
 launch_enter_hook``/``launch_exit_hook``: profilers, proton), a pre-run hook is on the function,
 a global the kernel reads has changed (Triton raises then), the debug or instrumentation knob
-moved, or the current device is another.
+moved, or the current device is another. A persistent-grid decision's ``Direct`` gets an
+adapter (``replay.persistent.PersistentGrid.adapter``) that puts the grid's tile count in the
+added arguments and launches fewer programs; a grid it does not cover is refused.
 """
 
 from __future__ import annotations
@@ -172,15 +174,17 @@ class Direct:
     ``launch(args, kwargs, grid)`` returns the compiled kernel, or ``REFUSED``."""
 
     __slots__ = ("kernel", "run", "function", "metadata", "device", "fn", "recipe", "grid3", "runtime", "compilation",
-                 "enter", "leave", "debug", "instrumentation", "device_of", "stream_of")
+                 "enter", "leave", "debug", "instrumentation", "device_of", "stream_of", "persistent")
 
     def __init__(self, kernel: Any, device: Any, fn: Any, recipe: Recipe, grid3: Callable[[Any], tuple | None],
-                 device_of: Callable[[], Any], stream_of: Callable[[Any], Any]):
+                 device_of: Callable[[], Any], stream_of: Callable[[Any], Any],
+                 persistent: Callable[[tuple, tuple], tuple] | None = None):
         from triton import knobs
 
         self.kernel, self.run, self.function, self.metadata = kernel, kernel.run, kernel.function, kernel.packed_metadata
         self.device, self.fn, self.recipe, self.grid3 = device, fn, recipe, grid3
         self.device_of, self.stream_of = device_of, stream_of
+        self.persistent = persistent
         self.runtime, self.compilation = knobs.runtime, knobs.compilation
         # Triton's own hook chains: a hook is added to them, or one is put in their place
         hooks = vars(type(knobs.runtime))
@@ -206,6 +210,10 @@ class Direct:
             grid = (grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1)
         else:
             grid = self.grid3(grid)
+            if grid is None:
+                return REFUSED
+        if self.persistent is not None:
+            found, grid = self.persistent(found, grid)
             if grid is None:
                 return REFUSED
         self.run(grid[0], grid[1], grid[2], self.stream_of(device), self.function, self.metadata, None, None, None,

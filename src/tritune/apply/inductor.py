@@ -28,6 +28,11 @@ arguments. On a GPU the kernel is compiled once per plan (``run(warmup=True)``; 
 every specialization Triton makes) and then launched as Inductor's launcher does, straight into
 the compiled kernel on Inductor's stream, without the JIT's dispatch. Under the interpreter it
 runs through ``run``. cpp-wrapper code and CUDA-graph replays do not call ``run``: not covered.
+
+A persistent-grid decision (``Variant.grid``) launches on ``min(tiles, k x SMs)`` programs with
+the tile count of Inductor's grid as its added argument(s) (``replay.persistent``); a grid it
+does not cover leaves the launch to Inductor. Such a decision has a source, so it is never
+served by Inductor's own launcher (``inductor_cache.not_config_only``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritune.apply.kernels import Passes, variant_kernel
-from tritune.apply.jit import ApplyError, JitEntry
+from tritune.apply.jit import ApplyError, JitEntry, persistent_grid
 from tritune.store.keys import constexpr_value
 
 _GRID_CACHE_LIMIT = 4096
@@ -151,6 +156,7 @@ class InductorPlan:
         self.fn = variant_kernel(live_kernel(entry.tuner), variant)
         self.order = list(self.fn.arg_names)
         self.interpreted = getattr(entry.tuner, "triton_interpret", False)
+        self.persistent = persistent_grid(self.fn, variant)
         self.passes = Passes(variant)
         self.compiled = None
         self.launcher = None  # the decision as Inductor's own launcher (``apply.inductor_swap``), when it is one
@@ -176,9 +182,12 @@ class InductorPlan:
             self._grids[cache_key] = found
         return found
 
-    def prepare(self, plan_key: tuple, kernel_args: tuple, extra_args: tuple, constexprs: dict) -> "InductorLaunch":
-        """The launch of every call with these arguments' signature (fixed: grid, constexprs)."""
-        return InductorLaunch(self, plan_key, kernel_args, extra_args, constexprs)
+    def prepare(self, plan_key: tuple, kernel_args: tuple, extra_args: tuple,
+                constexprs: dict) -> "InductorLaunch | None":
+        """The launch of every call with these arguments' signature (fixed: grid, constexprs);
+        None: a persistent-grid decision that does not cover its grid (Inductor launches it)."""
+        launch = InductorLaunch(self, plan_key, kernel_args, extra_args, constexprs)
+        return None if launch.grid is None else launch
 
     def compile(self, params: dict, grid: tuple) -> Any:
         """On a GPU, once per plan: the variant's compiled kernel (the key fixes every
@@ -201,6 +210,10 @@ class InductorLaunch:
         self.count = len(kernel_args)
         params = plan.params(kernel_args, constexprs)
         self.grid = plan.grid(params, extra_args)
+        if plan.persistent is not None:
+            launched = plan.persistent.launch(self.grid)
+            self.grid = None if launched is None else launched[0]
+            params.update(launched[1] if launched else {})
         self.params = {n: v for n, v in params.items() if n not in plan.entry.positional}  # the constexprs
         # the compiled kernel takes fn.arg_names in order: Inductor puts the constexprs last, so
         # each call is the launcher's own arguments followed by these values

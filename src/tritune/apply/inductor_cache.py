@@ -62,7 +62,7 @@ def not_config_only(tuner: Any, config: Any, decision: Any, decisions_of_kernel:
     alone, static sizes, the kernel's only decision); None when it is (``apply.inductor_swap``
     and this module's cache entries both need that)."""
     variant = decision.variant
-    if variant.source is not None or variant.passes or variant.fast_math:
+    if variant.source is not None or variant.grid is not None or variant.passes or variant.fast_math:
         return "it changes the kernel's code"
     knobs = set(getattr(config, "kwargs", {}) or {})
     if not set(variant.constexprs) <= knobs or not set(variant.options) <= KNOB_OPTIONS:

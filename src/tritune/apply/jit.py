@@ -16,6 +16,12 @@ fixed grid is recomputed (``grid``, once per grid tuple; a callable one is calle
 constexprs). A source variant gets every parameter by name, as replay passes them (its text may
 order parameters differently).
 
+A persistent-grid decision (``Variant.grid``, ``replay.persistent``) launches on the grid the
+program gave, resolved as above (a callable one called with the arguments by name, as Triton
+calls it): its tile count becomes the added argument(s) and the launch gets min(tiles, k x SMs)
+programs, the SMs of the device current when the plan is made. A grid it does not cover (a
+dimension its kernel does not read) is launched as written.
+
 Once a prepared launch went through Triton's ``run`` (``Prepared.record``), its compiled binary
 is kept and later launches go to it straight (``apply.fast.Direct``), unless a launch hook or
 anything else Triton honours per launch is set.
@@ -101,6 +107,7 @@ class JitPlan:
         self.passes = Passes(variant)
         self.positions = {name: i for i, name in enumerate(kernel.names)}
         self.params = frozenset(kernel.names)
+        self.persistent = persistent_grid(kernel.fn, variant)
 
     def prepare(self, launch: Launch, bound: dict) -> "Prepared":
         """The rewrite of every launch with ``launch``'s signature (``bound``: its arguments by name)."""
@@ -154,6 +161,8 @@ class Prepared:
             named.update(zip(self.names, args))
             named.update(kwargs)
             named.update(self.overrides)
+            if self.plan.persistent is not None:
+                return self._persistent(named, grid)
             return (), named, grid
         if self.positions:
             args = list(args)
@@ -196,8 +205,10 @@ class Prepared:
 
         active = driver.active
         recipe = Recipe(self.fn.arg_names, self._sources(len(args), kwargs), len(args))
+        persistent = self.plan.persistent
         self.direct = Direct(kernel, active.get_current_device(), self.fn, recipe, self.grid3,
-                             active.get_current_device, active.get_current_stream)
+                             active.get_current_device, active.get_current_stream,
+                             None if persistent is None else persistent.adapter(self.fn.arg_names))
 
     def _sources(self, nargs: int, kwargs: dict) -> dict[str, tuple]:
         """Where each argument ``arguments`` hands Triton comes from (a ``Recipe``'s sources),
@@ -210,7 +221,19 @@ class Prepared:
         sources.update((names[i], ("fixed", value)) for i, value in self.positions)
         sources.update((name, ("kw", name)) for name in kwargs)
         sources.update((name, ("fixed", value)) for name, value in self.overrides.items())
+        if self.plan.persistent is not None:  # placeholders: each launch puts its tile count in
+            sources.update((name, ("fixed", 0)) for name in self.plan.persistent.extras)
         return sources
+
+    def _persistent(self, named: dict, grid: Any) -> tuple[tuple, dict, tuple] | None:
+        """A persistent-grid launch: the tile count of the program's grid, and fewer programs."""
+        if callable(grid):
+            grid = grid({name: named[name] for name in self.fn.arg_names if name in named})
+        launched = self.plan.persistent.launch(grid)
+        if launched is None:
+            return None
+        named.update(launched[1])
+        return (), named, launched[0]
 
     def _fixed(self, grid: Any) -> tuple | None:
         try:
@@ -221,6 +244,28 @@ class Prepared:
             found = _remember(self.grids, grid, grids.recompute(grid, self.before, self.plan.constexprs,
                                                                 self.scalars))
         return found
+
+
+def persistent_grid(fn: Any, variant: Any) -> Any:
+    """The launch of ``variant``'s own grid rule (``replay.persistent.PersistentGrid``) on the
+    current device, or None for a variant launched on the program's grid."""
+    if variant.grid is None:
+        return None
+    if variant.source is None:
+        raise ApplyError("a decision with a grid rule of its own but no source")
+    from tritune.replay.persistent import PersistentGrid, sm_count
+
+    interpreted = is_interpreted(fn)
+    if interpreted:
+        device = None
+    else:
+        from triton.runtime import driver
+
+        device = driver.active.get_current_device()
+    try:
+        return PersistentGrid.of(variant.grid, sm_count(device, interpreted))
+    except ValueError as error:
+        raise ApplyError(str(error)) from None
 
 
 def _remember(cache: dict, key: Any, value: Any) -> Any:

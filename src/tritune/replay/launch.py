@@ -9,6 +9,10 @@ is compiled inside ``tritune.compiler.enabled(...)``; its binary lives under its
 so baseline and variant can share a process. Under ``TRITON_INTERPRET=1`` every launch goes
 through the interpreter (nothing is compiled, so passes have no effect there: ``compiles`` is
 False).
+
+A variant with a grid of its own (``Variant.grid``: a persistent-grid rewrite, ``replay.
+persistent``) launches ``grid`` (min(tiles, k x SMs) programs) and gets the tile count of the
+grid the spec gives (``program_grid``) as its added argument(s).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.replay.inputs import device_of, interpreting, make_args
 from tritune.replay.kernel import load_kernel
+from tritune.replay.persistent import PersistentGrid, sm_count
 from tritune.replay.variant import Variant
 
 
@@ -36,8 +41,9 @@ class Replay:
         self.constexprs = {**spec.constexprs, **variant.constexprs}
         self.options = {**spec.options, **variant.options}
         self.fn = load_kernel(spec, self.root, variant.source)
-        self.grid = self._grid()
         self.compiles = not interpreting()
+        self.program_grid = self._grid()  # what the program launches with these constexprs
+        self.grid, self.extras = self._launch_grid()
         self._compiled = None
 
     # ------------------------------------------------------------------------------------ grid
@@ -57,14 +63,32 @@ class Replay:
             return grid + (1,) * (3 - len(grid))
         raise SpecError(f"{self.spec.id}: unknown grid_rule kind {rule.get('kind')!r}")
 
+    def _launch_grid(self) -> tuple[tuple[int, int, int], dict[str, int]]:
+        """The grid launched and the arguments a variant's own grid rule adds."""
+        if self.variant.grid is None:
+            return self.program_grid, {}
+        try:
+            persistent = PersistentGrid.of(self.variant.grid, sm_count(self.device, not self.compiles))
+        except ValueError as error:
+            raise SpecError(f"{self.spec.id}: {error}") from None
+        launched = persistent.launch(self.program_grid)
+        if launched is None:
+            raise SpecError(f"{self.spec.id}: the persistent-grid variant does not cover grid "
+                            f"{list(self.program_grid)} (a dimension its kernel does not read)")
+        return launched
+
     # ---------------------------------------------------------------------------------- launch
 
     def _params(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Every parameter by name, in the kernel's order: arguments and constexprs."""
-        values = {}
+        """Every parameter by name, in the loaded kernel's order: arguments, constexprs and what
+        the variant's grid rule adds."""
+        values = dict(self.extras)
         for arg in self.spec.args:
             values[arg.name] = self.constexprs[arg.name] if arg.kind == "constexpr" else args[arg.name]
-        return values
+        order = getattr(self.fn, "arg_names", None)
+        if order is None or set(order) != set(values):
+            return values
+        return {name: values[name] for name in order}  # a compiled kernel takes them positionally
 
     def _passes(self):
         if not self.variant.passes:

@@ -4,6 +4,11 @@ The baseline is ``Variant()``. A variant may change launch options (``num_warps`
 ``maxnreg``...), override constexprs (the grid is recomputed from the spec's ``grid_rule``), switch
 on tritune's compiler passes, or replace the text of the kernel's source file. Variants are
 frozen and JSON round-trip, so they travel to worker processes and into the decision store.
+
+``grid`` says how a rewritten source is launched when that differs from the program's grid:
+``{"persistent": {"k": 4, "tiles": "_tritune_tiles"[, "g0": "_tritune_g0"]}}`` (``replay.
+persistent``). None (the default) is left out of the JSON, so variants without it keep their
+hash and stored rows without it load unchanged.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ class Variant:
     passes: tuple[str, ...] = ()
     fast_math: bool = False
     source: str | None = None  # replacement text of the kernel's source file
+    grid: dict | None = None   # how the source is launched, when not on the program's grid
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
 
     @property
     def is_baseline(self) -> bool:
-        return not (self.options or self.constexprs or self.passes or self.source is not None)
+        return not (self.options or self.constexprs or self.passes or self.source is not None
+                    or self.grid is not None)
 
     def describe(self) -> str:
         """One line: what this variant changes."""
@@ -37,11 +44,15 @@ class Variant:
             parts.append("passes=" + "+".join(self.passes) + (" fast-math" if self.fast_math else ""))
         if self.source is not None:
             parts.append("source@" + hashlib.sha256(self.source.encode()).hexdigest()[:8])
+        if self.grid is not None:
+            parts.append("grid=" + json.dumps(self.grid, sort_keys=True, separators=(",", ":")))
         return ", ".join(parts) or "baseline"
 
     def to_json(self) -> dict:
         body = dataclasses.asdict(self)
         body["passes"] = list(self.passes)
+        if body["grid"] is None:
+            del body["grid"]
         return body
 
     @classmethod

@@ -12,3 +12,5 @@ __all__ = ["CLASSES", "EXACT", "FAST_MATH", "NOALIAS", "TOLERANCE", "Edit", "Ker
            "Rewrite", "Rule", "RULES"]
 from tritune.rewrites.pipeline_loop import PipelineLoop  # noqa: E402
 RULES[PipelineLoop.name] = PipelineLoop()
+from tritune.rewrites.persistent_grid import PersistentGrid  # noqa: E402
+RULES[PersistentGrid.name] = PersistentGrid()

@@ -66,6 +66,7 @@ class Rewrite:
     params: dict = dataclasses.field(default_factory=dict)   # the rule's parameters (JSON values)
     knobs: tuple[Knob, ...] = ()  # knobs it introduced
     assumes: tuple[str, ...] = ()  # e.g. (NOALIAS,): valid only while the assumption holds
+    grid: dict | None = None  # how the rewritten kernel is launched (``Variant.grid``); None: as written
 
     @property
     def name(self) -> str:
@@ -81,6 +82,8 @@ class Rewrite:
     def to_json(self, before: str | None = None, path: str = "kernel.py") -> dict:
         body = {"rule": self.rule, "exact": self.exact, "why": self.why, "params": self.params,
                 "knobs": [dataclasses.asdict(k) for k in self.knobs], "assumes": list(self.assumes)}
+        if self.grid is not None:
+            body["grid"] = self.grid
         if before is not None:
             body["diff"] = self.diff(before, path)
         return body
