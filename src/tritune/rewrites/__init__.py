@@ -10,3 +10,5 @@ RULES: dict[str, Rule] = {}
 
 __all__ = ["CLASSES", "EXACT", "FAST_MATH", "NOALIAS", "TOLERANCE", "Edit", "KernelSource", "Knob", "NotRewritable",
            "Rewrite", "Rule", "RULES"]
+from tritune.rewrites.hoist_invariant_load import HoistInvariantLoad  # noqa: E402
+RULES[HoistInvariantLoad.name] = HoistInvariantLoad()
