@@ -352,6 +352,28 @@ def test_a_helper_that_only_reads_does_not_block(tmp_path):
     assert torch.equal(before, after) and before.abs().sum() > 0
 
 
+OFFSET_STORE = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def offset_store(s_ptr, out_ptr, n, start):
+        for i in range(n):
+            tl.store(out_ptr + start + i, tl.load(s_ptr))
+    """)
+
+
+def test_a_store_with_two_candidate_parameters_blocks_until_the_launch_says_which_is_an_integer():
+    # out_ptr + start: either could be the pointer as far as the source says
+    with pytest.raises(NotRewritable, match=r"the pointer parameter of tl.store\(out_ptr \+ start.* is not known "
+                                            r"\(2 candidate parameters: out_ptr, start\)"):
+        RULE.rewrites(KernelSource.parse(OFFSET_STORE, "offset_store", noalias=True))
+    launch = {"signature": {"s_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "start": "i32"}}
+    [one] = RULE.rewrites(KernelSource.parse(OFFSET_STORE, "offset_store", noalias=True, launch=launch))
+    assert one.assumes == (NOALIAS,) and "tl.store(out_ptr + start + i, _tritune_hoisted_0)" in one.source
+
+
 def test_zero_trip_loop_reads_nothing_and_the_unguarded_hoist_would(tmp_path):
     one = first("far_scale")
     assert "_tritune_hoisted_0 = tl.load(s_ptr + far, mask=(start > stop))\n" in one.source  # a negative step

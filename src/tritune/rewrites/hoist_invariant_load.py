@@ -88,7 +88,7 @@ PREFIX = "_tritune_hoisted_"
 MAX_PROPOSALS = 5
 
 # tl.load(pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile)
-MASK, OTHER, BOUNDARY, PADDING, CACHE, VOLATILE = 1, 2, 3, 4, 5, 7
+MASK, BOUNDARY, PADDING, CACHE, VOLATILE = 1, 3, 4, 5, 7
 # triton.language functions that write memory or order this program's memory with other programs'
 _TL_WRITES = {"store", "store_tensor_descriptor", "debug_barrier", "inline_asm_elementwise", "map_elementwise"}
 # tensor / tensor-descriptor methods that only compute (or read: a descriptor's load and gather)
@@ -178,6 +178,7 @@ class _Analysis:
         self.pure_modules = _pure_imports(kernel.tree)
         self.defs = _definitions(kernel.function)
         self.integers = self._integers()
+        self.locals = _locals(kernel.function)
 
     # -- one load ---------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ class _Analysis:
                 if self.kernel.is_language(inner.func, "load") or _method(inner) == "load":
                     raise NotRewritable(f"{what} read memory (a load in them)")
                 helper = isinstance(inner.func, ast.Name) and inner.func.id in self.helpers
-                if helper or self.effect(inner, self._locals(self.kernel.function), set()):
+                if helper or self.effect(inner, self.locals, set()):
                     raise NotRewritable(f"{what} call {dotted(inner.func) or 'a function'}, not known to be pure")
 
     # -- what the loop writes ---------------------------------------------------------------
@@ -242,12 +243,11 @@ class _Analysis:
     def _check_writes(self, call: ast.Call, loop: ast.For) -> bool:
         """False when nothing in the loop writes memory; True when only stores through other
         pointer parameters do and ``kernel.noalias`` allows it; else ``NotRewritable``."""
-        local = self._locals(self.kernel.function)
         stores, blocking = [], []
         for node in ast.walk(loop):
             if not isinstance(node, ast.Call):
                 continue
-            effect = self.effect(node, local, set())
+            effect = self.effect(node, self.locals, set())
             if effect == "store":
                 stores.append(node)
             elif effect:
@@ -299,18 +299,13 @@ class _Analysis:
                 return None
             helper = self.helpers.get(call.func.id)
             if helper is not None and helper.name not in visiting:
-                inner = self._locals(helper)
+                inner = _locals(helper)
                 effects = [self.effect(c, inner, visiting | {helper.name})
                            for c in ast.walk(helper) if isinstance(c, ast.Call)]
                 written = next((e for e in effects if e), None)
                 return None if written is None else f"a call to {helper.name} (which has {_article(written)})"
             return f"a call to {call.func.id} (it may write memory)"
         return f"a call of {type(call.func).__name__} (effects unknown)"
-
-    def _locals(self, function: ast.FunctionDef) -> set[str]:
-        args = function.args
-        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-        return params | {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
     # -- pointer roots ----------------------------------------------------------------------
 
@@ -530,6 +525,13 @@ def _empty(node: ast.expr | None) -> bool:
     """An absent argument, or the default of ``boundary_check``/``padding_option``."""
     return node is None or isinstance(node, ast.Constant) and node.value in ("", None) \
         or isinstance(node, (ast.Tuple, ast.List)) and not node.elts
+
+
+def _locals(function: ast.FunctionDef) -> set[str]:
+    """Parameters and every name the function assigns: a call through one is a value's method."""
+    args = function.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    return params | _assigned(function)
 
 
 def _method(call: ast.Call) -> str | None:
