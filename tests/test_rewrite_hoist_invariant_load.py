@@ -358,20 +358,25 @@ OFFSET_STORE = textwrap.dedent("""\
 
 
     @triton.jit
-    def offset_store(s_ptr, out_ptr, n, start):
+    def offset_store(x_ptr, out_ptr, n, start):
         for i in range(n):
-            tl.store(out_ptr + start + i, tl.load(s_ptr))
+            tl.store(out_ptr + start + i, tl.load(x_ptr + start))
     """)
 
 
-def test_a_store_with_two_candidate_parameters_blocks_until_the_launch_says_which_is_an_integer():
-    # out_ptr + start: either could be the pointer as far as the source says
-    with pytest.raises(NotRewritable, match=r"the pointer parameter of tl.store\(out_ptr \+ start.* is not known "
-                                            r"\(2 candidate parameters: out_ptr, start\)"):
+def test_stores_block_under_noalias_while_their_candidate_parameters_meet_the_loads():
+    # x_ptr + start and out_ptr + start: as far as the source says, start could be the pointer of both
+    with pytest.raises(NotRewritable, match=r"the loop stores through start too \(tl.store\(out_ptr \+ start"):
         RULE.rewrites(KernelSource.parse(OFFSET_STORE, "offset_store", noalias=True))
-    launch = {"signature": {"s_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "start": "i32"}}
+    launch = {"signature": {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "start": "i32"}}
     [one] = RULE.rewrites(KernelSource.parse(OFFSET_STORE, "offset_store", noalias=True, launch=launch))
     assert one.assumes == (NOALIAS,) and "tl.store(out_ptr + start + i, _tritune_hoisted_0)" in one.source
+    # where a pointer goes through tl.where, its roots are both sides: none of them is the load's
+    choose = OFFSET_STORE.replace("out_ptr + start + i", "tl.where(i > 2, out_ptr, x_ptr) + i")
+    with pytest.raises(NotRewritable, match=r"the loop stores through x_ptr too"):
+        RULE.rewrites(KernelSource.parse(choose, "offset_store", noalias=True, launch=launch))
+    apart = choose.replace("tl.where(i > 2, out_ptr, x_ptr)", "tl.where(i > 2, out_ptr, out_ptr + 1)")
+    assert RULE.rewrites(KernelSource.parse(apart, "offset_store", noalias=True, launch=launch))
 
 
 def test_zero_trip_loop_reads_nothing_and_the_unguarded_hoist_would(tmp_path):
@@ -433,7 +438,7 @@ def test_params_outside_the_hoistable_loads_are_refused():
     ("volatile", True, r"a volatile load"),
     ("fetch_again", True, r"cache modifier \"\.cv\""),
     ("atomic", True, r"the loop \(line \d+\) has tl.atomic_add"),
-    ("gathered_store", True, r"pointer parameter of tl.store\(out_ptr \+ tl.load.* is not known"),
+    ("gathered_store", True, r"under no-alias: the pointer of tl.store\(out_ptr \+ tl.load.* goes through a value"),
     ("runtime_step", True, r"a runtime step: its trip count is not known"),
     ("block_pointer", True, r"a block-pointer load: it takes no mask.*a block-pointer load \(boundary_check\)"),
 ])

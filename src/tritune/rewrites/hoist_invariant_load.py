@@ -17,9 +17,9 @@ conjoined with the trip-count condition (``start < stop`` for a positive step, `
 for a negative one, both under the step's sign for a constexpr step; an unmasked load gets the
 condition as its mask; none when the range is literal and not empty). A runtime step is refused:
 Triton hands it to ``scf.for`` as it is, which runs a negative step unlike Python's ``range``
-(only a constexpr negative step is turned around), so no one condition is right for both. Where the loop
-runs, the condition is true and the mask, ``other`` and every other argument are the load's own
-text: the same lanes read the same addresses.
+(only a constexpr negative step is turned around), so no one condition is right for both. Where
+the loop runs, the condition is true and the mask, ``other`` and every other argument are the
+load's own text: the same lanes read the same addresses.
 
 Legal when all of these hold (anything not understood refuses, with the reason):
 - the load is a direct part of a simple statement (assignment or expression) at the top level of
@@ -41,20 +41,21 @@ Legal when all of these hold (anything not understood refuses, with the reason):
   nothing), a method that stores, or a call of unknown effect all block. Two different pointer
   values can alias, so a store through another parameter blocks too;
 - except under no-alias specialization (``KernelSource.noalias``): a ``tl.store`` whose pointer
-  derives from another pointer parameter than the load's does not block (the applier checks at
+  derives from other pointer parameters than the load's does not block (the applier checks at
   each launch that distinct pointer arguments do not overlap; the rewrite records ``noalias`` in
   ``assumes``). Atomics and barriers still block: they order this program's loads after other
   programs' writes (a lock, a flag), whatever memory they touch themselves.
 
-A pointer's parameter (its *root*) is found soundly: a pointer comes only from a pointer
-parameter, through ``+``, the left side of ``-``, subscripts, locals (every assignment to them,
-wherever in the function), ``tl.where``/conditional expressions (both sides) and the calls that
-pass a pointer through (``tl.multiple_of``, ``tl.broadcast_to``, ``tl.advance``, ...). Products,
-comparisons and integer builtins end the walk. The parameters found are the candidates; those
-known to be integers (``tl.constexpr``, the launch's signature, operands of ``*``/``//``/``%``/
-shifts/bitwise, arguments of ``range``/``tl.arange``/``tl.cdiv``) drop out. A root is known when
-one candidate is left and the walk met nothing it does not understand (a loaded value, a cast,
-a helper's result): otherwise the store blocks and the load is refused under no-alias too.
+The parameters a pointer may derive from (its *roots*) are over-approximated: a pointer comes
+only from a pointer parameter, through ``+``, the left side of ``-``, subscripts, locals (every
+assignment to them, wherever in the function), ``tl.where``/conditional expressions (both sides)
+and the calls that pass a pointer through (``tl.multiple_of``, ``tl.broadcast_to``,
+``tl.advance``, ...). Products, comparisons and integer builtins end the walk. Parameters known to
+be integers (``tl.constexpr``, the launch's signature, operands of ``*``/``//``/``%``/shifts/
+bitwise, arguments of ``range``/``tl.arange``/``tl.cdiv``) drop out. The true root is one of the
+rest, so a store whose roots share none with the load's writes another argument. Roots are not
+known when the walk meets what it does not follow (a loaded value: pointers may be read from
+memory; a cast; a helper's result) or finds no parameter: then the store blocks.
 
 Writes by other programs of the same launch without synchronisation are a data race in the
 original kernel too: a non-volatile load promises no ordering with them (as ``merge-redundant-
@@ -261,16 +262,12 @@ class _Analysis:
         if not self.kernel.noalias:
             raise NotRewritable(f"the loop (line {loop.lineno}) stores ({store_text}); without no-alias any store "
                                 "may write what it reads")
-        mine = self.root(keyword(call, "pointer", 0))
-        if not isinstance(mine, str):
-            raise NotRewritable(f"under no-alias: its pointer's parameter is not known ({mine[1]})")
+        mine = self.roots(keyword(call, "pointer", 0), "its pointer")
         for store in stores:
-            theirs = self.root(keyword(store, "pointer", 0))
             text = " ".join(self.kernel.segment(store).split())
-            if not isinstance(theirs, str):
-                raise NotRewritable(f"under no-alias: the pointer parameter of {text} is not known ({theirs[1]})")
-            if theirs == mine:
-                raise NotRewritable(f"the loop stores through {mine} too ({text})")
+            shared = sorted(mine & self.roots(keyword(store, "pointer", 0), f"the pointer of {text}"))
+            if shared:
+                raise NotRewritable(f"the loop stores through {' or '.join(shared)} too ({text})")
         return True
 
     def effect(self, call: ast.Call, local: set[str], visiting: set[str]) -> str | None:
@@ -309,17 +306,16 @@ class _Analysis:
 
     # -- pointer roots ----------------------------------------------------------------------
 
-    def root(self, pointer: ast.expr | None) -> str | tuple[None, str]:
-        """The pointer parameter ``pointer`` derives from, or (None, why it is not known)."""
-        if pointer is None:
-            return None, "no pointer argument"
-        terms = self._terms(pointer, set())
+    def roots(self, pointer: ast.expr | None, what: str) -> set[str]:
+        """The pointer parameters ``pointer`` may derive from (the true one is among them);
+        ``NotRewritable`` when they are not known."""
+        terms = self._terms(pointer, set()) if pointer is not None else {_UNKNOWN}
         if _UNKNOWN in terms:
-            return None, "it goes through a value this analysis does not follow"
-        candidates = sorted(terms - self.integers)
-        if len(candidates) != 1:
-            return None, f"{len(candidates)} candidate parameters{': ' if candidates else ''}{', '.join(candidates)}"
-        return candidates[0]
+            raise NotRewritable(f"under no-alias: {what} goes through a value this rule does not follow "
+                                "(read from memory, cast, or a helper's result): its parameter is not known")
+        if not terms - self.integers:
+            raise NotRewritable(f"under no-alias: {what} derives from no pointer parameter this rule can see")
+        return terms - self.integers
 
     def _terms(self, node: ast.expr, visiting: set[str]) -> set[str]:
         """Parameters whose pointer may flow into ``node`` (``_UNKNOWN`` for what is not followed)."""
