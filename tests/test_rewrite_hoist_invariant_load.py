@@ -377,6 +377,12 @@ def test_stores_block_under_noalias_while_their_candidate_parameters_meet_the_lo
         RULE.rewrites(KernelSource.parse(choose, "offset_store", noalias=True, launch=launch))
     apart = choose.replace("tl.where(i > 2, out_ptr, x_ptr)", "tl.where(i > 2, out_ptr, out_ptr + 1)")
     assert RULE.rewrites(KernelSource.parse(apart, "offset_store", noalias=True, launch=launch))
+    # a cast to an integer type keeps what it casts; a cast to a pointer type may point anywhere
+    cast = OFFSET_STORE.replace("out_ptr + start + i", "out_ptr + (start + i).to(tl.int64)")
+    assert RULE.rewrites(KernelSource.parse(cast, "offset_store", noalias=True, launch=launch))
+    cast = OFFSET_STORE.replace("out_ptr + start + i", "(out_ptr + start + i).to(tl.pointer_type(tl.float32))")
+    with pytest.raises(NotRewritable, match=r"the pointer of tl.store\(\(out_ptr .* goes through a value"):
+        RULE.rewrites(KernelSource.parse(cast, "offset_store", noalias=True, launch=launch))
 
 
 def test_zero_trip_loop_reads_nothing_and_the_unguarded_hoist_would(tmp_path):

@@ -360,9 +360,18 @@ class _Analysis:
             return self._terms(first, visiting) if first is not None else {_UNKNOWN}
         if language and attr in _NUMBERS or isinstance(call.func, ast.Name) and call.func.id in _BUILTINS:
             return set()
-        if isinstance(call.func, ast.Attribute) and not language and call.func.attr in _THROUGH - {"make_block_ptr"}:
+        method = isinstance(call.func, ast.Attribute) and not language
+        if method and call.func.attr in _THROUGH - {"make_block_ptr"}:
             return self._terms(call.func.value, visiting)  # p.reshape(...), p.broadcast_to(...)
-        return {_UNKNOWN}  # a load (pointers to pointers), a cast, a helper's result
+        if method and call.func.attr == "to" and self._scalar_type(keyword(call, "dtype", 0)):
+            return self._terms(call.func.value, visiting)  # offs.to(tl.int64): what it casts
+        return {_UNKNOWN}  # a load (pointers to pointers), a cast to a pointer, a helper's result
+
+    def _scalar_type(self, dtype: ast.expr | None) -> bool:
+        """``tl.int64``, ``tl.float32``: a type that is no pointer (``tl.pointer_type(...)`` and
+        ``p.dtype.element_ty`` may be one)."""
+        name = dotted(dtype) if dtype is not None else None
+        return name is not None and name.count(".") == 1 and name.split(".")[0] in self.kernel.language
 
     def _through_calls(self, pointer: ast.expr | None) -> set[str]:
         """The pass-through calls a pointer's definition goes through (``make_block_ptr``...)."""
