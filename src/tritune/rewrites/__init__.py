@@ -14,3 +14,5 @@ from tritune.rewrites.pipeline_loop import PipelineLoop  # noqa: E402
 RULES[PipelineLoop.name] = PipelineLoop()
 from tritune.rewrites.persistent_grid import PersistentGrid  # noqa: E402
 RULES[PersistentGrid.name] = PersistentGrid()
+from tritune.rewrites.hoist_invariant_load import HoistInvariantLoad  # noqa: E402
+RULES[HoistInvariantLoad.name] = HoistInvariantLoad()
