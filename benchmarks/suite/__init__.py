@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from benchmarks.suite.case import CATEGORIES, TOLERANCE, Case, Comparison, Tolerance, compare
 from benchmarks.suite.cases_dense import CASES as _DENSE
+from benchmarks.suite.cases_infer import CASES as _INFER
 from benchmarks.suite.cases_pointwise import CASES as _POINTWISE
 from benchmarks.suite.cases_rows import CASES as _ROWS
+from benchmarks.suite.cases_train import CASES as _TRAIN
 
-SUITE: list[Case] = [*_POINTWISE, *_ROWS, *_DENSE]
+SUITE: list[Case] = [*_POINTWISE, *_ROWS, *_DENSE, *_TRAIN, *_INFER]
 
 __all__ = ["CATEGORIES", "SUITE", "TOLERANCE", "Case", "Comparison", "Tolerance", "by_name", "compare"]
 
