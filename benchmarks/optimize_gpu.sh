@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU benchmarks, one stage per device call, resumable across calls and machines.
-#   PYTHONPATH=src bash benchmarks/optimize_gpu.sh suite            # the 30-kernel suite, then enable_check
+#   PYTHONPATH=src bash benchmarks/optimize_gpu.sh suite            # the kernel suite (benchmarks/suite), then enable_check
 #   PYTHONPATH=src bash benchmarks/optimize_gpu.sh models bert ...  # harvest + optimize a sample of each model
 # State (captures, stores, results) lives in $STATE (default gpu_state/): the stage tars it into
 # $OUT/state.tgz, and the next call carries it back (device tool: carry ["gpu_state"]), so an
