@@ -10,3 +10,5 @@ RULES: dict[str, Rule] = {}
 
 __all__ = ["CLASSES", "EXACT", "FAST_MATH", "NOALIAS", "TOLERANCE", "Edit", "KernelSource", "Knob", "NotRewritable",
            "Rewrite", "Rule", "RULES"]
+from tritune.rewrites.broadcast_sum_to_dot import BroadcastSumToDot  # noqa: E402
+RULES[BroadcastSumToDot.name] = BroadcastSumToDot()
