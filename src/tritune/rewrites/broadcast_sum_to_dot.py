@@ -42,10 +42,12 @@ Numerics (verified against the tolerance table, not bitwise):
   with three products), so they are less accurate by design.
 - fp16/bf16 factors: the original rounds each product to 16 bits and adds in 16 bits; ``tl.dot``
   multiplies exactly and adds in fp32, then the rule casts back (``.to(tl.float16)``), so the
-  result has the original's dtype and is more accurate: it differs from the baseline by the
-  baseline's own rounding error, which the fp16/bf16 table entries cover for a 16-bit output (a
-  kernel that adds such sums into an fp32 value is held to the fp32 entry and may be rejected:
-  safe). With ``dtype=tl.float32`` on the sum the result stays fp32.
+  result has the original's dtype and is more accurate (only the final rounding). It differs
+  from the baseline by the baseline's own rounding error: usually within the table's fp16/bf16
+  entry, but a sum with cancellation can lose more than that in 16 bits (random [16 x 16] @
+  [16 x 32] fp16 data: 4 of 512 outputs beyond it), and a kernel that adds such sums into an fp32
+  value is held to the fp32 entry. The gate then rejects the rewrite: safe, if a pity. With
+  ``dtype=tl.float32`` on the sum the result stays fp32.
 - mixed float factors are cast to float32 first (exact), as Triton's promotion does for the product.
 
 GEMV padding: ``tl.dot`` wants N >= 16, a matrix-vector product has N = 1. The vector ``v`` [K]
@@ -213,59 +215,77 @@ def _site(kernel: KernelSource, call: ast.Call, index: int, env: dict, stmt: ast
     if shared not in ([], [0]):
         raise NotRewritable("the factors share axes besides the summed one and a leading batch axis "
                             "(not a broadcast product)")
+    conditions = _same_sizes(x, y, [r, *shared])
     free_x = [p for p in axes if x.full[p] and not y.full[p]]
     free_y = [p for p in axes if y.full[p] and not x.full[p]]
     if len(free_x) > 1 or len(free_y) > 1 or not (free_x or free_y):
         raise NotRewritable(f"factors of ranks {x.rank} and {y.rank} over {rank} axes are not a matrix or "
                             "matrix-vector product")
     dtype, casts, out = _dtypes(kernel, x, y, want)
-    lang = dotted(call.func).rsplit(".", 1)[0]
-    batch = bool(shared)
-    conditions = _same_sizes(x, y, [r, *shared])
-    if free_x and free_y:
-        first = min(free_x[0], free_y[0])
-        left, right = (x, y) if first in free_x else (y, x)
-        lfree = free_x[0] if left is x else free_y[0]
-        rfree = free_y[0] if left is x else free_x[0]
-        m, n, k = left.size(lfree), right.size(rfree), left.size(r)
-        _check(conditions, {"M": m, "N": n, "K": k, "the other factor's K": right.size(r)})
-        a = _oriented(lang, left, casts[left.side], batch, free_first=True, free=lfree, k=r)
-        b = _oriented(lang, right, casts[right.side], batch, free_first=False, free=rfree, k=r)
-        acc = _accumulator(stmt, call, env, out, (*left.batch_dims(batch), m, n))
-        dot = f'{lang}.dot({a}, {b}{", " + acc if acc else ""}, input_precision="{{precision}}")'
-        shape = f"[{m}, {k}] @ [{k}, {n}]"
-        what = f"{'batched ' if batch else ''}matrix product {shape}" + (f" into {acc}" if acc else "")
-        text = f"{acc} = {dot}" if acc else _cast(dot, out, lang)
-        span = kernel.span(stmt) if acc else kernel.span(call)
-    else:
-        matrix, vector = (x, y) if free_x else (y, x)
-        free = (free_x or free_y)[0]
-        n, k = matrix.size(free), matrix.size(r)
-        _check(conditions, {"N": n, "K": k, "the vector's K": vector.size(r)})
-        column = matrix.own(free) < matrix.own(r)  # W [N, K] @ P [K, 16]; else P [16, K] @ W [K, N]
-        pad = (("[None, None, :]" if batch else "[None, :]") if column else
-               ("[None, :, None]" if batch else "[:, None]"))
-        spread = (("[:, :, None]" if batch else "[:, None]") if column else
-                  ("[:, None, :]" if batch else "[None, :]"))
-        vec = _with_cast(lang, vector, casts[vector.side]) if casts[vector.side] else _atom(vector.text, vector.node)
-        padded = f"{lang}.where({lang}.arange(0, {PAD}){pad} == 0, {vec}{spread}, 0)"
-        mat = _with_cast(lang, matrix, casts[matrix.side])
-        operands = f"{mat}, {padded}" if column else f"{padded}, {mat}"
-        dot = f'{lang}.dot({operands}, input_precision="{{precision}}")'
-        axis_out = (2 if batch else 1) if column else (1 if batch else 0)
-        text = _cast(f"{lang}.sum({lang}.where({lang}.arange(0, {PAD}){pad} == 0, {dot}, 0.0), axis={axis_out})",
-                     out, lang)
-        span = kernel.span(call)
-        shape = f"[{n}, {k}] @ [{k}]" if column else f"[{k}] @ [{k}, {n}]"
-        what = f"{'batched ' if batch else ''}matrix-vector product {shape}, padded to {PAD}"
+    product = _Product(kernel, call, x, y, r, bool(shared), dotted(call.func).rsplit(".", 1)[0], casts, out,
+                       conditions)
+    text, span, what = (product.matmul(free_x[0], free_y[0], stmt, env) if free_x and free_y
+                        else product.gemv((free_x or free_y)[0], matrix=x if free_x else y))
     if dtype is None:
         numerics = "assumes fp32 factors (dtype not known)"
     else:
-        numerics = f"{dtype} factors, fp32 accumulation" + (f", cast back to {out}" if out in ("float16", "bfloat16")
-                                                             else "")
+        back = f", cast back to {out}" if out in ("float16", "bfloat16") else ""
+        numerics = f"{dtype} factors, fp32 accumulation{back}"
     why = f"line {call.lineno}: tl.sum over the shared axis is a {what} ({numerics}"
     why += f"; if {', '.join(dict.fromkeys(conditions))})" if conditions else ")"
     return Site(index, call.lineno, span, text, why, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Product:
+    """A classified broadcast product ``x * y`` summed over ``r``, and how to write its dot."""
+
+    kernel: KernelSource
+    call: ast.Call
+    x: "Factor"
+    y: "Factor"
+    r: int
+    batch: bool  # product axis 0 is a batch axis of both factors
+    lang: str  # the file's name for triton.language
+    casts: dict  # side -> dtype to cast that factor to, or None
+    out: str | None  # the sum's result dtype
+    conditions: list  # shape conditions not known here, for ``why``
+
+    def matmul(self, free_x: int, free_y: int, stmt: ast.stmt | None, env: dict) -> tuple[str, tuple, str]:
+        """(text, span, what) of the matrix product: the factor whose free axis comes first in
+        the result is tl.dot's left operand."""
+        x, y, r, lang = self.x, self.y, self.r, self.lang
+        (left, lfree), (right, rfree) = sorted([(x, free_x), (y, free_y)], key=lambda pair: pair[1])
+        m, n, k = left.size(lfree), right.size(rfree), left.size(r)
+        _check(self.conditions, {"M": m, "N": n, "K": k, "the other factor's K": right.size(r)})
+        a = _oriented(lang, left, self.casts[left.side], self.batch, free_first=True, free=lfree, k=r)
+        b = _oriented(lang, right, self.casts[right.side], self.batch, free_first=False, free=rfree, k=r)
+        acc = _accumulator(stmt, self.call, env, self.out, (*left.batch_dims(self.batch), m, n))
+        dot = f'{lang}.dot({a}, {b}{", " + acc if acc else ""}, input_precision="{{precision}}")'
+        what = f"{'batched ' if self.batch else ''}matrix product [{m}, {k}] @ [{k}, {n}]"
+        if acc:
+            return f"{acc} = {dot}", self.kernel.span(stmt), f"{what} into {acc}"
+        return _cast(dot, self.out, lang), self.kernel.span(self.call), what
+
+    def gemv(self, free: int, matrix: "Factor") -> tuple[str, tuple, str]:
+        """(text, span, what) of the matrix-vector product, padded to PAD columns (or rows)."""
+        vector, r, lang, batch = (self.y if matrix is self.x else self.x), self.r, self.lang, self.batch
+        n, k = matrix.size(free), matrix.size(r)
+        _check(self.conditions, {"N": n, "K": k, "the vector's K": vector.size(r)})
+        column = matrix.own(free) < matrix.own(r)  # W [N, K] @ P [K, 16]; else P [16, K] @ W [K, N]
+        pad = ("[None, None, :]" if batch else "[None, :]") if column else ("[None, :, None]" if batch else "[:, None]")
+        spread = ("[:, :, None]" if batch else "[:, None]") if column else ("[:, None, :]" if batch else "[None, :]")
+        cast = self.casts[vector.side]
+        vec = _with_cast(lang, vector, cast) if cast else _atom(vector.text, vector.node)
+        padded = f"{lang}.where({lang}.arange(0, {PAD}){pad} == 0, {vec}{spread}, 0)"
+        mat = _with_cast(lang, matrix, self.casts[matrix.side])
+        dot = f'{lang}.dot({mat + ", " + padded if column else padded + ", " + mat}, input_precision="{{precision}}")'
+        axis = (2 if batch else 1) if column else (1 if batch else 0)
+        # the padding columns are W @ 0: NaN where W holds inf or NaN, so masked to exact zeros
+        text = f"{lang}.sum({lang}.where({lang}.arange(0, {PAD}){pad} == 0, {dot}, 0.0), axis={axis})"
+        shape = f"[{n}, {k}] @ [{k}]" if column else f"[{k}] @ [{k}, {n}]"
+        what = f"{'batched ' if batch else ''}matrix-vector product {shape}, padded to {PAD}"
+        return _cast(text, self.out, lang), self.kernel.span(self.call), what
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,7 +478,8 @@ class _Infer:
             self.block(stmt.body)
             body, self.env = self.env, dict(before)
             self.block(stmt.orelse)
-            self.env = {n: body[n] if body.get(n) == self.env.get(n) else UNKNOWN for n in body.keys() | self.env.keys()}
+            other = self.env
+            self.env = {n: body[n] if body.get(n) == other.get(n) else UNKNOWN for n in body.keys() | other.keys()}
         elif isinstance(stmt, (ast.For, ast.While)):
             for name in {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
                 if name in self.env:
@@ -473,8 +494,9 @@ class _Infer:
             for target in stmt.targets:
                 if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) \
                         and len(target.elts) == len(stmt.value.elts):
-                    for t, v in zip(target.elts, stmt.value.elts):
-                        self.bind(t, self.value(v))
+                    values = [self.value(v) for v in stmt.value.elts]  # all before any binds: a, b = b, a
+                    for t, v in zip(target.elts, values):
+                        self.bind(t, v)
                 else:
                     self.bind(target, self.value(stmt.value))
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
@@ -517,9 +539,10 @@ class _Infer:
     def binop(self, node: ast.BinOp) -> Value:
         left, right = self.value(node.left), self.value(node.right)
         shape = _broadcast(left.shape, right.shape)
-        if left.pointee or right.pointee:  # pointer arithmetic
-            return Value(shape, pointee=left.pointee or right.pointee) if isinstance(node.op, (ast.Add, ast.Sub)) \
-                else UNKNOWN
+        if left.pointee or right.pointee:  # pointer arithmetic: a pointer plus an offset, nothing else
+            if not isinstance(node.op, (ast.Add, ast.Sub)) or (left.pointee and right.pointee):
+                return UNKNOWN
+            return Value(shape, pointee=left.pointee or right.pointee)
         const = _fold(node.op, left.const, right.const)
         return Value(shape, _promote(left.dtype, right.dtype, isinstance(node.op, ast.Div)), const=const)
 
@@ -548,7 +571,8 @@ class _Infer:
             return Value(self.shape(keyword(node, "shape", 0)), self.dtype(dtype))
         if name == "load" and args:  # the pointer broadcast with the mask and other, as Triton does
             pointer = self.value(args[0])
-            extra = [self.value(e).shape for e in (keyword(node, "mask", 1), keyword(node, "other", 2)) if e is not None]
+            extra = [self.value(e).shape for e in (keyword(node, "mask", 1), keyword(node, "other", 2))
+                     if e is not None]
             return Value(_broadcast(pointer.shape, *extra), pointer.pointee)
         if name == "cast" and len(args) >= 1:
             return Value(self.value(args[0]).shape, self.dtype(keyword(node, "dtype", 1)))
