@@ -16,3 +16,5 @@ from tritune.rewrites.persistent_grid import PersistentGrid  # noqa: E402
 RULES[PersistentGrid.name] = PersistentGrid()
 from tritune.rewrites.hoist_invariant_load import HoistInvariantLoad  # noqa: E402
 RULES[HoistInvariantLoad.name] = HoistInvariantLoad()
+from tritune.rewrites.broadcast_sum_to_dot import BroadcastSumToDot  # noqa: E402
+RULES[BroadcastSumToDot.name] = BroadcastSumToDot()
