@@ -132,10 +132,11 @@ def _register() -> None:
     from tritune.commands.harvest import harvest
     from tritune.commands.optimize import optimize
     from tritune.commands.report import report
+    from tritune.commands.rewrites import rewrites
     from tritune.commands.run import run
     from tritune.commands.store import store
 
-    for command in (capture, bench, harvest, optimize, report, run, store):
+    for command in (capture, bench, harvest, optimize, report, rewrites, run, store):
         main.add_command(command)
 
 
