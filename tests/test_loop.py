@@ -16,7 +16,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.families import Family, families_for, order_of
+from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.loop.kernel import KernelLoop
 from tritune.loop.results import RunResults
 from tritune.loop.session import machine, plan
@@ -197,7 +197,7 @@ def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(capture
     assert modes["launch-config"](Variant(options={"maxnreg": 128, "num_warps": 8})) == "tolerance"
     assert modes["looped-reduction"](Variant(source="...")) == "tolerance"  # a sum added chunk by chunk
     assert order_of({"proposers": ["inductor-blocks", "passes"]})[0] == ["launch-config", "looped-reduction",
-                                                                         "passes", "cache-hints"]
+                                                                         "passes", "cache-hints", "source-rewrite"]
 
 
 def test_settings_refuse_nonsense():
@@ -391,8 +391,8 @@ def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
                      grid=[64], grid_rule={"kind": "inductor", "grid_type": "Grid1D"},
                      extra={"config_from": "autotuned"})
     [config] = [f for f in families_for(red) if f.name == "launch-config"]
-    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    first = config.propose(Context(red, [], knob_roles=("block", "num_warps")), 1)[0]
     assert set(first.constexprs) == {"XBLOCK"}  # Inductor's heuristic pick: its blocks first
     red.extra["config_from"] = "coordinate_descent"
-    first = config.propose(red, [], 1, ("block", "num_warps"))[0]
+    first = config.propose(Context(red, [], knob_roles=("block", "num_warps")), 1)[0]
     assert first.options == {"num_stages": 2} and not first.constexprs

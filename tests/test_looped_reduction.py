@@ -287,13 +287,14 @@ def test_proposer_halves_r0_block_one_step_at_a_time(capture):
 
 def test_every_family_offers_something_for_a_persistent_reduction(capture):
     from tritune.capture.spec import read_launches
-    from tritune.loop.families import families_for
+    from tritune.loop.families import Context, families_for
     from tritune.search import knobs
 
     per = next(s for s in read_launches(capture) if s.kernel == LN)
     assert {"XBLOCK", "num_warps", "num_stages", "maxnreg"} <= {k.name for k in knobs(per)}
     assert "R0_BLOCK" not in {k.name for k in knobs(per)}  # fixed in the body: only the rewrite moves it
-    offered = {f.name: f.propose(per, [], 8, ("num_stages", "maxnreg")) for f in families_for(per, root=str(capture))}
+    context = Context(per, [], root=str(capture), knob_roles=("num_stages", "maxnreg"))
+    offered = {f.name: f.propose(context, 8) for f in families_for(per, root=str(capture))}
     assert {name for name, variants in offered.items() if variants} == {"launch-config", "passes", "cache-hints",
                                                                         "looped-reduction"}
     assert offered["launch-config"][0].options.keys() == {"num_stages"}  # the roles asked for it first

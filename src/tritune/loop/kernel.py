@@ -11,8 +11,9 @@
                      (a baseline that writes outside its tensors ends the loop: nothing decided)
         Arbiter      the fastest verified candidates, fastest first: screen, then confirm by
                      interleaved re-timing; accept -> a decision in the store
-        RefineHint   after an acceptance the new best is profiled; the profile delta gives hints
-                     and the new bottleneck re-orders the proposers
+        RefineHint   after an acceptance the new best is profiled; the profile delta gives hints,
+                     which the proposers see (``search.family.Context``), and the new bottleneck
+                     re-orders them
         finish on the round cap, diminishing returns, the roofline, an exhausted space or the budget
 
 Every candidate is recorded in the store before it is evaluated and finished after, so an
@@ -36,7 +37,7 @@ from typing import Any, Callable
 from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held, next_step
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
-from tritune.loop.families import Family, families_for, order_of, use_registers
+from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
@@ -94,6 +95,8 @@ class KernelLoop:
         self._final: set[str] = set()  # variant keys the store holds as rejected
         self.base_ms: float | None = None
         self.knob_roles: tuple[str, ...] = ()
+        self.profile: dict = {}  # the latest: the baseline's, then the accepted variant's
+        self.registers: int | None = None  # the baseline's, per thread
         self._held: list[tuple[Variant, Family]] = []  # claimed by another live run: waited for
         self.waited = 0  # candidates another live optimize process held when this loop proposed them
         self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
@@ -118,7 +121,7 @@ class KernelLoop:
         result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
                       profile_note=profile.get("note", ""))
         order, self.knob_roles = order_of(profile.get("bottleneck"))
-        use_registers(self.families, (profile.get("facts") or {}).get("registers"))
+        self.profile, self.registers = profile, (profile.get("facts") or {}).get("registers")
 
         best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
                 "facts": profile.get("facts") or {}}
@@ -131,7 +134,7 @@ class KernelLoop:
             if self._spent(start):
                 step = Verdict(Decision.FINISH, "budget", self._budget_reason(start))
                 break
-            proposals = self._propose(order)
+            proposals = self._propose(order, self._context(best["variant"], hints))
             if not proposals:
                 step = next_step(history, self.settings.arbiter, _fraction(best["roofline"]), exhausted=True)
                 break
@@ -155,6 +158,7 @@ class KernelLoop:
                 best["facts"] = after.get("facts") or {}
                 if after.get("bottleneck"):
                     order, self.knob_roles = order_of(after["bottleneck"])
+                    self.profile = after
                 self.store.set_profile(self.key, after, variant=accepted.trial.variant, run_id=self.run_id)
             history.append(Round(round_start, descent_ms, accepted=int(accepted is not None)))
             step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
@@ -171,7 +175,12 @@ class KernelLoop:
 
     # ------------------------------------------------------------------------------ proposal
 
-    def _propose(self, order: list[str]) -> list[tuple[Variant, Family]]:
+    def _context(self, accepted: Variant, hints: list[dict]) -> Context:
+        return Context(self.spec, self.trials, root=self.evaluator.root, fast_math=self.settings.fast_math,
+                       profile=self.profile, knob_roles=self.knob_roles, hints=tuple(hints), accepted=accepted,
+                       registers=self.registers)
+
+    def _propose(self, order: list[str], context: Context) -> list[tuple[Variant, Family]]:
         """Up to ``per_round`` untried variants, the most promising family first (the bottleneck's
         order); later families fill what the first leaves."""
         left = min(self.settings.per_round, self.settings.max_candidates - len(self.trials))
@@ -180,7 +189,7 @@ class KernelLoop:
         for family in sorted(self.families, key=lambda f: _rank(order, f.name)):
             if left <= 0:
                 break
-            for variant in family.propose(self.spec, self.trials, left, self.knob_roles):
+            for variant in family.propose(context, left):
                 if variant.key() in seen or variant.is_baseline:
                     continue
                 seen.add(variant.key())

@@ -45,7 +45,9 @@ STALL_SHIFT = 0.10  # a stall group's share moving by 10 points is a real shift,
 
 KINDS = ("launch-bound", "memory-near-roofline", "memory-far-from-roofline", "latency-bound", "compute-bound",
          "tail-effect", "unknown")
-FAMILIES = ("launch-config", "inductor-blocks", "passes", "cache-hints")  # proposer families
+# proposer families (``tritune.loop.families``); "source-rewrite" is the rules of ``tritune.rewrites``,
+# which order themselves by the same kind (``search.rewrites.PREFERRED``)
+FAMILIES = ("launch-config", "inductor-blocks", "passes", "cache-hints", "source-rewrite")
 NCU_FACTS = ("sol_memory_pct", "sol_compute_pct", "achieved_occupancy_pct", "stalls")
 
 HINTS = {  # action -> what to do and why (TritonForge-style refinement hints)
@@ -144,7 +146,8 @@ def _launch_bound(f: Facts) -> Bottleneck | None:
     else:
         return None
     hints = ["launch_overhead"] + (["single_iteration_reduction"] if _single_iteration_fits(f) else [])
-    return _make("launch-bound", why, hints, ("passes", "inductor-blocks", "launch-config", "cache-hints"),
+    return _make("launch-bound", why, hints, ("passes", "source-rewrite", "inductor-blocks", "launch-config",
+                                              "cache-hints"),
                  ("R0_BLOCK", "num_warps"))
 
 
@@ -155,15 +158,16 @@ def _memory_near(f: Facts) -> Bottleneck | None:
         return None
     why = (f"{f.roofline:.0%} of copy bandwidth" if near_roofline else f"ncu memory SOL {f.sol_memory_pct:.0f}%")
     return _make("memory-near-roofline", why + ": only fewer bytes can help", ["passes", "cache_hints", "stop"],
-                 ("passes", "cache-hints", "launch-config", "inductor-blocks"), ("block", "num_warps"))
+                 ("passes", "cache-hints", "source-rewrite", "launch-config", "inductor-blocks"),
+                 ("block", "num_warps"))
 
 
 def _under_filled(f: Facts) -> Bottleneck | None:
     if not (f.programs and f.sm_count) or f.programs >= f.sm_count:
         return None
     why = f"{f.programs} programs for {f.sm_count} SMs: {1 - f.programs / f.sm_count:.0%} of the GPU idles"
-    return _make("tail-effect", why, ["decrease_block", "more_warps"], ("launch-config", "inductor-blocks", "passes",
-                 "cache-hints"), ("block", "num_warps"))
+    return _make("tail-effect", why, ["decrease_block", "more_warps"], ("launch-config", "source-rewrite",
+                 "inductor-blocks", "passes", "cache-hints"), ("block", "num_warps"))
 
 
 def _compute_bound(f: Facts) -> Bottleneck | None:
@@ -173,7 +177,8 @@ def _compute_bound(f: Facts) -> Bottleneck | None:
         return None
     why = f"ncu compute SOL {f.sol_compute_pct:.0f}% (memory {_fmt_pct(f.sol_memory_pct)})"
     return _make("compute-bound", why, ["fast_math", "passes", "increase_block"],
-                 ("passes", "launch-config", "inductor-blocks", "cache-hints"), ("block", "num_warps", "num_stages"))
+                 ("source-rewrite", "passes", "launch-config", "inductor-blocks", "cache-hints"),
+                 ("block", "num_warps", "num_stages"))
 
 
 def _tail_effect(f: Facts) -> Bottleneck | None:
@@ -184,8 +189,8 @@ def _tail_effect(f: Facts) -> Bottleneck | None:
     if not 1 < waves < TAIL_MAX_WAVES or idle < TAIL_WASTE:
         return None
     why = f"{waves:.2f} waves of {f.sm_count}x{f.blocks_per_sm} programs: the last partial wave idles {idle:.0%}"
-    return _make("tail-effect", why, ["whole_waves", "increase_block"], ("launch-config", "inductor-blocks",
-                 "passes", "cache-hints"), ("block", "num_warps"))
+    return _make("tail-effect", why, ["whole_waves", "increase_block"], ("launch-config", "source-rewrite",
+                 "inductor-blocks", "passes", "cache-hints"), ("block", "num_warps"))
 
 
 def _latency_bound(f: Facts) -> Bottleneck | None:
@@ -216,8 +221,8 @@ def _latency_bound(f: Facts) -> Bottleneck | None:
     hints += {"sync": ["fewer_warps"], "pipe": ["increase_block"]}.get(group or "", ["more_warps", "more_stages"])
     if _single_iteration_fits(f):
         hints.append("single_iteration_reduction")
-    return _make("latency-bound", "; ".join(reasons), hints, ("launch-config", "inductor-blocks", "passes",
-                 "cache-hints"), ("num_warps", "num_stages", "maxnreg", "block"))
+    return _make("latency-bound", "; ".join(reasons), hints, ("launch-config", "source-rewrite", "inductor-blocks",
+                 "passes", "cache-hints"), ("num_warps", "num_stages", "maxnreg", "block"))
 
 
 def _memory_far(f: Facts) -> Bottleneck | None:
@@ -232,7 +237,8 @@ def _memory_far(f: Facts) -> Bottleneck | None:
         why += " (assumed memory-bound without ncu, as streaming Triton kernels mostly are)"
     hints = (["single_iteration_reduction"] if _single_iteration_fits(f) else []) + \
         ["increase_block", "more_warps", "more_stages", "cache_hints"]
-    return _make("memory-far-from-roofline", why, hints, ("inductor-blocks", "launch-config", "cache-hints", "passes"),
+    return _make("memory-far-from-roofline", why, hints, ("inductor-blocks", "source-rewrite", "launch-config",
+                                                          "cache-hints", "passes"),
                  ("block", "R0_BLOCK", "num_warps", "num_stages"))
 
 

@@ -7,8 +7,11 @@ frozen and JSON round-trip, so they travel to worker processes and into the deci
 
 ``grid`` says how a rewritten source is launched when that differs from the program's grid:
 ``{"persistent": {"k": 4, "tiles": "_tritune_tiles"[, "g0": "_tritune_g0"]}}`` (``replay.
-persistent``). None (the default) is left out of the JSON, so variants without it keep their
-hash and stored rows without it load unchanged.
+persistent``). ``rewrite`` names the source rewrite rule that made ``source`` (``tritune.
+rewrites``): ``{"rule": name, "exact": class, "params": {...}}``, so a decision keeps its chain
+(the rule, its parameters, then the options and constexprs set on top of it). Both are left out
+of the JSON while None (the default), so variants without them keep their hash and stored rows
+without them load unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Variant:
     fast_math: bool = False
     source: str | None = None  # replacement text of the kernel's source file
     grid: dict | None = None   # how the source is launched, when not on the program's grid
+    rewrite: dict | None = None  # the rule that made ``source`` (module docstring), JSON values only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
@@ -51,8 +55,9 @@ class Variant:
     def to_json(self) -> dict:
         body = dataclasses.asdict(self)
         body["passes"] = list(self.passes)
-        if body["grid"] is None:
-            del body["grid"]
+        for optional in ("grid", "rewrite"):
+            if body[optional] is None:
+                del body[optional]
         return body
 
     @classmethod

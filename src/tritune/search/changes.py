@@ -7,18 +7,21 @@ constexpr, passes (``pass:exact``, ``pass:fast fast-math``), and what a source r
     ["XBLOCK", "num_warps"]                      a launch-config variant
     ["evict:load0=evict_first"]                  a cache-hint rewrite, one entry per load
     ["persistent->looped", "R0_BLOCK"]           a persistent reduction rewritten to loop
+    ["pipeline-loop(S=3)", "num_warps"]          a source rewrite rule with its parameters, then
+                                                 the config found on the rewritten kernel
     ["source"]                                   a source text no proposer here named
 
 A value equal to the captured one is not a change (a decision imported from another store may
 spell out defaults). Source rewrites are read from the variant's name, which the proposer that
-made it (``search.cache_hints``, ``search.looped_reduction``) formats and parses in one module.
+made it (``search.cache_hints``, ``search.looped_reduction``) formats and parses in one module;
+a rule of ``tritune.rewrites`` is read from ``Variant.rewrite`` and comes first (``search.chain``).
 """
 
 from __future__ import annotations
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay.variant import Variant
-from tritune.search import cache_hints, looped_reduction, space
+from tritune.search import cache_hints, chain, looped_reduction, space
 
 SOURCE_NAMES = (cache_hints.changed, looped_reduction.changed)  # name -> knobs, or None if not theirs
 _UNSET = object()  # an option the captured launch does not name: any value set is a change
@@ -32,7 +35,9 @@ def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
     found = sorted(turned, key=lambda name: (order.get(name, len(order)), name))
     if variant.passes:
         found += [f"pass:{name}" + (" fast-math" if variant.fast_math else "") for name in variant.passes]
-    if variant.source is not None:
+    if variant.rewrite:
+        found = [chain.label(variant.rewrite), *found]  # the chain: the rule and its parameters, then the config
+    elif variant.source is not None:
         found += next((knobs for knobs in (parse(variant.name) for parse in SOURCE_NAMES) if knobs is not None),
                       ["source"])
     return list(dict.fromkeys(found))

@@ -15,6 +15,13 @@ rules out every larger value of that knob, so a bigger form is never retried.
 the descent steps down from it and the ceilings compare it without a TypeError. Given the
 baseline's register count (``registers``), its first step is the first cap that changes anything.
 
+On a source rewrite (``base``, the held decision when a rewrite made it: ``search.chain``) the
+descent runs on the rewritten source: its variants carry that source and rule, it starts from the
+decision's own config, and only trials on that source are its history. Without a base, variants
+with a source (cache hints, a looped reduction) are another family's and not its history.
+In the loop it reads its knob order, the register count and the base from the ``Context``
+(``propose_in``).
+
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math.
 """
@@ -22,12 +29,15 @@ allows fast-math.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from tritune.capture.spec import LaunchSpec
 from tritune.errors import resource_failure_text
 from tritune.replay.variant import Variant
-from tritune.search import space
+from tritune.search import chain, space
+
+if TYPE_CHECKING:
+    from tritune.search.family import Context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,14 +80,23 @@ def variant_of(spec: LaunchSpec, config: dict[str, Any], *, name: str | None = N
 class LaunchConfigSearch:
     name = "launch-config"
 
-    def __init__(self, order: Iterable[str] | None = None, registers: int | None = None) -> None:
+    def __init__(self, order: Iterable[str] | None = None, registers: int | None = None,
+                 base: Variant | None = None) -> None:
         self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
         self.registers = registers  # the baseline's registers per thread, when analysed
+        self.base = base  # a variant made by a source rewrite: configs on its source (module docstring)
+
+    def propose_in(self, context: Context, limit: int) -> list[Variant]:
+        """The loop's call (``search.family.Context``): the bottleneck's knob order, the baseline's
+        registers, and the held decision as the base when a rewrite made it."""
+        base = context.accepted if context.accepted.rewrite else None
+        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base)
+        return search.propose(context.spec, context.trials, limit)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
         knobs = self._ordered(space.knobs(spec, registers=self.registers))
-        tried = {_key(config_of(spec, t.variant)) for t in trials if not t.variant.passes and t.variant.source is None}
-        baseline = {k.name: k.current for k in knobs}
+        tried = {_key(config_of(spec, t.variant)) for t in trials if self._on_base(t.variant)}
+        baseline = config_of(spec, self.base) if self.base is not None else {k.name: k.current for k in knobs}
         tried.add(_key(baseline))
         best = self.best(spec, trials) or baseline
         ceilings = self.ceilings(spec, trials)
@@ -90,7 +109,7 @@ class LaunchConfigSearch:
                 if _key(config) in tried:
                     continue
                 tried.add(_key(config))
-                proposals.append(variant_of(spec, config))
+                proposals.append(self._variant(spec, config))
                 if len(proposals) >= limit:
                     return proposals
             if proposals:
@@ -98,8 +117,7 @@ class LaunchConfigSearch:
         return proposals
 
     def best(self, spec: LaunchSpec, trials: list[Trial]) -> dict[str, Any] | None:
-        timed = [t for t in trials if t.ok and t.time_ms is not None and not t.variant.passes
-                 and t.variant.source is None]
+        timed = [t for t in trials if t.ok and t.time_ms is not None and self._on_base(t.variant)]
         if not timed:
             return None
         return config_of(spec, min(timed, key=lambda t: t.time_ms).variant)
@@ -118,9 +136,37 @@ class LaunchConfigSearch:
                     limits[name] = min(value, limits.get(name, value), key=space.rank)
         return limits
 
+    def _on_base(self, variant: Variant) -> bool:
+        """Whether a trial is on this search's source: the base's, else the captured one."""
+        return not variant.passes and variant.source == (self.base.source if self.base is not None else None)
+
+    def _variant(self, spec: LaunchSpec, config: dict[str, Any]) -> Variant:
+        variant = variant_of(spec, config)
+        return variant if self.base is None else chain.on_rewrite(self.base, variant)
+
     def _ordered(self, knobs: list[space.Knob]) -> list[space.Knob]:
         rank = {name: i for i, name in enumerate(self.order)}
         return sorted(knobs, key=lambda k: rank.get(k.name, len(rank)))
+
+
+def config_mode(variant: Variant) -> str:
+    """A launch config is checked against the tolerance table (another block or warp count may
+    reorder a reduction); a register cap alone changes no operation (bitwise). On a rewritten
+    source, the rewrite's own mode if that is weaker."""
+    only_registers = not variant.constexprs and set(variant.options) == {"maxnreg"}
+    return chain.weakest("bitwise" if only_registers else "tolerance", chain.rewrite_mode(variant))
+
+
+def knob_order(spec: LaunchSpec, roles: Iterable[str]) -> list[str]:
+    """Knob names most promising first: the bottleneck's roles; for a launch Inductor's coordinate
+    descent already tuned, the knobs it never turns (num_stages, maxnreg) before those it walked
+    to a local optimum (its blocks and warps), whatever the roles."""
+    from tritune.profile.bottleneck import Bottleneck, order_knobs
+
+    names = order_knobs(Bottleneck("given", "", (), (), tuple(roles)), [k.name for k in space.knobs(spec)])
+    if spec.kind == "inductor" and spec.extra.get("config_from") == "coordinate_descent":
+        names.sort(key=lambda name: name in space.COORDINATE_DESCENT_KNOBS)  # stable: roles kept within
+    return names
 
 
 class PassSetProposer:

@@ -1,0 +1,53 @@
+"""A source rewrite's chain in a variant: the rule, its parameters, then the config set on top.
+
+``Variant.rewrite`` records the rule (``{"rule", "exact", "params"}``); the options and
+constexprs of the same variant are the config the search found on the rewritten source. The
+chain decides how the variant is verified (the weakest mode of its parts) and how the results
+name it (``label``: ``pipeline-loop(S=3)``, then ``+ num_warps=8`` when a config is set).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tritune.replay.variant import Variant
+from tritune.rewrites.base import EXACT, FAST_MATH, TOLERANCE, Rewrite
+
+MODES = {EXACT: "bitwise", TOLERANCE: "tolerance", FAST_MATH: "fast_math"}  # a rewrite's class -> its gate
+STRICTEST_FIRST = ("bitwise", "tolerance", "fast_math")
+
+
+def record(rewrite: Rewrite) -> dict:
+    """What a variant keeps of the rewrite that made its source (JSON values only)."""
+    return {"rule": rewrite.rule, "exact": rewrite.exact, "params": dict(rewrite.params)}
+
+
+def label(rewrite: dict) -> str:
+    """``rule(param=value, ...)``, as ``Rewrite.name`` writes it."""
+    return Rewrite(rewrite["rule"], rewrite["exact"], "", "", dict(rewrite.get("params") or {})).name
+
+
+def variant_of(rewrite: Rewrite, config: Variant | None = None) -> Variant:
+    """The rewrite as a variant, with ``config``'s options and constexprs on top (a held decision's)."""
+    return on_rewrite(Variant(name=rewrite.name, source=rewrite.source, fast_math=rewrite.exact == FAST_MATH,
+                              rewrite=record(rewrite)), config)
+
+
+def on_rewrite(base: Variant, config: Variant | None) -> Variant:
+    """``config``'s options and constexprs on ``base``'s rewritten source; named by the chain."""
+    options, constexprs = dict(config.options if config else {}), dict(config.constexprs if config else {})
+    if not (options or constexprs):
+        return dataclasses.replace(base, name=label(base.rewrite), options={}, constexprs={})
+    settings = Variant(options=options, constexprs=constexprs).describe()
+    return dataclasses.replace(base, name=f"{label(base.rewrite)} + {settings}", options=options,
+                               constexprs=constexprs)
+
+
+def rewrite_mode(variant: Variant) -> str:
+    """The gate the variant's rewrite needs ("bitwise" when it has none)."""
+    return MODES[variant.rewrite["exact"]] if variant.rewrite else "bitwise"
+
+
+def weakest(*modes: str) -> str:
+    """The mode that lets the most through: a chain is only as exact as its least exact part."""
+    return max(modes, key=STRICTEST_FIRST.index)

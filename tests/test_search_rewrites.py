@@ -1,0 +1,181 @@
+"""The ``source-rewrite`` family with fake rules: the variants it proposes and their modes, fast-math
+only when allowed, the order the bottleneck and the hints give, the held rewrite's parameters
+walked, the config search on the rewritten source, and the chain a decision keeps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_rules import BrokenRule, CommentRule
+
+import tritune.rewrites
+from tritune.capture.spec import ArgSpec, LaunchSpec
+from tritune.loop.families import ALIASES, REGISTRY, families_for
+from tritune.profile import FAMILIES
+from tritune.replay import Variant
+from tritune.rewrites.base import FAST_MATH, NOALIAS, TOLERANCE
+from tritune.search import chain
+from tritune.search.changes import changed_knobs
+from tritune.search.family import Context
+from tritune.search.proposers import LaunchConfigSearch, Trial
+from tritune.search.rewrites import SourceRewriteProposer, launch_facts, mode
+
+SOURCE = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+'''
+
+
+def spec() -> LaunchSpec:
+    return LaunchSpec(kernel="copy_kernel", kind="jit", module="m", source_file="k.py", source="sources/k.py",
+                      source_hash="0" * 64,
+                      args=[ArgSpec("x_ptr", "tensor", shape=[4096], stride=[1], dtype="float16"),
+                            ArgSpec("y_ptr", "tensor", shape=[4096], stride=[1], dtype="float32"),
+                            ArgSpec("n", "scalar", value=4096, type="int"), ArgSpec("BLOCK", "constexpr")],
+                      constexprs={"BLOCK": 1024}, options={"num_warps": 4}, grid=[4],
+                      grid_rule={"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}, {"const": 1}, {"const": 1}]})
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "sources" / "k.py").write_text(SOURCE)
+    return str(tmp_path)
+
+
+def register(monkeypatch, *rules):
+    monkeypatch.setattr(tritune.rewrites, "RULES", {rule.name: rule for rule in rules})
+
+
+def proposed(root, limit=8, **context):
+    return SourceRewriteProposer().propose_in(Context(spec(), root=root, **context), limit)
+
+
+def test_each_rewrite_becomes_a_variant_verified_in_the_mode_of_its_class(monkeypatch, root):
+    register(monkeypatch, CommentRule("pipeline-loop"), CommentRule("broadcast-sum-to-dot", exact=TOLERANCE),
+             CommentRule("fast", exact=FAST_MATH))
+    variants = proposed(root, fast_math=True)
+    assert [v.name for v in variants] == ["pipeline-loop(S=2)", "broadcast-sum-to-dot(S=2)", "fast(S=2)"]
+    assert [mode(v) for v in variants] == ["bitwise", "tolerance", "fast_math"]
+    first = variants[0]
+    assert first.source == SOURCE.replace("    offs =", "    # pipeline-loop S=2\n    offs =", 1)
+    assert first.rewrite == {"rule": "pipeline-loop", "exact": "exact", "params": {"S": 2}}
+    assert not first.options and not first.constexprs and not first.fast_math and variants[2].fast_math
+    assert Variant.from_json(json.loads(json.dumps(first.to_json()))) == first
+
+
+def test_fast_math_rewrites_only_with_fast_math_and_assumptions_never(monkeypatch, root):
+    register(monkeypatch, CommentRule("fast", exact=FAST_MATH), CommentRule("aliasing", assumes=(NOALIAS,)),
+             CommentRule("exact"))
+    assert [v.name for v in proposed(root)] == ["exact(S=2)"]
+    assert [v.name for v in proposed(root, fast_math=True)] == ["fast(S=2)", "exact(S=2)"]
+
+
+def test_the_bottleneck_orders_the_rules_and_a_hint_moves_its_rule_up(monkeypatch, root):
+    names = ("hoist-invariant-load", "broadcast-sum-to-dot", "pipeline-loop", "persistent-grid")
+    register(monkeypatch, *(CommentRule(name) for name in names))
+
+    def rules(kind=None, hints=(), bottleneck_hints=()):
+        profile = {"bottleneck": {"kind": kind, "hints": list(bottleneck_hints)}} if kind else {}
+        return [v.rewrite["rule"] for v in proposed(root, profile=profile, hints=hints)]
+
+    assert rules() == list(names)  # no bottleneck: the registry's order
+    assert rules("compute-bound")[0] == "broadcast-sum-to-dot"
+    assert rules("launch-bound")[0] == "persistent-grid" and rules("tail-effect")[0] == "persistent-grid"
+    assert rules("latency-bound")[:2] == ["pipeline-loop", "hoist-invariant-load"]
+    assert rules("memory-far-from-roofline")[:2] == ["pipeline-loop", "hoist-invariant-load"]
+    assert rules("unknown", hints=({"action": "more_stages", "text": ""},))[0] == "pipeline-loop"
+    assert rules("unknown", bottleneck_hints=[{"action": "whole_waves", "text": ""}])[0] == "persistent-grid"
+
+
+def test_tried_rewrites_are_not_proposed_again_and_the_limit_holds(monkeypatch, root):
+    register(monkeypatch, CommentRule("a"), CommentRule("b"), CommentRule("c"))
+    first = proposed(root, limit=2)
+    assert [v.name for v in first] == ["a(S=2)", "b(S=2)"]
+    renamed = Variant(name="same text, another name", source=first[0].source)
+    trials = [Trial(renamed, False, failure="wrong_result"), Trial(first[1], True, 1.0)]
+    assert [v.name for v in proposed(root, trials=trials)] == ["c(S=2)"]
+
+
+def test_no_source_a_broken_rule_or_no_rules_propose_nothing_and_never_raise(monkeypatch, root, tmp_path):
+    register(monkeypatch, BrokenRule())
+    assert proposed(root) == []
+    register(monkeypatch, CommentRule())
+    assert proposed(str(tmp_path / "elsewhere")) == []
+    assert SourceRewriteProposer().propose_in(Context(spec(), root=root), 0) == []
+
+
+def test_the_rules_see_the_captured_launch(monkeypatch, root):
+    rule = CommentRule()
+    register(monkeypatch, rule)
+    proposed(root)
+    assert rule.seen[0].launch == launch_facts(spec()) == {
+        "constexprs": {"BLOCK": 1024}, "options": {"num_warps": 4}, "grid": [4, 1, 1],
+        "grid_rule": spec().grid_rule, "dtypes": {"x_ptr": "float16", "y_ptr": "float32"},
+        "shapes": {"x_ptr": [4096], "y_ptr": [4096]}, "scalars": {"n": 4096}}
+
+
+def held(root, rule_name="pipeline-loop", **config) -> Variant:
+    """The decision a fake rule's rewrite (S=2) became, with ``config`` found on top of it."""
+    [variant] = [v for v in proposed(root, fast_math=True) if v.rewrite["rule"] == rule_name]
+    return chain.on_rewrite(variant, Variant(**config)) if config else variant
+
+
+def test_once_a_rewrite_is_held_its_parameters_are_walked_with_the_held_config(monkeypatch, root):
+    register(monkeypatch, CommentRule("pipeline-loop"), CommentRule("other"))
+    decision = held(root, constexprs={"BLOCK": 2048})
+    walked = proposed(root, accepted=decision)
+    assert [v.name for v in walked] == ["pipeline-loop(S=1) + BLOCK=2048", "pipeline-loop(S=3) + BLOCK=2048",
+                                        "pipeline-loop(S=2)", "other(S=2)"]
+    assert "# pipeline-loop S=3\n" in walked[1].source and walked[1].constexprs == {"BLOCK": 2048}
+    assert walked[1].rewrite["params"] == {"S": 3}
+    assert mode(walked[1]) == "tolerance"  # a block size on top: the config's mode wins over exact
+    assert changed_knobs(spec(), walked[1]) == ["pipeline-loop(S=3)", "BLOCK"]
+
+
+def test_the_config_search_continues_on_the_held_rewrite(monkeypatch, root):
+    register(monkeypatch, CommentRule("broadcast-sum-to-dot", exact=TOLERANCE))
+    decision = held(root, "broadcast-sum-to-dot")
+    [config] = [f for f in families_for(spec(), root=root) if f.name == "launch-config"]
+    plain = config.propose(Context(spec(), root=root), 8)
+    assert all(v.source is None and v.rewrite is None for v in plain)  # nothing held: the captured source
+    on_it = config.propose(Context(spec(), root=root, accepted=decision), 8)
+    assert on_it and all(v.source == decision.source and v.rewrite == decision.rewrite for v in on_it)
+    assert on_it[0].name == "broadcast-sum-to-dot(S=2) + BLOCK=512" and on_it[0].constexprs == {"BLOCK": 512}
+    assert config.mode(on_it[0]) == "tolerance"
+    # its history is the trials on that source only: a faster block on the captured source moves nothing
+    faster = Variant(constexprs={"BLOCK": 2048})
+    again = config.propose(Context(spec(), [Trial(on_it[0], True, 5.0), Trial(faster, True, 0.1)], root=root,
+                                   accepted=decision), 8)
+    assert on_it[0].key() not in {v.key() for v in again} and all(v.source == decision.source for v in again)
+
+
+def test_a_register_cap_on_an_exact_rewrite_stays_bitwise_and_fast_math_stays_fast_math(monkeypatch, root):
+    register(monkeypatch, CommentRule("exact"), CommentRule("fast", exact=FAST_MATH))
+    search = LaunchConfigSearch(order=["maxnreg"], base=held(root, "exact"))
+    cap = search.propose(spec(), [], 1)[0]
+    assert cap.options.keys() == {"maxnreg"} and cap.rewrite["rule"] == "exact"
+    [config] = [f for f in families_for(spec()) if f.name == "launch-config"]
+    assert config.mode(cap) == "bitwise"
+    fast = chain.on_rewrite(held(root, "fast"), Variant(options={"maxnreg": 128}))
+    assert fast.fast_math and config.mode(fast) == "fast_math"
+
+
+def test_the_chain_without_a_config_is_the_rule_alone_and_old_variants_keep_their_json(monkeypatch, root):
+    register(monkeypatch, CommentRule("pipeline-loop"))
+    assert changed_knobs(spec(), held(root)) == ["pipeline-loop(S=2)"]
+    assert "rewrite" not in Variant(name="x", options={"num_warps": 8}).to_json()  # store keys unchanged
+    assert Variant.from_json({"name": "old", "options": {}, "constexprs": {}, "passes": [], "fast_math": False,
+                              "source": None}).rewrite is None
+
+
+def test_every_family_is_named_in_the_profiles_vocabulary():
+    named = set(FAMILIES) | {name for names in ALIASES.values() for name in names}
+    assert {make(False, None).name for make in REGISTRY} <= named
+    assert "source-rewrite" in FAMILIES
