@@ -179,3 +179,14 @@ def test_every_family_is_named_in_the_profiles_vocabulary():
     named = set(FAMILIES) | {name for names in ALIASES.values() for name in names}
     assert {make(False, None).name for make in REGISTRY} <= named
     assert "source-rewrite" in FAMILIES
+
+
+def test_an_imported_exact_rewrite_is_checked_bitwise_and_no_claim_loosens_the_gate():
+    from tritune.loop.imports import verification_mode
+
+    def claimed(exact, **config):
+        return Variant(source=SOURCE, rewrite={"rule": "r", "exact": exact, "params": {}}, **config)
+
+    assert verification_mode(claimed("exact")) == "bitwise"
+    assert verification_mode(claimed("exact", options={"num_warps": 8})) == "tolerance"
+    assert verification_mode(claimed("fast_math")) == verification_mode(claimed("nonsense")) == "tolerance"

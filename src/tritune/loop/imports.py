@@ -28,6 +28,7 @@ from tritune.arbiter import ArbiterSettings, beats_held
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluator
 from tritune.replay import Variant
+from tritune.rewrites.base import EXACT
 from tritune.store import DecisionStore, key_for
 from tritune.store.records import Decision, describe_variant
 
@@ -51,7 +52,12 @@ class ImportResult:
 def verification_mode(variant: Variant) -> str:
     """The gate a foreign variant must pass, by what it changes (``loop.families``' rule): passes
     alone are exact (bitwise) unless fast-math; anything that may reorder arithmetic (options,
-    constexprs, new source) is checked against the tolerance table."""
+    constexprs, new source) is checked against the tolerance table, except an exact rule's rewrite
+    alone: bitwise, as the source-rewrite family checks it. The other store's word for a rewrite's
+    class only ever makes the gate stricter here."""
+    if isinstance(variant.rewrite, dict) and variant.rewrite.get("exact") == EXACT \
+            and not (variant.options or variant.constexprs or variant.passes):
+        return "bitwise"
     if variant.passes and not (variant.options or variant.constexprs or variant.source):
         return "fast_math" if variant.fast_math else "bitwise"
     return "tolerance"
