@@ -1,12 +1,17 @@
 """Search: the variants worth trying for a launch (``space``: the knobs; ``proposers``: who proposes;
 ``cache_hints``: eviction-policy variants of the kernel's source; ``looped_reduction``: an Inductor
-persistent reduction rewritten to loop; ``changes``: which knobs a variant turns)."""
+persistent reduction rewritten to loop; ``rewrites``: the source rewrite rules' variants; ``chain``:
+a rewrite and the config on top of it; ``family``: a proposer with its verification mode, and the
+``Context`` the loop hands it; ``changes``: which knobs a variant turns)."""
 
 from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.changes import changed_knobs
+from tritune.search.family import Context, Family
 from tritune.search.looped_reduction import LoopedReductionProposer
 from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, Proposer, Trial, config_of, variant_of
+from tritune.search.rewrites import SourceRewriteProposer
 from tritune.search.space import Knob, knobs
 
-__all__ = ["CacheHintProposer", "Knob", "LaunchConfigSearch", "LoopedReductionProposer", "PassSetProposer",
-           "Proposer", "Trial", "changed_knobs", "config_of", "knobs", "variant_of"]
+__all__ = ["CacheHintProposer", "Context", "Family", "Knob", "LaunchConfigSearch", "LoopedReductionProposer",
+           "PassSetProposer", "Proposer", "SourceRewriteProposer", "Trial", "changed_knobs", "config_of", "knobs",
+           "variant_of"]
