@@ -55,7 +55,7 @@ def test_each_kernel_is_listed_with_the_rewrites_that_apply_and_why_the_others_d
     out = result.stdout
     assert f"{kernels}::copy_kernel" in out and f"{kernels}::twice_kernel" in out
     copy, twice = out.split(f"{kernels}::twice_kernel")
-    assert "comment (exact): comment is legal here: a comment" in copy
+    assert "comment(S=2) (exact): comment is legal here: a comment" in copy
     assert "no rewrite applies" in twice and "comment: twice_kernel has no pattern for comment" in twice
     assert "never: twice_kernel has no pattern for never" in twice
     assert "@@" not in out  # diffs only with --diff
@@ -76,8 +76,8 @@ def test_json_is_a_list_of_kernels_with_their_rewrites(rules, kernels):
     assert [(k["kernel"], k["file"]) for k in listed] == [("copy_kernel", str(kernels)), ("twice_kernel", str(kernels))]
     copy, twice = listed
     [rewrite] = copy["rewrites"]
-    assert set(rewrite) == {"rule", "exact", "why", "diff"}
-    assert (rewrite["rule"], rewrite["exact"]) == ("comment", "exact")
+    assert set(rewrite) == {"rule", "exact", "why", "diff", "params"}
+    assert (rewrite["rule"], rewrite["exact"], rewrite["params"]) == ("comment", "exact", {"S": 2})
     assert rewrite["why"] == "comment is legal here: a comment"
     added = [line for line in rewrite["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert added == ["+    # comment S=2"]  # one line added, nothing else touched

@@ -114,11 +114,13 @@ def test_no_source_a_broken_rule_or_no_rules_propose_nothing_and_never_raise(mon
 def test_the_rules_see_the_captured_launch(monkeypatch, root):
     rule = CommentRule()
     register(monkeypatch, rule)
-    proposed(root)
-    assert rule.seen[0].launch == launch_facts(spec()) == {
+    proposed(root, profile={"facts": {"sm_count": 132}})
+    assert rule.seen[0].launch == launch_facts(spec(), {"sm_count": 132}) == {
         "constexprs": {"BLOCK": 1024}, "options": {"num_warps": 4}, "grid": [4, 1, 1],
         "grid_rule": spec().grid_rule, "dtypes": {"x_ptr": "float16", "y_ptr": "float32"},
-        "shapes": {"x_ptr": [4096], "y_ptr": [4096]}, "scalars": {"n": 4096}}
+        "signature": {"x_ptr": "*fp16", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+        "shapes": {"x_ptr": [4096], "y_ptr": [4096]}, "scalars": {"n": 4096}, "sm_count": 132}
+    assert "sm_count" not in launch_facts(spec())  # unknown: the rule assumes nothing
 
 
 def held(root, rule_name="pipeline-loop", **config) -> Variant:

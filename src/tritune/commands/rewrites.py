@@ -9,8 +9,9 @@ Exit status, as ``analyze``'s: 0 when at least one kernel was looked at (whether
 applies, and even if some files could not be imported); 1 when none was (no kernel found, or
 every file failed); 2 a usage error (PATH does not exist).
 
-``--json`` prints a list of ``{"kernel", "file", "rewrites": [{"rule", "exact", "why", "diff"}],
-"not_applied": {rule: why}}``.
+``--json`` prints a list of ``{"kernel", "file", "rewrites": [{"rule", "exact", "why", "diff",
+"params"}], "not_applied": {rule: why}}``: a rule may offer one rewrite per parameter value
+(persistent-grid's programs per SM), which ``params`` tells apart.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _record(kernel: str, file: str) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         return {"kernel": kernel, "file": file, "rewrites": [], "not_applied": {"source": f"cannot read it: {exc}"}}
     found = applicable(text, kernel)
-    listed = [{"rule": r.rule, "exact": r.exact, "why": r.why, "diff": r.diff(text, file)} for r in found.rewrites]
+    listed = [{"rule": r.rule, "exact": r.exact, "why": r.why, "diff": r.diff(text, file), "params": r.params}
+              for r in found.rewrites]
     return {"kernel": kernel, "file": file, "rewrites": listed, "not_applied": found.reasons}
 
 
@@ -72,12 +74,14 @@ def _render(records: list[dict], errors: int, show_diff: bool) -> None:
     from rich.markup import escape
 
     from tritune.analyze.render import console_for
+    from tritune.rewrites.base import Rewrite
 
     console = console_for(sys.stdout)
     for record in records:
         console.print(f"[bold]{escape(record['file'])}::{escape(record['kernel'])}[/bold]", highlight=False)
         for rewrite in record["rewrites"]:
-            console.print(f"  {escape(rewrite['rule'])} [dim]({rewrite['exact']})[/dim]: {escape(rewrite['why'])}",
+            name = Rewrite(rewrite["rule"], rewrite["exact"], "", "", rewrite["params"]).name
+            console.print(f"  {escape(name)} [dim]({rewrite['exact']})[/dim]: {escape(rewrite['why'])}",
                           highlight=False)
             if show_diff:
                 console.print(rewrite["diff"].rstrip("\n"), markup=False, highlight=False, soft_wrap=True)

@@ -29,12 +29,13 @@ def label(rewrite: dict) -> str:
 
 def variant_of(rewrite: Rewrite, config: Variant | None = None) -> Variant:
     """The rewrite as a variant, with ``config``'s options and constexprs on top (a held decision's)."""
-    return on_rewrite(Variant(name=rewrite.name, source=rewrite.source, fast_math=rewrite.exact == FAST_MATH,
-                              rewrite=record(rewrite)), config)
+    return on_rewrite(Variant(name=rewrite.name, source=rewrite.source, grid=rewrite.grid,
+                              fast_math=rewrite.exact == FAST_MATH, rewrite=record(rewrite)), config)
 
 
 def on_rewrite(base: Variant, config: Variant | None) -> Variant:
-    """``config``'s options and constexprs on ``base``'s rewritten source; named by the chain."""
+    """``config``'s options and constexprs on ``base``'s rewritten source (and its own grid, a
+    persistent-grid rewrite's); named by the chain."""
     options, constexprs = dict(config.options if config else {}), dict(config.constexprs if config else {})
     if not (options or constexprs):
         return dataclasses.replace(base, name=label(base.rewrite), options={}, constexprs={})

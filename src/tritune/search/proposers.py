@@ -137,8 +137,9 @@ class LaunchConfigSearch:
         return limits
 
     def _on_base(self, variant: Variant) -> bool:
-        """Whether a trial is on this search's source: the base's, else the captured one."""
-        return not variant.passes and variant.source == (self.base.source if self.base is not None else None)
+        """Whether a trial is on this search's kernel: the base's source and grid, else the captured one."""
+        base = self.base or Variant()
+        return not variant.passes and (variant.source, variant.grid) == (base.source, base.grid)
 
     def _variant(self, spec: LaunchSpec, config: dict[str, Any]) -> Variant:
         variant = variant_of(spec, config)

@@ -29,9 +29,13 @@ guard to be applied. A variant whose source and config were tried already is not
     options     {"num_warps": 4, "num_stages": 3, ...} as launched
     grid        [x, y, z] programs
     grid_rule   how the grid follows the arguments (``capture.grid_rule``'s JSON), or None
+    signature   {parameter: Triton's type for it}: "*fp16" for a tensor, "i32"/"i64"/"fp32"/"u1"
+                for a scalar (as Triton mangles its value), "constexpr"
     dtypes      {tensor parameter: torch dtype name, "float16"}
     shapes      {tensor parameter: [sizes]}
     scalars     {scalar parameter: value}
+    sm_count    the GPU's SMs, from the profile's facts (left out when the profile has none; on
+                the CPU the static analysis assumes an sm_90's)
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ class SourceRewriteProposer:
         text = context.source
         if limit <= 0 or text is None:
             return []
-        launch = launch_facts(context.spec)
+        launch = launch_facts(context.spec, context.profile.get("facts"))
         tried = {_tried(t.variant) for t in context.trials}
         proposals: list[Variant] = []
         for variant in itertools.chain(self._walk(context, text, launch), self._first(context, text, launch)):
@@ -123,13 +127,20 @@ def rule_order(names: list[str], bottleneck: dict | None, hints: tuple[dict, ...
     return sorted(names, key=lambda name: rank.get(name, len(rank)))  # stable: registry order after
 
 
-def launch_facts(spec: LaunchSpec) -> dict:
-    """What the rules know of the captured launch (module docstring)."""
+def launch_facts(spec: LaunchSpec, facts: dict | None = None) -> dict:
+    """What the rules know of the captured launch (module docstring); ``facts``: the profile's."""
+    from triton.runtime.jit import mangle_type, type_canonicalisation_dict
+
     tensors = [a for a in spec.args if a.kind == "tensor"]
-    return {"constexprs": dict(spec.constexprs), "options": dict(spec.options), "grid": list(spec.grid),
-            "grid_rule": spec.grid_rule, "dtypes": {a.name: a.dtype for a in tensors},
-            "shapes": {a.name: list(a.shape or ()) for a in tensors},
-            "scalars": {a.name: a.value for a in spec.args if a.kind == "scalar"}}
+    signature = {a.name: "*" + type_canonicalisation_dict.get(a.dtype, a.dtype) if a.kind == "tensor"
+                 else mangle_type(a.value) if a.kind == "scalar" else "constexpr" for a in spec.args}
+    found = {"constexprs": dict(spec.constexprs), "options": dict(spec.options), "grid": list(spec.grid),
+             "grid_rule": spec.grid_rule, "signature": signature, "dtypes": {a.name: a.dtype for a in tensors},
+             "shapes": {a.name: list(a.shape or ()) for a in tensors},
+             "scalars": {a.name: a.value for a in spec.args if a.kind == "scalar"}}
+    if (facts or {}).get("sm_count"):
+        found["sm_count"] = int(facts["sm_count"])
+    return found
 
 
 def mode(variant: Variant) -> str:
@@ -157,5 +168,7 @@ def _neighbours(values: tuple, value: object) -> list:
 
 
 def _tried(variant: Variant) -> tuple:
-    """A candidate is its source and config, whatever its name."""
-    return (variant.source, json.dumps([variant.options, variant.constexprs], sort_keys=True, default=str))
+    """A candidate is its source, grid and config, whatever its name (persistent-grid's k changes
+    the grid only)."""
+    return (variant.source, json.dumps([variant.grid, variant.options, variant.constexprs], sort_keys=True,
+                                       default=str))
