@@ -4,6 +4,8 @@ the ``source-rewrite`` family, the loop): registered with ``monkeypatch.setattr(
 
 from __future__ import annotations
 
+import dataclasses
+
 from tritune.rewrites.base import EXACT, Edit, KernelSource, Knob, NotRewritable, Rewrite
 
 STAGES = (1, 2, 3)
@@ -46,3 +48,16 @@ class BrokenRule:
 
     def apply(self, kernel: KernelSource, params: dict) -> Rewrite:
         raise KeyError("a bug in the rule")
+
+
+class GridRule(CommentRule):
+    """Like persistent-grid: one text for every ``k``, only the launch grid differs."""
+
+    def rewrites(self, kernel: KernelSource) -> list[Rewrite]:
+        return [self.apply(kernel, {"k": 4}), self.apply(kernel, {"k": 8})]
+
+    def apply(self, kernel: KernelSource, params: dict) -> Rewrite:
+        k = params.get("k", 4)
+        same = super().apply(kernel, {"S": 2})
+        return dataclasses.replace(same, params={"k": k}, knobs=(Knob("k", 4, (1, 2, 4, 8)),),
+                                   grid={"persistent": {"k": k, "tiles": "_tiles"}})

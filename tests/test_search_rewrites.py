@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_rules import BrokenRule, CommentRule
+from fake_rules import BrokenRule, CommentRule, GridRule
 
 import tritune.rewrites
 from tritune.capture.spec import ArgSpec, LaunchSpec
@@ -192,3 +192,15 @@ def test_an_imported_exact_rewrite_is_checked_bitwise_and_no_claim_loosens_the_g
     assert verification_mode(claimed("exact")) == "bitwise"
     assert verification_mode(claimed("exact", options={"num_warps": 8})) == "tolerance"
     assert verification_mode(claimed("fast_math")) == verification_mode(claimed("nonsense")) == "tolerance"
+
+
+def test_rewrites_that_differ_only_in_their_grid_are_distinct_and_the_grid_stays_with_the_chain(monkeypatch, root):
+    register(monkeypatch, GridRule("persistent-grid"))
+    k4, k8 = proposed(root)
+    assert k4.source == k8.source and (k4.grid, k8.grid) == ({"persistent": {"k": 4, "tiles": "_tiles"}},
+                                                             {"persistent": {"k": 8, "tiles": "_tiles"}})
+    walked = proposed(root, accepted=k4, trials=[Trial(k4, True, 0.5), Trial(k8, True, 0.6)])
+    assert [v.name for v in walked] == ["persistent-grid(k=2)"]  # k=8 was tried; k=2 only differs in its grid
+    search = LaunchConfigSearch(base=k4)
+    on_k4 = search.propose(spec(), [Trial(k4, True, 0.5), Trial(k8, True, 0.6)], 4)
+    assert on_k4 and all(v.grid == k4.grid and v.source == k4.source for v in on_k4)
