@@ -59,7 +59,9 @@ def test_each_kernel_is_listed_with_the_rewrites_that_apply_and_why_the_others_d
     assert "no rewrite applies" in twice and "comment: twice_kernel has no pattern for comment" in twice
     assert "never: twice_kernel has no pattern for never" in twice
     assert "@@" not in out  # diffs only with --diff
+    assert "never: copy_kernel" not in copy  # a kernel with a rewrite: the others' reasons only with --why
     assert "1 rewrite(s) in 2 kernel(s), 0 file(s) not imported" in out
+    assert "never: copy_kernel has no pattern for never" in invoke(kernels, "--why").stdout
 
 
 def test_diff_prints_the_unified_diff_of_each_rewrite(rules, kernels):

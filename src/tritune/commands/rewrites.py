@@ -3,7 +3,7 @@
 Kernels are found as ``tritune analyze`` finds them (each .py file imported, its own
 ``@triton.jit`` kernels); every rule of ``tritune.rewrites.RULES`` runs on the kernel's file text.
 A kernel where no rule applies is listed with no rewrites (and, for people, why each rule did not
-fire). A file that cannot be imported is one line on stderr, and the other files go on.
+fire; ``--why`` says it for every kernel). A file that cannot be imported is one line on stderr, and the other files go on.
 
 Exit status, as ``analyze``'s: 0 when at least one kernel was looked at (whether or not any rule
 applies, and even if some files could not be imported); 1 when none was (no kernel found, or
@@ -27,10 +27,13 @@ import click
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--kernel", "kernel_filter", default=None, metavar="NAME", help="Only the kernel named NAME.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print each rewrite's unified diff.")
+@click.option("--why", "show_why", is_flag=True,
+              help="Say why each rule that did not fire did not, for every kernel (else only where none fired).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of per-kernel objects (diffs included).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=60, show_default=True,
               metavar="S", help="Seconds each file's import may take; a file that takes longer is skipped.")
-def rewrites(path: Path, kernel_filter: str | None, show_diff: bool, as_json: bool, timeout_s: float) -> None:
+def rewrites(path: Path, kernel_filter: str | None, show_diff: bool, show_why: bool, as_json: bool,
+             timeout_s: float) -> None:
     """The source rewrites tritune's rules make to every @triton.jit kernel in PATH (a .py file or
     a directory): each with its rule, its class (exact, tolerance, fast_math: how it is verified)
     and why it is legal there. No GPU needed."""
@@ -50,7 +53,7 @@ def rewrites(path: Path, kernel_filter: str | None, show_diff: bool, as_json: bo
     if as_json:
         click.echo(json.dumps(records, indent=2))
     else:
-        _render(records, errors, show_diff)
+        _render(records, errors, show_diff, show_why)
     if not records and not errors:
         which = f"named {kernel_filter!r} " if kernel_filter else ""
         click.echo(f"tritune rewrites: no @triton.jit kernel {which}found in {path}", err=True)
@@ -70,7 +73,7 @@ def _record(kernel: str, file: str) -> dict:
     return {"kernel": kernel, "file": file, "rewrites": listed, "not_applied": found.reasons}
 
 
-def _render(records: list[dict], errors: int, show_diff: bool) -> None:
+def _render(records: list[dict], errors: int, show_diff: bool, show_why: bool) -> None:
     from rich.markup import escape
 
     from tritune.analyze.render import console_for
@@ -88,6 +91,7 @@ def _render(records: list[dict], errors: int, show_diff: bool) -> None:
         if not record["rewrites"]:
             console.print("  no rewrite applies" + ("" if record["not_applied"] else " (no rule is registered)"),
                           highlight=False)
+        if show_why or not record["rewrites"]:
             for rule, why in record["not_applied"].items():
                 console.print(f"    [dim]{escape(rule)}: {escape(why)}[/dim]", highlight=False)
     count = sum(len(r["rewrites"]) for r in records)

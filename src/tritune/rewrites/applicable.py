@@ -37,7 +37,7 @@ def applicable(text: str, kernel: str, *, launch: dict | None = None) -> Found:
     reasons: dict[str, str] = {}
     for name, rule in rules().items():
         try:
-            made = [r for r in rule.rewrites(source) if r.source != text]
+            made = [r for r in rule.rewrites(source) if r.source != text or r.grid is not None]
         except NotRewritable as exc:
             reasons[name] = str(exc)
             continue
