@@ -60,3 +60,14 @@ def test_an_accepted_rewrite_is_tuned_on_and_the_decision_keeps_the_chain(captur
     after = [c for c in contexts if c.accepted.rewrite]
     assert after and all(c.hints == ({"action": "more_stages", "text": "scripted"},) for c in after)
     assert all(c.hints == () for c in contexts if not c.accepted.rewrite)
+
+
+def test_without_a_family_the_loop_never_proposes_it_and_the_run_names_it(captured, tmp_path, worker, monkeypatch):
+    """``--without source-rewrite``: the knob-only run a benchmark compares with (same budget)."""
+    monkeypatch.setattr(tritune.rewrites, "RULES", {"pipeline-loop": CommentRule("pipeline-loop")})
+    settings = dataclasses.replace(SETTINGS, max_candidates=8, without=("source-rewrite",))
+    results = run(captured, tmp_path, worker, retime=rewrite_pays, settings=settings)
+    [kernel] = results.kernels
+    assert kernel.candidates and all(c["family"] != "source-rewrite" for c in kernel.candidates)
+    assert settings.to_json()["without"] == ["source-rewrite"]
+    assert "without" not in SETTINGS.to_json()  # older runs' settings, which a later command resumes

@@ -27,6 +27,17 @@ from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import writable_dir
 
 
+def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    if not names:
+        return names
+    from tritune.loop.families import DEFAULT_ORDER  # imports triton: only when asked
+
+    unknown = [name for name in names if name not in DEFAULT_ORDER]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not a family ({', '.join(DEFAULT_ORDER)})")
+    return names
+
+
 @click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Results directory: store, optimize.json, report.")
@@ -59,14 +70,16 @@ from tritune.commands.checks import writable_dir
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once (one times them). "
                    "Default: the usable CPU cores, at most 16.")
+@click.option("--without", "without", multiple=True, metavar="FAMILY", callback=_families,
+              help="Leave this proposer family out (e.g. source-rewrite: a run with knobs only); repeatable.")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
-             budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None, fresh: bool,
-             report: bool, command: tuple[str, ...]) -> None:
+             budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None,
+             without: tuple[str, ...], fresh: bool, report: bool, command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
 
     Every kernel's baseline is timed first; kernels are taken costliest first (launches x time)
@@ -90,7 +103,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
-                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs())
+                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs(),
+                                without=tuple(without))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     _check_inputs(out_dir, launches, store_path, kernels)

@@ -62,6 +62,7 @@ class LoopSettings:
     # Workers building and verifying candidates at once (Evaluator). How fast, never what is
     # decided: left out of to_json, which names the run that a later command resumes.
     jobs: int = 1
+    without: tuple[str, ...] = ()  # family names left out (a benchmark with and without one)
 
     def __post_init__(self) -> None:
         if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0 or self.jobs < 1:
@@ -74,6 +75,10 @@ class LoopSettings:
         body = dataclasses.asdict(self)
         body["arbiter"] = dataclasses.asdict(self.arbiter)
         del body["jobs"]
+        if self.without:
+            body["without"] = sorted(self.without)
+        else:  # an older run's settings, which a later command resumes, had no such key
+            del body["without"]
         return body
 
 
@@ -85,8 +90,9 @@ class KernelLoop:
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.baseline = baseline  # (timing, failure) when the session timed it already
         self.evaluator, self.settings, self.category = evaluator, settings, category
-        self.families = families if families is not None else families_for(spec, settings.fast_math,
-                                                                            evaluator.root)
+        self.families = families if families is not None else [
+            family for family in families_for(spec, settings.fast_math, evaluator.root)
+            if family.name not in settings.without]
         self.log = log or (lambda message: None)
         self.trials: list[Trial] = []
         self.records: list[dict] = []  # per candidate, for the report
