@@ -2,6 +2,7 @@
 # Issue 5's GPU benchmarks, one stage per device call, resumable across calls and machines.
 #   PYTHONPATH=src bash benchmarks/optimize_gpu.sh suite            # the kernel suite (benchmarks/suite), then enable_check
 #   PYTHONPATH=src bash benchmarks/optimize_gpu.sh models bert ...  # harvest + optimize a sample of each model
+#   PYTHONPATH=src bash benchmarks/optimize_gpu.sh rewrites         # issue 12: the suite, knobs only vs with rewrites
 # State (captures, stores, results) lives in $STATE (default gpu_state/): the stage tars it into
 # $OUT/state.tgz, and the next call carries it back (device tool: carry ["gpu_state"]), so an
 # interrupted stage continues where it stopped. Logs and results are copied to $OUT.
@@ -44,6 +45,26 @@ suite)
   fi
   cp "$state/suite/optimize.json" "$out/suite.json" 2>/dev/null
   cp "$state/suite/report.md" "$out/suite_report.md" 2>/dev/null
+  ;;
+rewrites)  # the suite, knobs only then with the source rewrites, same budgets; resumable; then the table
+  budget=${BUDGET_S:-20}
+  for arm in knobs rewrites; do
+    if python3 -c "import json,sys; sys.exit(0 if json.load(open('$state/suite-$arm/optimize.json')).get('finished') else 1)" 2>/dev/null; then
+      continue
+    fi
+    without=(); [ "$arm" = knobs ] && without=(--without source-rewrite)
+    if [ -f "$state/suite-knobs/capture/launches.jsonl" ]; then src=(--launches "$state/suite-knobs/capture")
+    else src=(-- python3 benchmarks/suite/run.py); fi
+    left=$((deadline - SECONDS - 40)); [ "$left" -lt 30 ] && break
+    echo "\$ tritune optimize --out \$STATE/suite-$arm --budget-s $budget --max-candidates 16 --ncu never --deadline-s $left ${without[*]} ${src[*]}" | tee -a "$log"
+    COLUMNS=160 python3 -m tritune optimize --out "$state/suite-$arm" --budget-s "$budget" --max-candidates 16 \
+        --ncu never --deadline-s "$left" --no-report "${without[@]}" "${src[@]}" 2>&1 | tail -25 | tee -a "$log"
+    cp "$state/suite-$arm/optimize.json" "$out/suite-$arm.json" 2>/dev/null
+  done
+  if [ -f "$out/suite-knobs.json" ] && [ -f "$out/suite-rewrites.json" ]; then
+    python3 benchmarks/rewrites_summary.py "$out/suite-knobs.json" "$out/suite-rewrites.json" \
+        --json "$out/rewrites_table.json" 2>&1 | tee -a "$log"
+  fi
   ;;
 check)  # the suite's decisions (carried in $STATE/suite) applied: enable_check and the suite's own --check
   echo "\$ python3 benchmarks/enable_check.py --store \$STATE/suite/decisions.db" | tee -a "$log"

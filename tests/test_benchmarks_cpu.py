@@ -539,3 +539,23 @@ def test_candidate_time_refuses_bad_arguments_in_one_line(argv, message, tmp_pat
         argv = ["--launches", str(capture), *argv]
     result = _run(str(BENCH / "candidate_time.py"), *argv, "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_rewrites_summary_counts_wins_per_rule_and_kernels_only_the_rewrites_improved(tmp_path):
+    knobs = json.loads((BENCH / "results" / "e2e" / "optimize" / "gpt2.json").read_text())
+    rewrites = json.loads(json.dumps(knobs))
+    loser = next(k for k in rewrites["kernels"] if k.get("baseline_ms") and not k.get("accepted"))
+    loser.update(accepted=True, speedup=1.6, best_ms=loser["baseline_ms"] / 1.6,
+                 won_by=["pipeline-loop(loop=0, num_stages=3)", "BLOCK"], decision="pipeline-loop(...) + BLOCK=64")
+    (tmp_path / "knobs.json").write_text(json.dumps(knobs))
+    (tmp_path / "rewrites.json").write_text(json.dumps(rewrites))
+    result = _run(str(BENCH / "rewrites_summary.py"), str(tmp_path / "knobs.json"), str(tmp_path / "rewrites.json"),
+                  "--json", str(tmp_path / "out.json"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["rewrites"]["wins_per_rule"] == {"pipeline-loop": 1} and out["knobs"]["wins_per_rule"] == {}
+    assert out["only_with_rewrites"] == [loser["kernel"]]
+    assert out["rewrites"]["improved"] == out["knobs"]["improved"] + 1
+    assert "| knobs + source rewrites |" in result.stdout
+    bad = _run(str(BENCH / "rewrites_summary.py"), str(tmp_path / "missing.json"), str(tmp_path / "rewrites.json"))
+    assert bad.returncode == 2 and "not an optimize.json" in bad.stderr and "Traceback" not in bad.stderr
