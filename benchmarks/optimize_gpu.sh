@@ -59,8 +59,8 @@ rewrites)  # the suite, knobs only then with the source rewrites, same budgets; 
     echo "\$ tritune optimize --out \$STATE/suite-$arm --budget-s $budget --max-candidates 16 --ncu never --deadline-s $left ${without[*]} ${src[*]}" | tee -a "$log"
     COLUMNS=160 python3 -m tritune optimize --out "$state/suite-$arm" --budget-s "$budget" --max-candidates 16 \
         --ncu never --deadline-s "$left" --no-report "${without[@]}" "${src[@]}" 2>&1 | tail -25 | tee -a "$log"
-    cp "$state/suite-$arm/optimize.json" "$out/suite-$arm.json" 2>/dev/null
   done
+  for arm in knobs rewrites; do cp "$state/suite-$arm/optimize.json" "$out/suite-$arm.json" 2>/dev/null; done
   if [ -f "$out/suite-knobs.json" ] && [ -f "$out/suite-rewrites.json" ]; then
     python3 benchmarks/rewrites_summary.py "$out/suite-knobs.json" "$out/suite-rewrites.json" \
         --json "$out/rewrites_table.json" 2>&1 | tee -a "$log"
