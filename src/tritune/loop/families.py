@@ -49,7 +49,7 @@ def families_for(spec: LaunchSpec, fast_math: bool = False, root: str | None = N
     """``root``: the capture directory, whose copy of the source the cache hints rewrite (the
     program's own file may have changed since the capture)."""
     found = [Family("launch-config", LaunchConfigSearch(), _launch_config_mode),
-             Family("passes", PassSetProposer(fast_math=fast_math), _pass_mode)]
+             Family("passes", PassSetProposer(fast_math=fast_math, root=root), _pass_mode)]
     hints = _cache_hint_proposer(root)
     if hints is not None:
         found.append(Family("cache-hints", hints, _bitwise))
