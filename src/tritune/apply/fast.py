@@ -29,7 +29,8 @@ arguments and the fixed values: the decision's constexprs, defaults) and the gri
 caller goes through Triton's ``run``) while a launch hook is set (``knobs.runtime.
 launch_enter_hook``/``launch_exit_hook``: profilers, proton), a pre-run hook is on the function,
 a global the kernel reads has changed (Triton raises then), the debug or instrumentation knob
-moved, or the current device is another.
+moved, or the current device is another. ``GuardedDirect`` (a decision that assumes its tensor
+arguments do not overlap) also refuses a launch whose tensors overlap.
 """
 
 from __future__ import annotations
@@ -211,6 +212,24 @@ class Direct:
         self.run(grid[0], grid[1], grid[2], self.stream_of(device), self.function, self.metadata, None, None, None,
                  *found)
         return self.kernel
+
+
+class GuardedDirect(Direct):
+    """A ``Direct`` whose decision assumes its tensor arguments do not overlap: each launch checks
+    the live arguments first (``aliasing.Guard``) and is refused where they overlap (the caller
+    checks again and launches the program's own kernel). Only such decisions get this class, so
+    the others' launches pay nothing for it."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, *args: Any, guard: Callable[[tuple, dict], bool]):
+        super().__init__(*args)
+        self.guard = guard
+
+    def launch(self, args: tuple, kwargs: dict, grid: Any) -> Any:
+        if not self.guard(args, kwargs):
+            return REFUSED
+        return Direct.launch(self, args, kwargs, grid)
 
 
 REFUSED = object()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritune import aliasing
 from tritune.apply.kernels import Passes, variant_kernel
 from tritune.apply.jit import ApplyError, JitEntry
 from tritune.store.keys import constexpr_value
@@ -152,6 +153,7 @@ class InductorPlan:
         self.order = list(self.fn.arg_names)
         self.interpreted = getattr(entry.tuner, "triton_interpret", False)
         self.passes = Passes(variant)
+        self.noalias = aliasing.assumes_noalias(variant)  # each launch checks its tensors (``InductorLaunch.guard``)
         self.compiled = None
         self.launcher = None  # the decision as Inductor's own launcher (``apply.inductor_swap``), when it is one
         self._grids: dict[tuple, tuple] = {}
@@ -193,7 +195,7 @@ class InductorPlan:
 class InductorLaunch:
     """A plan's launch for one signature of the launcher's arguments."""
 
-    __slots__ = ("plan", "plan_key", "count", "grid", "params", "tail", "runner")
+    __slots__ = ("plan", "plan_key", "count", "grid", "params", "tail", "runner", "guard")
 
     def __init__(self, plan: InductorPlan, plan_key: tuple, kernel_args: tuple, extra_args: tuple,
                  constexprs: dict):
@@ -208,6 +210,11 @@ class InductorLaunch:
         positional_first = order[:count] == plan.entry.positional and all(n in self.params for n in order[count:])
         self.tail = tuple(self.params[n] for n in order[count:]) if positional_first else None
         self.runner = None
+        self.guard = None
+        if plan.noalias:
+            import torch
+
+            self.guard = aliasing.Guard(kernel_args, {}, torch.Tensor)
 
     def launch(self, args: tuple, stream: Any) -> Any:
         plan = self.plan
