@@ -252,12 +252,12 @@ def load_kernels(folder: Path):
     return module
 
 
-def decide_block(store, jit, block: int, x, out, n: int, new_block: int = 64) -> None:
+def decide_block(store, jit, block: int, x, out, n: int, new_block: int = 64, assumes: tuple = ()) -> None:
     from tritune.replay import Variant
     from tritune.store import LiveKeyer, current_target
 
     key = LiveKeyer.for_kernel(jit, **current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": n, "BLOCK": block})
-    variant = Variant(name=f"block {new_block}", constexprs={"BLOCK": new_block})
+    variant = Variant(name=f"block {new_block}", constexprs={"BLOCK": new_block}, assumes=assumes)
     run = store.start_run({"test": True})
     cand = store.add_candidate(run, key, variant)
     store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "tolerance"},
