@@ -224,3 +224,50 @@ def test_cli_skips_a_file_whose_import_blocks(tmp_path, monkeypatch):
     assert "twice_kernel" in result.stdout
     result = CliRunner().invoke(main, ["analyze", str(tmp_path / "hangs.py"), "--timeout", "0"])
     assert result.exit_code == 2 and "--timeout" in result.stderr
+
+
+INDUCTOR_IN_OUT = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def triton_red_fused_div_mul_sum_0(in_out_ptr0, in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr,
+                                   R0_BLOCK: tl.constexpr):
+    xnumel = 64
+    r0_numel = 128
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    x0 = xindex
+    _tmp2 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_1 = r0_offset + r0_base
+        r0_mask = r0_1 < r0_numel
+        tmp0 = tl.load(in_out_ptr0 + (r0_1 + 128*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        _tmp2 = tl.where(r0_mask & xmask, _tmp2 + tmp0 * tmp0, _tmp2)
+    tmp2 = tl.sum(_tmp2, 1)[:, None]
+    tl.store(out_ptr0 + (x0), tmp2, xmask)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_1 = r0_offset + r0_base
+        r0_mask = r0_1 < r0_numel
+        tmp3 = tl.load(in_out_ptr0 + (r0_1 + 128*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp4 = tl.load(in_ptr0 + (r0_1), r0_mask, eviction_policy='evict_last', other=0.0)
+        tl.store(in_out_ptr0 + (r0_1 + 128*x0), tmp3 * tmp4 / (tmp2 + 1e-6), r0_mask & xmask)
+'''
+
+
+def test_what_no_alias_makes_possible_is_counted_apart(tmp_path, capsys):
+    """Inductor's reduction over a row of 128 with R0_BLOCK 128: each loop runs once, and a store
+    through out_ptr0 sits between the two loads of in_out_ptr0. Merged only under no-alias."""
+    path = tmp_path / "triton_red_fused_div_mul_sum_0.py"  # named after its kernel: no caption row
+    path.write_text(INDUCTOR_IN_OUT)
+    [record] = analyze_path(path, constexprs={"XBLOCK": 4, "R0_BLOCK": 128})
+    assert record["error"] is None
+    assert record["rewrites"]["merge-redundant-loads"] == 0
+    assert record["rewrites"]["merge-redundant-loads[noalias]"] == 1
+    assert record["rewrites"]["merge-redundant-reduces[noalias]"] == 0
+    [looped] = analyze_path(path, constexprs={"XBLOCK": 4, "R0_BLOCK": 32})  # four iterations: apart
+    assert looped["rewrites"]["merge-redundant-loads[noalias]"] == 0
+    render_table([record], console_for(sys.stdout))
+    assert "merge-redundant-loads[noalias] 1" in capsys.readouterr().out  # not taken for rich markup

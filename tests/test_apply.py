@@ -169,7 +169,8 @@ def test_a_constexpr_decision_recomputes_a_fixed_grid_and_a_callable_one(k, spec
     x, out, seen = torch.arange(100.0), torch.zeros(100), torch.zeros(64, dtype=torch.int32)
     k.scale_kernel[(4,)](x, out, seen, 100, 32)  # BLOCK passed positionally
     assert torch.equal(out, x * 2) and seen[:3].tolist() == [64, 64, 0]
-    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 3, "skipped": 0, "decisions": 1}
+    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 3, "skipped": 0,
+                                               "noalias_fallbacks": 0, "decisions": 1}
 
 
 def test_a_smaller_block_gets_more_programs(k, specs, store):
@@ -192,7 +193,8 @@ def test_an_unsafe_fixed_grid_is_left_as_written(k, specs, store, capsys):
     applier = apply.enable(store, device="cpu")
     assert fixed(k.scale_kernel, 20) == (1, [32])
     assert launch(k.scale_kernel, 20, BLOCK=32) == (2, [16])  # a callable grid is always right: applied
-    assert applier.stats()["scale_kernel"] == {"launches": 2, "applied": 1, "skipped": 1, "decisions": 1}
+    assert applier.stats()["scale_kernel"] == {"launches": 2, "applied": 1, "skipped": 1,
+                                               "noalias_fallbacks": 0, "decisions": 1}
 
 
 def test_a_larger_block_on_a_one_program_grid_is_applied(k, specs, store):
@@ -243,7 +245,8 @@ def test_a_decision_applies_to_its_own_specialization_only(k, store, tmp_path):
         assert run(flag=False, by_name=by_name) == [32]
         assert run(scale=3.0, by_name=by_name) == [32]
         assert run(by_name=by_name) == [64]
-    assert applier.stats()["special_kernel"] == {"launches": 12, "applied": 4, "skipped": 0, "decisions": 1}
+    assert applier.stats()["special_kernel"] == {"launches": 12, "applied": 4, "skipped": 0,
+                                                 "noalias_fallbacks": 0, "decisions": 1}
 
 
 # ---------------------------------------------------------------------- options, source, passes
@@ -320,7 +323,8 @@ def test_a_decision_that_fails_after_it_ran_is_not_tried_again(k, specs, store, 
         prepared.fn.fn.__globals__["FAIL"].append(True)
         assert fixed(k.scale_kernel, 100) == (4, [32])
         assert fixed(k.scale_kernel, 100) == (4, [32])
-    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 1, "skipped": 1, "decisions": 1}
+    assert applier.stats()["scale_kernel"] == {"launches": 3, "applied": 1, "skipped": 1,
+                                               "noalias_fallbacks": 0, "decisions": 1}
     assert capfd.readouterr().err.count("failed, this key runs as written from now on") == 1
 
 
@@ -344,7 +348,8 @@ def test_a_kernel_without_a_decision_gets_the_same_function_and_arguments(k, spe
     fn, args, kwargs, grid, _ = calls[0]
     assert fn is k.plain_kernel and grid == (4,) and kwargs == {"BLOCK": 32}
     assert all(a is b for a, b in zip(args, (x, out, seen, 100)))
-    assert applier.stats()["plain_kernel"] == {"launches": 1, "applied": 0, "skipped": 0, "decisions": 0}
+    assert applier.stats()["plain_kernel"] == {"launches": 1, "applied": 0, "skipped": 0,
+                                               "noalias_fallbacks": 0, "decisions": 0}
 
 
 def test_disable_restores_triton_exactly(k, specs, store):
@@ -399,7 +404,8 @@ def test_enable_and_disable_toggle_cheaply_and_repeatedly(k, specs, store):
         assert InterpretedFunction.__dict__["run"] is original
         assert "run" not in vars(k.plain_kernel) and "run" not in vars(k.scale_kernel)
         assert fixed(k.scale_kernel, 100) == (4, [32])
-    assert all(a.stats()["scale_kernel"] == {"launches": 1, "applied": 1, "skipped": 0, "decisions": 1}
+    assert all(a.stats()["scale_kernel"] == {"launches": 1, "applied": 1, "skipped": 0,
+                                             "noalias_fallbacks": 0, "decisions": 1}
                for a in appliers)  # as many appliers as enables: their stats add up
     store.rollback(key)  # changed in between: the next enable sees it
     again = apply.enable(store, device="cpu")

@@ -8,6 +8,7 @@ binary with the decision's arguments and grid, and a launch hook sends them back
 
 By hand, the per-launch cost with the GPU launch stubbed (plain Triton against tritune.enable;
 printed, never asserted):  PYTHONPATH=$PWD/src python3 tests/test_apply_fast.py [--base SRC]
+("jit, noalias decision": the same launch with a decision that assumes no overlap, checked each time)
 """
 
 from __future__ import annotations
@@ -206,6 +207,12 @@ def add_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def add_one_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@triton.jit
+def add_one_checked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # main(): a decision that assumes no overlap
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 '''
 
 
@@ -252,12 +259,13 @@ def load_kernels(folder: Path):
     return module
 
 
-def decide_block(store, jit, block: int, x, out, n: int, new_block: int = 64) -> None:
+def decide_block(store, jit, block: int, x, out, n: int, new_block: int = 64, assumes: tuple = ()) -> None:
     from tritune.replay import Variant
     from tritune.store import LiveKeyer, current_target
 
     key = LiveKeyer.for_kernel(jit, **current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": n, "BLOCK": block})
-    variant = Variant(name=f"block {new_block}", constexprs={"BLOCK": new_block})
+    assumed = {"assumes": assumes} if assumes else {}  # main(--base): a tree from before the field
+    variant = Variant(name=f"block {new_block}", constexprs={"BLOCK": new_block}, **assumed)
     run = store.start_run({"test": True})
     cand = store.add_candidate(run, key, variant)
     store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "tolerance"},
@@ -343,6 +351,12 @@ def main() -> None:
         "autotune": lambda: module.add_one_tuned[lambda m: (triton.cdiv(1024, m["BLOCK"]),)](x, out, 1024),
     }
 
+    from tritune.replay import Variant
+
+    checked = "assumes" in Variant.__dataclass_fields__  # not in a --base tree from before it
+    if checked:
+        cases["jit, noalias decision"] = lambda: module.add_one_checked[(8,)](x, out, 1024, BLOCK=128)
+
     def per_launch(launch, loops=20000) -> float:
         launch()
         return timeit.timeit(launch, number=loops) / loops * 1e6
@@ -350,6 +364,8 @@ def main() -> None:
     with _discarding(), DecisionStore(work / "decisions.db") as store:
         decide_block(store, module.add_one, 128, x, out, 1024)
         decide_block(store, module.add_one_tuned.fn, 128, x, out, 1024)
+        if checked:
+            decide_block(store, module.add_one_checked, 128, x, out, 1024, assumes=("noalias",))
         times = {name: ([], []) for name in cases}
         for _ in range(5):
             for name, launch in cases.items():

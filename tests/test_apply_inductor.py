@@ -97,7 +97,7 @@ def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
         assert grid == (16000, 1, 1) and stream == 7
         assert values[:3] == args[:3] and values[3:] == (1024000, 64)  # fn.arg_names order
     assert applier.stats()["triton_poi_fused_add_gelu_mul_0"] == {"launches": 4, "applied": 2, "skipped": 0,
-                                                                  "decisions": 1}
+                                                                  "noalias_fallbacks": 0, "decisions": 1}
     launcher.config = tuner.configs[0]  # another config: another key, no decision
     tuner.run(*args, stream=7)
     assert inductors == [7, 7, 7] and len(compiled.launches) == 2
@@ -451,7 +451,7 @@ def test_interpreted_inductor_kernel_uses_its_decisions(tmp_path, small_inductor
     assert report["x64"] == [0.0, [[64, 1, 1], 64]]  # Inductor's grid for XBLOCK 64, the same result
     assert report["rolled_back"][0] == 0.0 and report["rolled_back"][1] == [grid, constexprs["XBLOCK"]]
     assert report["source"] == 1.0  # the replacement text ran: + 1 more
-    assert report["stats"] == {"launches": 3, "applied": 2, "skipped": 0, "decisions": 1}
+    assert report["stats"] == {"launches": 3, "applied": 2, "skipped": 0, "noalias_fallbacks": 0, "decisions": 1}
     assert report["disabled"] == 0.0
 
 

@@ -250,3 +250,15 @@ with capture({str(tmp_path)!r}):
     assert (reduce.writes_from, inplace.writes_from) == ("ttir", "ttir")
     assert reduce.arg("out_ptr").written and not reduce.arg("x_ptr").written
     assert inplace.arg("x_ptr").written
+
+
+def test_which_tensor_arguments_overlap_is_recorded(k, tmp_path):
+    """An in-place call (one buffer as input and output) and a call on two buffers: the proposers
+    offer no-alias variants only for the second (``aliasing``)."""
+    x = torch.randn(30)
+    with capture(tmp_path / "in_place"):
+        k.add_kernel[(2,)](x, None, 1, x, 30, 2.0, BLOCK=16)
+    with capture(tmp_path / "apart"):
+        k.add_kernel[(2,)](x, None, 1, torch.empty(30), 30, 2.0, BLOCK=16)
+    assert only(tmp_path / "in_place").extra["overlapping"] == [["x_ptr", "out_ptr"]]
+    assert only(tmp_path / "apart").extra["overlapping"] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from triton._C.libtriton import ir
 
-from conftest import F32, PTR, ttir
+from conftest import F32, PTR, count, ttir
 from tritune.ir import ModuleView, parse_module
 from tritune.passes import merge_redundant_loads as mrl
 
@@ -159,3 +159,80 @@ def test_merged_attributes(first, second, expected):
 
     merged = mrl.merged_attrs(LoadAttrs(*first), LoadAttrs(*second))
     assert (merged.cache, merged.evict) == expected
+
+
+# ------------------------------------------------------------ no-alias mode (exact-noalias)
+
+def run_noalias(body: str):
+    module = parse_module(ttir(body))
+    removed = mrl.run(module, noalias=True)
+    assert module.verify()
+    return module, removed
+
+
+def around(between: str) -> str:
+    """Two loads of %p (arguments 0) with ``between`` in the middle."""
+    return f"""
+    %a = tt.load %p evictionPolicy = evict_last : {PTR}
+    {between}
+    %b = tt.load %p evictionPolicy = evict_first : {PTR}
+{store_sum()}"""
+
+
+LOOP = """
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32"""
+
+
+def test_noalias_merges_across_a_store_through_another_argument_and_normal_mode_does_not():
+    # Inductor's reduction with one iteration: a store through out_ptr0 between loads of in_out_ptr0
+    body = around(f"tt.store %q, %a : {PTR}")
+    assert run(body)[1] == 0
+    module, removed = run_noalias(body)
+    assert removed == 1 and len(loads(module)) == 1
+    assert count(module, "tt.store") == 2  # the store stays, only the second load goes
+
+
+def test_noalias_follows_a_loop_carried_pointer_to_its_argument():
+    body = f"""{LOOP}
+    %a = tt.load %p evictionPolicy = evict_last : {PTR}
+    %end = scf.for %i = %c0 to %c4 step %c1 iter_args(%ptr = %q) -> ({PTR}) : i32 {{
+      tt.store %ptr, %a : {PTR}
+      %next = tt.addptr %ptr, %offs : {PTR}, tensor<128xi32>
+      scf.yield %next : {PTR}
+    }}
+    %b = tt.load %p evictionPolicy = evict_first : {PTR}
+{store_sum()}"""
+    assert run(body)[1] == 0 and run_noalias(body)[1] == 1
+    assert run_noalias(body.replace("iter_args(%ptr = %q)", "iter_args(%ptr = %p)"))[1] == 0  # walks %p itself
+
+
+@pytest.mark.parametrize("between", [
+    pytest.param(f"tt.store %p, %a : {PTR}", id="store-same-argument"),
+    pytest.param(f"%p2 = tt.addptr %p, %offs : {PTR}, tensor<128xi32>\n    tt.store %p2, %a : {PTR}",
+                 id="store-other-offsets-same-argument"),
+    pytest.param(f"%c = arith.constant dense<true> : tensor<128xi1>\n"
+                 f"    %r = arith.select %c, %q, %p : tensor<128xi1>, {PTR}\n    tt.store %r, %a : {PTR}",
+                 id="store-through-either-argument"),
+    pytest.param(f"%iv = arith.constant dense<0> : tensor<128xi64>\n"
+                 f"    %ip = tt.int_to_ptr %iv : tensor<128xi64> -> {PTR}\n    tt.store %ip, %a : {PTR}",
+                 id="store-through-a-pointer-of-unknown-origin"),
+    pytest.param(f"%r = tt.atomic_rmw fadd, acq_rel, gpu, %q, %a : ({PTR}, {F32}) -> {F32}",
+                 id="atomic-through-another-argument"),
+    pytest.param("gpu.barrier", id="barrier"),
+    pytest.param(f"%v = tt.load %q {{isVolatile = true}} : {PTR}", id="volatile-load"),
+])
+def test_noalias_still_blocks_what_may_write_the_loaded_memory_or_order_it(between):
+    module, removed = run_noalias(around(between))
+    assert removed == 0 and len(loads(module)) >= 2
+
+
+def test_noalias_reaches_the_pass_only_through_the_pass_set():
+    from tritune.passes import resolve, run_pipeline
+
+    assert resolve(["exact-noalias"])[-1] == "noalias" and "noalias" not in resolve(["exact"])
+    body = around(f"tt.store %q, %a : {PTR}")
+    assert run_pipeline(parse_module(ttir(body)), ["exact"]).counts["merge-redundant-loads"] == 0
+    result = run_pipeline(parse_module(ttir(body)), ["exact-noalias"])
+    assert result.counts["merge-redundant-loads"] == 1 and "noalias" not in result.counts

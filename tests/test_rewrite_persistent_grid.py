@@ -335,7 +335,7 @@ def test_the_applier_launches_a_decided_persistent_kernel_on_fewer_programs(kern
         _jit_shim.uninstall_around(spy)
     assert [grid for grid, _ in seen] == [(4, 1, 1), (4, 1, 1), (10, 2)]
     assert seen[0][1][TILES] == 10 and seen[1][1][TILES] == 10 and TILES not in seen[2][1]
-    assert applier.stats()["scale"] == {"launches": 3, "applied": 2, "skipped": 1, "decisions": 1}
+    assert applier.stats()["scale"] == {"launches": 3, "applied": 2, "skipped": 1, "decisions": 1, "noalias_fallbacks": 0}
 
 
 def test_the_direct_launch_puts_the_tile_count_in_and_launches_fewer_programs(tmp_path, monkeypatch):
@@ -373,7 +373,7 @@ def test_the_direct_launch_puts_the_tile_count_in_and_launches_fewer_programs(tm
     # keeps the binary go through Triton's run, then the fixed grid and the callable one go direct
     assert [launch[2] is None for launch in launches] == [False, False, True, True, False]
     assert all(launch[3][:4] == (x, out, 150, 10) for launch in launches[:4])  # n, then _tritune_tiles
-    assert applier.stats()["scale"] == {"launches": 5, "applied": 4, "skipped": 1, "decisions": 1}
+    assert applier.stats()["scale"] == {"launches": 5, "applied": 4, "skipped": 1, "decisions": 1, "noalias_fallbacks": 0}
 
 
 def test_the_inductor_launch_time_path_passes_the_tile_count(tmp_path, monkeypatch):

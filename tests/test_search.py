@@ -280,3 +280,45 @@ def test_changed_knobs_of_source_rewrites_come_from_their_proposers_names():
     looped = Variant(name="looped reduction: R0_BLOCK=128", source="...", options={"num_warps": 8})
     assert changed_knobs(spec(), looped) == ["num_warps", "persistent->looped", "R0_BLOCK"]
     assert changed_knobs(spec(), Variant(name="someone's kernel", source="...")) == ["source"]
+
+
+REDUCTION = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(in_out_ptr0, out_ptr0, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(in_out_ptr0 + offs, eviction_policy="evict_last")
+    tl.store(out_ptr0, tl.sum(a, 0))
+    b = tl.load(in_out_ptr0 + offs, eviction_policy="evict_first")
+    tl.store(in_out_ptr0 + offs, b * 2)
+'''
+
+
+def noalias_spec(tmp_path, overlapping, text=REDUCTION) -> tuple[LaunchSpec, PassSetProposer]:
+    (tmp_path / "sources").mkdir(exist_ok=True)
+    (tmp_path / "sources" / "m.py").write_text(text)
+    extra = {} if overlapping is None else {"overlapping": overlapping}
+    return spec(extra=extra), PassSetProposer(root=tmp_path)
+
+
+def test_the_noalias_pass_set_only_for_disjoint_captured_arguments(tmp_path):
+    disjoint, proposer = noalias_spec(tmp_path, [])
+    proposed = proposer.propose(disjoint, [], 4)
+    assert names(proposed) == ["passes=exact", "passes=exact-noalias, assumes noalias"]
+    assert proposed[1].assumes == ("noalias",) and proposed[1].passes == ("exact-noalias",)
+    assert proposer.propose(disjoint, [Trial(v, True, 1.0) for v in proposed], 4) == []
+    for overlapping in ([["in_out_ptr0", "out_ptr0"]], None):  # overlapping, or a capture that did not record it
+        found, proposer = noalias_spec(tmp_path, overlapping)
+        assert names(proposer.propose(found, [], 4)) == ["passes=exact"]
+
+
+def test_the_noalias_pass_set_only_where_a_pointer_is_loaded_twice_around_a_store(tmp_path):
+    once = REDUCTION.replace('b = tl.load(in_out_ptr0 + offs, eviction_policy="evict_first")', "b = a")
+    for text in (once, REDUCTION.replace("tl.store(", "tl.debug_barrier() or (")):
+        found, proposer = noalias_spec(tmp_path, [], text)
+        assert names(proposer.propose(found, [], 4)) == ["passes=exact"]
+    found, _ = noalias_spec(tmp_path, [])
+    assert names(PassSetProposer().propose(found, [], 4)) == ["passes=exact"]  # m.py is not on this machine

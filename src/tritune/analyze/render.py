@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # TTIR ops worth a column of their own (seed 000's targets); the rest are in --json.
@@ -79,7 +80,7 @@ def _rewrites(rewrites: dict[str, int] | None) -> str:
     if rewrites is None:
         return "n/a"
     fired = [f"{name} {count}" for name, count in rewrites.items() if count]
-    return "\n".join(fired) or "-"
+    return escape("\n".join(fired)) or "-"  # "name[noalias]" is no markup
 
 
 def _widths(loads: dict) -> str:

@@ -107,7 +107,9 @@ def summary(stats: dict[str, dict[str, int]]) -> str | None:
     applied = sum(s["applied"] for s in ran.values())
     launches = sum(s["launches"] for s in ran.values())
     parts = ", ".join(f"{name} {s['applied']}/{s['launches']}" for name, s in sorted(ran.items()))
-    return f"decisions applied to {applied} of {launches} launches of kernels with decisions ({parts})"
+    fallbacks = sum(s.get("noalias_fallbacks", 0) for s in ran.values())
+    overlapped = f"; {fallbacks} ran as written: their tensor arguments overlapped" if fallbacks else ""
+    return f"decisions applied to {applied} of {launches} launches of kernels with decisions ({parts}){overlapped}"
 
 
 def boot(path: str) -> None:

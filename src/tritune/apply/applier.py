@@ -31,8 +31,16 @@ a store made elsewhere runs no code here, and each kernel it has decisions for i
 raises) is reported once on stderr and that key runs as written from then on.
 
 ``stats()`` per kernel: ``launches`` seen, ``applied`` (launched with a decision), ``skipped``
-(a decision matched but was not applied: its grid could not be recomputed safely, or it failed),
-``decisions`` (usable decisions for this target in the store).
+(a decision matched but was not applied: its grid could not be recomputed safely, or it failed,
+or it assumes no overlap and the arguments overlapped), ``noalias_fallbacks`` (of those skipped,
+the launches whose tensor arguments overlapped where the decision assumes they do not: the
+program's own kernel ran; said once on stderr per kernel), ``decisions`` (usable decisions for
+this target in the store).
+
+No-alias decisions (``tritune.aliasing``): the check runs before every launch with such a
+decision, on each path (``_direct``'s binary through ``GuardedDirect`` and its other launches,
+``jit_hook``, ``inductor_hook``); such a decision is never handed to Inductor's own launcher or
+autotune cache (``inductor_cache.not_config_only``), which would launch it unchecked.
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ class Applier:
         self._jit: dict[int, JitEntry] = {}
         self._tuners: dict[int, Any] = {}
         self._swaps = inductor_swap.Swaps()  # tuners launching a decision's launcher (shared by successors)
-        self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped]; kept on refresh
+        self._counts: dict[str, list[int]] = {}  # kernel -> [launches, applied, skipped, noalias fallbacks]
         self._pending: Callable | None = None
         self._hooks = (self.jit_hook, self.inductor_hook)  # one bound method each: the shims compare them
         self.installed = False
@@ -149,9 +157,9 @@ class Applier:
         per_kernel = self._get_index().per_kernel
         stats = {}
         for name in sorted(set(self._counts) | set(per_kernel)):
-            launches, applied, skipped = self._counts.get(name, (0, 0, 0))
+            launches, applied, skipped, fallbacks = self._counts.get(name, (0, 0, 0, 0))
             stats[name] = {"launches": launches, "applied": applied, "skipped": skipped,
-                           "decisions": per_kernel.get(name, 0)}
+                           "noalias_fallbacks": fallbacks, "decisions": per_kernel.get(name, 0)}
         return stats
 
     def install(self) -> None:
@@ -199,6 +207,9 @@ class Applier:
             prepared = self._jit_prepare(entry, launch)
             entry.remember(sig, prepared)
         if prepared is None:
+            return run(launch)
+        if prepared.guard is not None and not prepared.guard(launch.args, launch.kwargs):
+            self._overlapped(entry)
             return run(launch)
         chosen = prepared.rewrite(launch)
         if chosen is None:
@@ -252,6 +263,11 @@ class Applier:
                     counts[1] += 1
                     return result
             try:
+                if (prepared is not None and prepared is not _MISSING and prepared.guard is not None
+                        and not prepared.guard(args, kwargs)):  # overlapping arguments: the program's kernel
+                    counts[0] += 1
+                    self._overlapped(entry)
+                    return as_written(args, kwargs, grid)
                 found = (prepared.arguments(args, kwargs, grid)
                          if prepared is not None and prepared is not _MISSING and prepared.ready else None)
             except Exception as exc:  # noqa: BLE001
@@ -320,6 +336,9 @@ class Applier:
             inductor_shim.straight_through(tuner, self._hooks[1])
             entry.counts[1] += 1
             return run()
+        if prepared.guard is not None and not prepared.guard(args, kwargs):
+            self._overlapped(entry)
+            return run()
         try:
             result = prepared.launch(args, kwargs.get("stream"))
         except Exception as exc:  # noqa: BLE001 - the decision failed: Inductor's launch still runs
@@ -370,7 +389,7 @@ class Applier:
     def _counter(self, name: str) -> list[int]:
         counts = self._counts.get(name)
         if counts is None:
-            counts = self._counts[name] = [0, 0, 0]
+            counts = self._counts[name] = [0, 0, 0, 0]
         return counts
 
     def _jit_entry(self, fn: Any) -> JitEntry:
@@ -514,6 +533,13 @@ class Applier:
         entry.counts[2] += 1
         self._report(entry.name, f"decision {plan.variant.describe()} failed, this key runs as written from now on: "
                                  f"{_one_line(exc)}")
+
+    def _overlapped(self, entry: Any) -> None:
+        """A launch whose tensor arguments overlap, where its decision assumes they do not."""
+        entry.counts[2] += 1
+        entry.counts[3] += 1
+        self._report(entry.name, "its decision assumes tensor arguments that do not overlap; launches where "
+                                 "they overlap run the kernel as written (counted in noalias_fallbacks)")
 
     def _report(self, name: str, message: str) -> None:
         if (name, message) in self._reported:

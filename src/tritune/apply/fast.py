@@ -32,6 +32,8 @@ a global the kernel reads has changed (Triton raises then), the debug or instrum
 moved, or the current device is another. A persistent-grid decision's ``Direct`` gets an
 adapter (``replay.persistent.PersistentGrid.adapter``) that puts the grid's tile count in the
 added arguments and launches fewer programs; a grid it does not cover is refused.
+``GuardedDirect`` (a decision that assumes its tensor arguments do not overlap) also refuses a
+launch whose tensors overlap.
 """
 
 from __future__ import annotations
@@ -219,6 +221,24 @@ class Direct:
         self.run(grid[0], grid[1], grid[2], self.stream_of(device), self.function, self.metadata, None, None, None,
                  *found)
         return self.kernel
+
+
+class GuardedDirect(Direct):
+    """A ``Direct`` whose decision assumes its tensor arguments do not overlap: each launch checks
+    the live arguments first (``aliasing.Guard``) and is refused where they overlap (the caller
+    checks again and launches the program's own kernel). Only such decisions get this class, so
+    the others' launches pay nothing for it."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, *args: Any, guard: Callable[[tuple, dict], bool]):
+        super().__init__(*args)
+        self.guard = guard
+
+    def launch(self, args: tuple, kwargs: dict, grid: Any) -> Any:
+        if not self.guard(args, kwargs):
+            return REFUSED
+        return Direct.launch(self, args, kwargs, grid)
 
 
 REFUSED = object()

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritune import aliasing
 from tritune.apply.kernels import Passes, variant_kernel
 from tritune.apply.jit import ApplyError, JitEntry, persistent_grid
 from tritune.store.keys import constexpr_value
@@ -158,6 +159,7 @@ class InductorPlan:
         self.interpreted = getattr(entry.tuner, "triton_interpret", False)
         self.persistent = persistent_grid(self.fn, variant)
         self.passes = Passes(variant)
+        self.noalias = aliasing.assumes_noalias(variant)  # each launch checks its tensors (``InductorLaunch.guard``)
         self.compiled = None
         self.launcher = None  # the decision as Inductor's own launcher (``apply.inductor_swap``), when it is one
         self._grids: dict[tuple, tuple] = {}
@@ -202,7 +204,7 @@ class InductorPlan:
 class InductorLaunch:
     """A plan's launch for one signature of the launcher's arguments."""
 
-    __slots__ = ("plan", "plan_key", "count", "grid", "params", "tail", "runner")
+    __slots__ = ("plan", "plan_key", "count", "grid", "params", "tail", "runner", "guard")
 
     def __init__(self, plan: InductorPlan, plan_key: tuple, kernel_args: tuple, extra_args: tuple,
                  constexprs: dict):
@@ -221,6 +223,11 @@ class InductorLaunch:
         positional_first = order[:count] == plan.entry.positional and all(n in self.params for n in order[count:])
         self.tail = tuple(self.params[n] for n in order[count:]) if positional_first else None
         self.runner = None
+        self.guard = None
+        if plan.noalias:
+            import torch
+
+            self.guard = aliasing.Guard(kernel_args, {}, torch.Tensor)
 
     def launch(self, args: tuple, stream: Any) -> Any:
         plan = self.plan

@@ -10,7 +10,8 @@ itself, and the applier's hook has nothing to do for that kernel (the launched c
 constexprs are no decision's key: its launches go straight to Inductor).
 
 When (``reason_not`` says why not, and the launch-time path applies the decision instead):
-  * the decision changes nothing but config knobs (no source, passes, maxnreg...);
+  * the decision changes nothing but config knobs (no source, passes, maxnreg...) and assumes
+    nothing of the live arguments (``Variant.assumes``: only the launch-time path checks them);
   * the kernel's sizes are static (every ``*numel`` parameter is a literal in its body): one
     entry serves every launch of the kernel file, so it must be the key's only size; and it is
     the kernel's only decision here;
@@ -62,6 +63,8 @@ def not_config_only(tuner: Any, config: Any, decision: Any, decisions_of_kernel:
     alone, static sizes, the kernel's only decision); None when it is (``apply.inductor_swap``
     and this module's cache entries both need that)."""
     variant = decision.variant
+    if variant.assumes:  # only the launch-time path checks each launch's arguments
+        return f"it assumes {'+'.join(variant.assumes)}, which each launch must be checked for"
     if variant.source is not None or variant.grid is not None or variant.passes or variant.fast_math:
         return "it changes the kernel's code"
     knobs = set(getattr(config, "kwargs", {}) or {})

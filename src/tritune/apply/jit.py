@@ -26,6 +26,11 @@ Once a prepared launch went through Triton's ``run`` (``Prepared.record``), its 
 is kept and later launches go to it straight (``apply.fast.Direct``), unless a launch hook or
 anything else Triton honours per launch is set.
 
+A decision that assumes its tensor arguments do not overlap (``aliasing.assumes_noalias``) gives
+its prepared launches a ``guard`` (``aliasing.Guard``; None for every other decision): the
+applier checks it before each launch with the decision and launches the program's kernel as
+written where the arguments overlap; its binary is a ``GuardedDirect``.
+
 ``signature`` (Inductor's launches, and the general form of a jit launch's signature): per
 argument a tensor's dtype, shape and alignment, a float's or bool's class, anything else itself.
 """
@@ -34,8 +39,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tritune import aliasing
 from tritune.apply import grid as grids
-from tritune.apply.fast import Direct, Recipe, Signatures, compiled_kernel
+from tritune.apply.fast import Direct, GuardedDirect, Recipe, Signatures, compiled_kernel
 from tritune.apply.kernels import Passes, options_key, variant_kernel
 from tritune.capture._jit_shim import Launch, is_interpreted
 
@@ -108,28 +114,35 @@ class JitPlan:
         self.positions = {name: i for i, name in enumerate(kernel.names)}
         self.params = frozenset(kernel.names)
         self.persistent = persistent_grid(kernel.fn, variant)
+        self.noalias = aliasing.assumes_noalias(variant)
 
     def prepare(self, launch: Launch, bound: dict) -> "Prepared":
         """The rewrite of every launch with ``launch``'s signature (``bound``: its arguments by name)."""
         kernel, nargs = self.kernel, len(launch.args)
+        guard = None
+        if self.noalias:
+            import torch
+
+            guard = aliasing.Guard(launch.args, launch.kwargs, torch.Tensor)
         if self.by_name:
             given = set(kernel.names[:nargs]) | set(launch.kwargs)
             defaults = {n: bound[n] for n in kernel.names if n in bound and n not in given}
-            return Prepared(self, bound, (), {**self.constexprs, **self.options}, kernel.names[:nargs], defaults)
+            return Prepared(self, bound, (), {**self.constexprs, **self.options}, kernel.names[:nargs], defaults,
+                            guard)
         positions = tuple((self.positions[n], v) for n, v in self.constexprs.items() if self.positions[n] < nargs)
         overrides = {n: v for n, v in self.constexprs.items() if self.positions[n] >= nargs}
         overrides.update(self.options)
-        return Prepared(self, bound, positions, overrides, None, None)
+        return Prepared(self, bound, positions, overrides, None, None, guard)
 
 
 class Prepared:
     """A decision's launch for one signature: what every launch with it gets, computed once."""
 
     __slots__ = ("plan", "fn", "positions", "overrides", "names", "defaults", "before", "scalars", "grids",
-                 "fixed_grid", "ready", "options", "grids3", "direct", "recorded")
+                 "fixed_grid", "ready", "options", "grids3", "direct", "recorded", "guard")
 
     def __init__(self, plan: JitPlan, bound: dict, positions: tuple, overrides: dict, names: list | None,
-                 defaults: dict | None):
+                 defaults: dict | None, guard: aliasing.Guard | None = None):
         kernel = plan.kernel
         self.plan, self.fn = plan, plan.fn
         self.positions, self.overrides, self.names, self.defaults = positions, overrides, names, defaults
@@ -144,6 +157,7 @@ class Prepared:
         self.grids3: dict[Any, tuple | None] = {}  # a fixed grid as given -> the grid launched, padded to 3
         self.direct: Direct | None = None  # the binary, launched past Triton's run (``apply.fast``)
         self.recorded = False  # ``record`` ran (a binary is looked for once)
+        self.guard = guard  # the decision assumes no overlap: True when a launch's tensors allow it
 
     def rewrite(self, launch: Launch) -> Launch | None:
         """The launch to make instead, or None when its grid cannot be recomputed safely."""
@@ -206,9 +220,9 @@ class Prepared:
         active = driver.active
         recipe = Recipe(self.fn.arg_names, self._sources(len(args), kwargs), len(args))
         persistent = self.plan.persistent
-        self.direct = Direct(kernel, active.get_current_device(), self.fn, recipe, self.grid3,
-                             active.get_current_device, active.get_current_stream,
-                             None if persistent is None else persistent.adapter(self.fn.arg_names))
+        made = (kernel, active.get_current_device(), self.fn, recipe, self.grid3, active.get_current_device,
+                active.get_current_stream, None if persistent is None else persistent.adapter(self.fn.arg_names))
+        self.direct = Direct(*made) if self.guard is None else GuardedDirect(*made, guard=self.guard)
 
     def _sources(self, nargs: int, kwargs: dict) -> dict[str, tuple]:
         """Where each argument ``arguments`` hands Triton comes from (a ``Recipe``'s sources),

@@ -18,7 +18,8 @@ What the spec takes from Inductor:
               ``mutated_arg_names``: ``writes_from="inductor"``.
   grid        Inductor's grid rule (``inductor_grid``) evaluated for the chosen config.
   extra       kernel_num_gb (bytes moved, for the roofline), kernel_type (poi/per/red/...),
-              config_from, and a small JSON subset of ``inductor_meta``.
+              config_from, which tensor arguments overlap (``aliasing``), and a small JSON
+              subset of ``inductor_meta``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import inspect
 import sys
 from typing import Any, Sequence
 
+from tritune import aliasing
 from tritune.capture.inductor_grid import grid_for, grid_rule
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, min_storage_size, source_hash
 from tritune.kernel_facts import inductor_kind
@@ -93,12 +95,14 @@ def launch_spec(tuner: Any, args: Sequence[Any], config: Any, *, config_from: st
         scalars.update(zip(extra_args, args[len(args) - len(extra_args):]))
     rule = grid_rule(tuner.inductor_meta, scalars)
     grid = grid_for(rule, {**constants, **chosen}, scalars)
+    extra = {**static["extra"], "config_from": config_from}
+    aliasing.record(extra, {a.name: values[a.name] for a in specs if a.kind == "tensor"})
     spec = LaunchSpec(
         kernel=fn.__name__, kind="inductor", module=getattr(fn.fn, "__module__", "") or "",
         source_file=source_file or static["source_file"], source="", source_hash=static["source_hash"],
         args=specs, constexprs=constexprs, options=_options(tuner, config, static), grid=list(grid),
         grid_rule=rule, writes_from="inductor",
-        extra={**static["extra"], "config_from": config_from},
+        extra=extra,
     )
     return spec, values
 

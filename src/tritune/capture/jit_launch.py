@@ -10,6 +10,9 @@ CUDA backend defaults), the grid and its rule (``grid_rule``), and the written t
 (``writes``): on a GPU from the TTIR of the kernel the launch returned, under the interpreter
 from a TTIR compiled for sm_90, else observed.
 
+Which tensor arguments overlap in memory is noted in ``extra["overlapping"]`` (``aliasing``):
+the proposers offer no-alias variants only for launches whose arguments were disjoint.
+
 Constexpr values that are not JSON scalars (a ``tl.float16`` dtype, a jit function) are
 recorded as text and named in ``extra["constexprs_as_text"]``: replay must turn them back.
 """
@@ -25,6 +28,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+from tritune import aliasing
 from tritune.kernel_facts import DEFAULT_OPTIONS
 from tritune.capture import grid_rule
 from tritune.capture._jit_shim import Launch, is_interpreted
@@ -187,6 +191,7 @@ def build_spec(kernel: Kernel, launch: Launch, bound: dict, grid: Any) -> tuple[
     rule, unexplained = grid_rule.infer(padded, len(tuple(grid)), launch.grid if callable(launch.grid) else None,
                                         bound, constexprs, scalars)
     extra = _extra(launch, unexplained, as_text)
+    aliasing.record(extra, {a.name: bound[a.name] for a in args if a.kind == "tensor"})
     spec = LaunchSpec(kernel=kernel.name, kind=launch.kind, module=kernel.module, source_file=kernel.source_file,
                       source="", source_hash=kernel.source_hash, args=args, constexprs=constexprs,
                       options=options, grid=padded, grid_rule=rule, extra=extra)

@@ -31,15 +31,11 @@ import io
 from typing import Any, Iterable, Sequence
 
 from tritune.ir import ModuleView, parse_module
+from tritune.ir.provenance import FORWARD_ALL, FORWARD_FIRST  # the ops that derive pointers from pointers
 
 STORES = {"tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_store", "tt.descriptor_reduce",
           "tt.descriptor_scatter"}
 READS = {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch"}
-# every pointer operand flows into every result
-FORWARD_ALL = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "tt.bitcast",
-               "tt.join", "tt.cat", "ttg.convert_layout", "tt.unsplat"}
-# operand 0 is the pointer, the others are offsets / shapes
-FORWARD_FIRST = {"tt.addptr", "tt.advance", "tt.make_tensor_ptr", "tt.make_tensor_descriptor"}
 
 
 class WritesError(ValueError):

@@ -56,7 +56,7 @@ def _launch_config(fast_math: bool, root: str | None) -> Family:
 
 
 def _passes(fast_math: bool, root: str | None) -> Family:
-    return Family(PassSetProposer.name, PassSetProposer(fast_math=fast_math), _pass_mode)
+    return Family(PassSetProposer.name, PassSetProposer(fast_math=fast_math, root=root), _pass_mode)
 
 
 def _cache_hints(fast_math: bool, root: str | None) -> Family:

@@ -23,6 +23,16 @@ Legal when all of these hold:
 Writes by other programs of the same launch without synchronisation are a data race in the
 original kernel too: non-volatile loads promise no ordering with them.
 
+No-alias mode (``noalias=True``, the ``exact-noalias`` pass set; the variant records the
+assumption and the applier checks it at every launch, ``tritune.aliasing``): distinct pointer
+arguments of the kernel are assumed not to overlap, so a plain ``tt.store`` in between no longer
+blocks the merge when its pointer is derived only from arguments the loaded pointer is not
+derived from (``ir.provenance``). Everything else still blocks: a store whose pointer's origin is
+unknown or shared with the load, atomics (they order memory), calls, barriers, volatile loads.
+Inductor's reductions are the case: with one iteration of the reduction loop, a store through
+``out_ptr0`` sits between two loads of ``in_out_ptr0`` (seed 000 merges them by comparing the
+store's pointer with the loaded one, which is unsound without this assumption).
+
 The kept load gets the eviction policy of the later one (after the merge it is the last read of
 that data, which is what ``evict_first`` says) and the cache modifier the two share, or the
 default if they differ. ptxas rejects ``.cg`` with any L1 eviction hint (``evict_first`` and
@@ -40,9 +50,11 @@ from triton._C.libtriton import ir
 from tritune.ir import ModuleView, Op, Pattern, PatternSet, Rewriter, apply_patterns
 from tritune.ir.effects import may_write_global
 from tritune.ir.printed import LoadAttrs
+from tritune.ir.provenance import Provenance
 
 NAME = "merge-redundant-loads"
 EXACT = True
+ASSUMPTIONS = ("noalias",)  # what ``run`` can use when told it holds
 
 
 def legal_attrs(attrs: LoadAttrs) -> LoadAttrs:
@@ -68,6 +80,7 @@ class MergeRedundantLoad(Pattern):
 
     op_names = ("tt.load",)
     name = NAME
+    noalias = False
 
     def match_and_rewrite(self, op: Op, view: ModuleView, rewriter: Rewriter) -> bool:
         if op.load is None or op.load.volatile:
@@ -83,9 +96,9 @@ class MergeRedundantLoad(Pattern):
         rewriter.replace(op.result, kept)
         return True
 
-    @staticmethod
-    def _earlier_equivalent(op: Op, view: ModuleView) -> Op | None:
+    def _earlier_equivalent(self, op: Op, view: ModuleView) -> Op | None:
         key = _load_key(op)
+        blocks = self._blocker(op, view)
         for candidate in view.ops_named("tt.load"):
             if candidate is op or candidate.load is None or candidate.load.volatile:
                 continue
@@ -93,10 +106,28 @@ class MergeRedundantLoad(Pattern):
                 continue
             if not view.dominates(candidate, op):
                 continue
-            if any(may_write_global(between) for between in view.ops_between(candidate, op)):
+            if any(blocks(between) for between in view.ops_between(candidate, op)):
                 continue
             return candidate
         return None
+
+    def _blocker(self, load: Op, view: ModuleView):
+        """Whether an op between two loads of ``load``'s pointer keeps them apart."""
+        if not self.noalias:
+            return may_write_global
+        provenance = Provenance(view)
+        loaded = provenance.bases(load.operands[0])
+
+        def blocks(op: Op) -> bool:
+            if not may_write_global(op):
+                return False
+            if op.name != "tt.store" or loaded is None:
+                return True
+            # store through other arguments only: no overlap under the assumption
+            stored = provenance.bases(op.operands[0])
+            return stored is None or bool(stored & loaded)
+
+        return blocks
 
     @staticmethod
     def _rebuild(load: Op, attrs: LoadAttrs, rewriter: Rewriter) -> ir.value:
@@ -116,9 +147,15 @@ class MergeRedundantLoad(Pattern):
         return new
 
 
+class MergeRedundantLoadNoAlias(MergeRedundantLoad):
+    noalias = True
+
+
 PATTERNS = PatternSet((MergeRedundantLoad(),))
+NOALIAS_PATTERNS = PatternSet((MergeRedundantLoadNoAlias(),))
 
 
-def run(module: ir.module, *, fast_math: bool = False) -> int:
-    """Merge redundant loads in ``module``; return the number of loads removed."""
-    return apply_patterns(module, PATTERNS).rewrites
+def run(module: ir.module, *, fast_math: bool = False, noalias: bool = False) -> int:
+    """Merge redundant loads in ``module``; return the number of loads removed. ``noalias``:
+    distinct pointer arguments may be assumed not to overlap (see the module docstring)."""
+    return apply_patterns(module, NOALIAS_PATTERNS if noalias else PATTERNS).rewrites

@@ -12,6 +12,12 @@ rewrites``): ``{"rule": name, "exact": class, "params": {...}}``, so a decision 
 (the rule, its parameters, then the options and constexprs set on top of it). Both are left out
 of the JSON while None (the default), so variants without them keep their hash and stored rows
 without them load unchanged.
+
+``assumes`` names what the variant is only correct under (``"noalias"``: the kernel's distinct
+tensor arguments do not overlap in memory, ``tritune.aliasing``). Replay gives every argument a
+tensor of its own, so verification holds the assumption; the applier checks it at each live
+launch and runs the baseline where it fails. Left out of the JSON when empty, so a variant
+without it has the text, hash and signature it had before the field existed.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ class Variant:
     source: str | None = None  # replacement text of the kernel's source file
     grid: dict | None = None   # how the source is launched, when not on the program's grid
     rewrite: dict | None = None  # the rule that made ``source`` (module docstring), JSON values only
+    assumes: tuple[str, ...] = ()  # e.g. ("noalias",): correct only while the assumption holds
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
+        object.__setattr__(self, "assumes", tuple(self.assumes))
 
     @property
     def is_baseline(self) -> bool:
@@ -50,6 +58,8 @@ class Variant:
             parts.append("source@" + hashlib.sha256(self.source.encode()).hexdigest()[:8])
         if self.grid is not None:
             parts.append("grid=" + json.dumps(self.grid, sort_keys=True, separators=(",", ":")))
+        if self.assumes and parts:
+            parts.append("assumes " + "+".join(self.assumes))
         return ", ".join(parts) or "baseline"
 
     def to_json(self) -> dict:
@@ -58,6 +68,10 @@ class Variant:
         for optional in ("grid", "rewrite"):
             if body[optional] is None:
                 del body[optional]
+        if self.assumes:
+            body["assumes"] = list(self.assumes)
+        else:
+            del body["assumes"]
         return body
 
     @classmethod

@@ -10,6 +10,7 @@ constexpr, passes (``pass:exact``, ``pass:fast fast-math``), and what a source r
     ["pipeline-loop(S=3)", "num_warps"]          a source rewrite rule with its parameters, then
                                                  the config found on the rewritten kernel
     ["source"]                                   a source text no proposer here named
+    ["pass:exact-noalias", "assume:noalias"]     a variant valid only under an assumption
 
 A value equal to the captured one is not a change (a decision imported from another store may
 spell out defaults). Source rewrites are read from the variant's name, which the proposer that
@@ -40,5 +41,6 @@ def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
     elif variant.source is not None:
         found += next((knobs for knobs in (parse(variant.name) for parse in SOURCE_NAMES) if knobs is not None),
                       ["source"])
+    found += [f"assume:{name}" for name in variant.assumes]
     return list(dict.fromkeys(found))
 

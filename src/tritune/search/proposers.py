@@ -23,14 +23,21 @@ In the loop it reads its knob order, the register count and the base from the ``
 (``propose_in``).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
-allows fast-math.
+allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
+``assumes=("noalias",)``) only for a launch whose tensor arguments capture saw disjoint
+(``aliasing.disjoint_at_capture``; a capture that did not record it gets none) and whose kernel
+loads one pointer expression twice around a store (``_may_merge_across_store``: the pattern the
+assumption unlocks, so kernels where it could change nothing cost no candidate).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
+from tritune.aliasing import NOALIAS, disjoint_at_capture
 from tritune.capture.spec import LaunchSpec
 from tritune.errors import resource_failure_text
 from tritune.replay.variant import Variant
@@ -173,15 +180,42 @@ def knob_order(spec: LaunchSpec, roles: Iterable[str]) -> list[str]:
 class PassSetProposer:
     name = "passes"
 
-    def __init__(self, fast_math: bool = False) -> None:
+    def __init__(self, fast_math: bool = False, root: str | Path | None = None) -> None:
         self.fast_math = fast_math
+        self.root = Path(root) if root is not None else None  # the capture directory (its sources/)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
         wanted = [Variant(name="passes=exact", passes=("exact",))]
         if self.fast_math:
             wanted.append(Variant(name="passes=fast fast-math", passes=("fast",), fast_math=True))
+        if disjoint_at_capture(spec) and _may_merge_across_store(self._source(spec), spec.kernel):
+            wanted.append(Variant(name="passes=exact-noalias", passes=("exact-noalias",), assumes=(NOALIAS,)))
         done = {t.variant.key() for t in trials}
         return [v for v in wanted if v.key() not in done][:limit]
+
+    def _source(self, spec: LaunchSpec) -> str | None:
+        path = self.root / spec.source if self.root is not None and spec.source else Path(spec.source_file or "")
+        try:
+            return path.read_text() if path.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+def _may_merge_across_store(source: str | None, kernel: str) -> bool:
+    """The kernel loads one pointer expression (the same text) twice and stores somewhere: the
+    loads ``merge-redundant-loads`` keeps apart only for a store between them. A cheap look at
+    the source, never a legality check (the pass decides on the IR)."""
+    try:
+        tree = ast.parse(source or "")
+    except SyntaxError:
+        return False
+    function = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if function is None:
+        return False
+    calls = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    loaded = [ast.dump(c.args[0]) for c in calls if c.func.attr == "load" and c.args]
+    stores = any(c.func.attr == "store" for c in calls)
+    return stores and len(set(loaded)) < len(loaded)
 
 
 def _key(config: dict[str, Any]) -> tuple:
