@@ -4,6 +4,7 @@ walked, the config search on the rewritten source, and the chain a decision keep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -70,11 +71,19 @@ def test_each_rewrite_becomes_a_variant_verified_in_the_mode_of_its_class(monkey
     assert Variant.from_json(json.loads(json.dumps(first.to_json()))) == first
 
 
-def test_fast_math_rewrites_only_with_fast_math_and_assumptions_never(monkeypatch, root):
-    register(monkeypatch, CommentRule("fast", exact=FAST_MATH), CommentRule("aliasing", assumes=(NOALIAS,)),
-             CommentRule("exact"))
-    assert [v.name for v in proposed(root)] == ["exact(S=2)"]
+def test_fast_math_rewrites_only_with_fast_math_and_no_alias_only_where_capture_saw_it(monkeypatch, root):
+    aliasing = CommentRule("aliasing", assumes=(NOALIAS,))
+    register(monkeypatch, CommentRule("fast", exact=FAST_MATH), aliasing, CommentRule("exact"))
+    assert [v.name for v in proposed(root)] == ["exact(S=2)"]  # capture recorded nothing: unknown
     assert [v.name for v in proposed(root, fast_math=True)] == ["fast(S=2)", "exact(S=2)"]
+    assert aliasing.seen and not any(k.noalias for k in aliasing.seen)  # the rules were not told they may
+    overlapping = dataclasses.replace(spec(), extra={"overlapping": [["x_ptr", "y_ptr"]]})
+    assert [v.name for v in SourceRewriteProposer().propose_in(Context(overlapping, root=root), 8)] == ["exact(S=2)"]
+    disjoint = dataclasses.replace(spec(), extra={"overlapping": []})
+    variants = SourceRewriteProposer().propose_in(Context(disjoint, root=root), 8)
+    assert [v.name for v in variants] == ["aliasing(S=2)", "exact(S=2)"]
+    assert variants[0].assumes == (NOALIAS,) and variants[1].assumes == ()  # the applier's guard reads it
+    assert aliasing.seen[-1].noalias
 
 
 def test_the_bottleneck_orders_the_rules_and_a_hint_moves_its_rule_up(monkeypatch, root):

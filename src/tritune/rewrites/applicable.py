@@ -27,10 +27,11 @@ def rules() -> dict[str, Rule]:
     return dict(tritune.rewrites.RULES)
 
 
-def applicable(text: str, kernel: str, *, launch: dict | None = None) -> Found:
-    """Run every rule on function ``kernel`` of the source ``text``."""
+def applicable(text: str, kernel: str, *, launch: dict | None = None, noalias: bool = False) -> Found:
+    """Run every rule on function ``kernel`` of the source ``text`` (``noalias``: the rules may
+    assume distinct pointer arguments do not overlap; ``KernelSource``)."""
     try:
-        source = KernelSource.parse(text, kernel, launch=launch)
+        source = KernelSource.parse(text, kernel, launch=launch, noalias=noalias)
     except NotRewritable as exc:
         return Found((), {"source": str(exc)})
     found: list[Rewrite] = []
@@ -51,13 +52,14 @@ def applicable(text: str, kernel: str, *, launch: dict | None = None) -> Found:
     return Found(tuple(found), reasons)
 
 
-def apply(rule_name: str, text: str, kernel: str, params: dict, *, launch: dict | None = None) -> Rewrite:
+def apply(rule_name: str, text: str, kernel: str, params: dict, *, launch: dict | None = None,
+          noalias: bool = False) -> Rewrite:
     """Rule ``rule_name`` with these parameters (``Rule.apply``); ``NotRewritable`` when it is not
     registered, not legal here, or fails."""
     rule = rules().get(rule_name)
     if rule is None:
         raise NotRewritable(f"no rule named {rule_name!r} is registered")
-    source = KernelSource.parse(text, kernel, launch=launch)
+    source = KernelSource.parse(text, kernel, launch=launch, noalias=noalias)
     try:
         return rule.apply(source, params)
     except NotRewritable:

@@ -29,9 +29,10 @@ import dataclasses
 import difflib
 from typing import Any, Iterable, Protocol
 
+from tritune.aliasing import NOALIAS  # an assumption a rewrite may need (``Rewrite.assumes``)
+
 EXACT, TOLERANCE, FAST_MATH = "exact", "tolerance", "fast_math"
 CLASSES = (EXACT, TOLERANCE, FAST_MATH)
-NOALIAS = "noalias"  # an assumption a rewrite may need (``Rewrite.assumes``)
 
 
 class NotRewritable(ValueError):

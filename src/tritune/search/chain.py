@@ -30,7 +30,8 @@ def label(rewrite: dict) -> str:
 def variant_of(rewrite: Rewrite, config: Variant | None = None) -> Variant:
     """The rewrite as a variant, with ``config``'s options and constexprs on top (a held decision's)."""
     return on_rewrite(Variant(name=rewrite.name, source=rewrite.source, grid=rewrite.grid,
-                              fast_math=rewrite.exact == FAST_MATH, rewrite=record(rewrite)), config)
+                              fast_math=rewrite.exact == FAST_MATH, rewrite=record(rewrite),
+                              assumes=tuple(rewrite.assumes)), config)
 
 
 def on_rewrite(base: Variant, config: Variant | None) -> Variant:

@@ -19,9 +19,11 @@ Proposals, most promising first (a candidate costs a build, a verification and a
    first (``PREFERRED``), then those a hint asks for (``HINTED``), then the registry's order;
    each rule's first rewrite before any rule's second.
 
-A rewrite that assumes something (``Rewrite.assumes``: no-alias) is not proposed: the rules see
-``KernelSource.noalias = False`` here, and a variant needing the assumption needs the runtime
-guard to be applied. A variant whose source and config were tried already is not proposed again.
+The rules may assume that the kernel's distinct pointer arguments do not overlap
+(``KernelSource.noalias``) only for a launch whose tensors capture saw disjoint
+(``aliasing.disjoint_at_capture``); a rewrite that relied on it (``Rewrite.assumes``) becomes a
+variant that assumes it too, which the applier uses only where each live launch's tensors are
+disjoint (``aliasing.Guard``), and runs the baseline elsewhere. A variant whose source and config were tried already is not proposed again.
 
 ``KernelSource.launch``, what the rules know of the captured launch (``launch_facts``):
 
@@ -44,6 +46,7 @@ import itertools
 import json
 from typing import Iterator
 
+from tritune.aliasing import disjoint_at_capture
 from tritune.capture.spec import LaunchSpec
 from tritune.replay.variant import Variant
 from tritune.rewrites import applicable
@@ -68,12 +71,14 @@ HINTED = {"more_stages": "pipeline-loop", "launch_overhead": "persistent-grid", 
 
 class SourceRewriteProposer:
     name = "source-rewrite"
+    noalias = False  # set per round from the capture (propose_in)
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         text = context.source
         if limit <= 0 or text is None:
             return []
         launch = launch_facts(context.spec, context.profile.get("facts"))
+        self.noalias = disjoint_at_capture(context.spec)
         tried = {_tried(t.variant) for t in context.trials}
         proposals: list[Variant] = []
         for variant in itertools.chain(self._walk(context, text, launch), self._first(context, text, launch)):
@@ -92,24 +97,25 @@ class SourceRewriteProposer:
             return
         kernel = context.spec.kernel
         try:
-            current = applicable.apply(held["rule"], text, kernel, held.get("params") or {}, launch=launch)
+            current = applicable.apply(held["rule"], text, kernel, held.get("params") or {}, launch=launch,
+                                       noalias=self.noalias)
         except NotRewritable:
             return
         for knob in current.knobs:
             for value in _neighbours(tuple(knob.values), current.params.get(knob.name, knob.default)):
                 try:
                     moved = applicable.apply(held["rule"], text, kernel, {**current.params, knob.name: value},
-                                             launch=launch)
+                                             launch=launch, noalias=self.noalias)
                 except NotRewritable:
                     continue
-                if _allowed(moved, context.fast_math):
+                if _allowed(moved, context.fast_math, self.noalias):
                     yield chain.variant_of(moved, context.accepted)
 
     def _first(self, context: Context, text: str, launch: dict) -> Iterator[Variant]:
-        found = applicable.applicable(text, context.spec.kernel, launch=launch)
+        found = applicable.applicable(text, context.spec.kernel, launch=launch, noalias=self.noalias)
         by_rule: dict[str, list[Rewrite]] = {}
         for rewrite in found.rewrites:
-            if _allowed(rewrite, context.fast_math):
+            if _allowed(rewrite, context.fast_math, self.noalias):
                 by_rule.setdefault(rewrite.rule, []).append(rewrite)
         order = rule_order(list(by_rule), context.bottleneck, context.hints)
         for rank in itertools.zip_longest(*(by_rule[name] for name in order)):  # each rule's first, then second
@@ -155,8 +161,10 @@ def family(fast_math: bool, root: str | None) -> Family:
     return Family(SourceRewriteProposer.name, SourceRewriteProposer(), mode, reads_context=True)
 
 
-def _allowed(rewrite: Rewrite, fast_math: bool) -> bool:
-    return not rewrite.assumes and (fast_math or rewrite.exact != FAST_MATH)
+def _allowed(rewrite: Rewrite, fast_math: bool, noalias: bool) -> bool:
+    """Fast-math rewrites only with ``--fast-math``; one that assumes no-alias only where capture
+    saw the launch's tensors disjoint (a rule never assumes what it was not told it may)."""
+    return (noalias or not rewrite.assumes) and (fast_math or rewrite.exact != FAST_MATH)
 
 
 def _neighbours(values: tuple, value: object) -> list:
