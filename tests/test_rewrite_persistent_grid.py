@@ -448,6 +448,11 @@ REFUSED = {
     "a string over lines": (kernel(OFFS + 'tl.static_print("""a\nb""")'), "several lines"),
     "already rewritten": (rewrite("scale"), "_tritune_"),
     "keyword-only parameters": (kernel(OFFS, params="x_ptr, *, BLOCK: tl.constexpr"), "keyword-only"),
+    # Triton's builtins include getattr: a callee computed by a call is one the rule cannot name
+    "a program id through getattr": (kernel(OFFS + 'tl.store(out_ptr + offs, getattr(tl, "program_id")(0))'),
+                                     "cannot name"),
+    "an atomic through getattr": (kernel(OFFS + 'getattr(tl, "atomic_add")(x_ptr, 1)\ntl.store(out_ptr + offs, 1.0)'),
+                                  "cannot name"),
 }
 
 

@@ -176,8 +176,10 @@ def _check_calls(kernel: KernelSource, node: ast.FunctionDef, where: str, visiti
     for call in (n for s in node.body for n in ast.walk(s) if isinstance(n, ast.Call)):
         func = call.func
         attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        if attr is not None:
-            _check_name(attr, where, program_id_ok=where == "the kernel" and kernel.is_language(func, "program_id"))
+        if attr is None:  # getattr(tl, "program_id")(0), fns[0](x): a builtin-computed callee hides its name
+            raise NotRewritable(f"{where} calls {kernel.segment(func) or 'a computed function'}, "
+                                "a function the rule cannot name")
+        _check_name(attr, where, program_id_ok=where == "the kernel" and kernel.is_language(func, "program_id"))
         name = dotted(func)
         root = name.split(".")[0] if name else None
         if isinstance(func, ast.Attribute) and root in modules:
