@@ -499,6 +499,50 @@ def test_stores_under_noalias(kernel):
             RULE.rewrites(source)
 
 
+HELPER_POINTER = textwrap.dedent('''\
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _row(table_ptr, r):
+        return tl.load(table_ptr + r).to(tl.pointer_type(tl.float32))
+
+
+    @triton.jit
+    def _shifted(p, r):
+        return p + r
+
+
+    @triton.jit
+    def gather_rows(table_ptr, out_ptr, n, B: tl.constexpr):
+        src = _row(table_ptr, tl.program_id(0))
+        cols = tl.arange(0, B)
+        for i in range(n):
+            tl.store(out_ptr + i * B + cols, tl.load(src + i * B + cols))
+
+
+    @triton.jit
+    def shifted_rows(x_ptr, out_ptr, n, B: tl.constexpr):
+        src = _shifted(x_ptr, tl.program_id(0))
+        cols = tl.arange(0, B)
+        for i in range(n):
+            tl.store(out_ptr + i * B + cols, tl.load(src + i * B + cols))
+''')
+HELPER_SIGNATURE = {"table_ptr": "*i64", "x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "B": "constexpr"}
+
+
+def test_a_pointer_a_helper_reads_from_memory_is_of_unknown_origin_under_noalias():
+    """``_row`` returns a pointer loaded from the table: it may point into out_ptr's buffer,
+    which the guard (argument ranges) cannot see, so the loop must not be pipelined past its
+    store. A helper that only offsets its argument keeps the argument's origin."""
+    launch = {"signature": HELPER_SIGNATURE}
+    with pytest.raises(NotRewritable, match="unknown origin"):
+        RULE.rewrites(KernelSource.parse(HELPER_POINTER, "gather_rows", noalias=True, launch=launch))
+    assert RULE.rewrites(KernelSource.parse(HELPER_POINTER, "shifted_rows", noalias=True,
+                                            launch=launch))[0].assumes == (NOALIAS,)
+
+
 def test_a_launch_signature_says_which_parameters_are_pointers():
     # n is a pointer by the signature: a store through y_ptr + n may then alias what x_ptr + n reads
     text = MUST_NOT.replace("y_ptr + i * B", "y_ptr + n + i * B").replace("x_ptr + i * B", "x_ptr + n + i * B")

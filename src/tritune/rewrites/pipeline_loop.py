@@ -378,7 +378,7 @@ class _Scan:
 class _Origins:
     """Which pointer parameters a value of the kernel derives from, through its assignments (an
     over-approximation: every name a value's expression mentions counts), or ``UNKNOWN`` when it
-    was read from memory or cast to a pointer.
+    was read from memory or cast to a pointer, here or in a helper it calls (``reads_memory``).
 
     The pointer parameters: those the captured launch types as pointers (``launch["signature"]``,
     ``"*fp32"``), else every parameter that is neither constexpr nor used as an integer
@@ -390,6 +390,7 @@ class _Origins:
         signature = (kernel.launch or {}).get("signature") or {}
         pointers = {p for p, t in signature.items() if str(t).startswith("*") or "tensordesc" in str(t)}
         self.pointers = pointers or set(kernel.params) - kernel.constexpr_params() - _integers(kernel)
+        self.helpers = {n.name: n for n in kernel.tree.body if isinstance(n, ast.FunctionDef)}
         self.sources: dict[str, set[str]] = {}
         for node in ast.walk(kernel.function):
             for target, value in _assignments(node):
@@ -397,10 +398,25 @@ class _Origins:
                 for name in names_in(target):
                     self.sources.setdefault(name, set()).update(deps)
 
-    def reads_memory(self, value: ast.AST) -> bool:
-        calls = [n for n in ast.walk(value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
-        return any(c.func.attr in ("load", "load_tensor_descriptor", "gather", "pointer_type", "int_to_ptr")
-                   or (c.func.attr.startswith("atomic")) for c in calls)
+    def reads_memory(self, value: ast.AST, visiting: frozenset[str] = frozenset()) -> bool:
+        """Whether ``value`` may be read from memory or cast to a pointer. A same-file helper's
+        result is, if its body does either (``_row(t, i)`` returning ``tl.load(t + i).to(
+        tl.pointer_type(...))``); any other function's (imported, computed) may be."""
+        for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+            func = call.func
+            if isinstance(func, ast.Attribute):
+                if func.attr in ("load", "load_tensor_descriptor", "gather", "pointer_type", "int_to_ptr") \
+                        or func.attr.startswith("atomic"):
+                    return True
+            elif not isinstance(func, ast.Name):
+                return True
+            elif func.id in self.helpers:
+                if func.id not in visiting and any(self.reads_memory(stmt, visiting | {func.id})
+                                                   for stmt in self.helpers[func.id].body):
+                    return True
+            elif not hasattr(builtins, func.id):
+                return True
+        return False
 
     def roots(self, expr: ast.AST) -> set[str]:
         found, todo, seen = set(), list(names_in(expr)) + ([UNKNOWN] if self.reads_memory(expr) else []), set()
