@@ -448,6 +448,12 @@ REFUSED = {
     "a string over lines": (kernel(OFFS + 'tl.static_print("""a\nb""")'), "several lines"),
     "already rewritten": (rewrite("scale"), "_tritune_"),
     "keyword-only parameters": (kernel(OFFS, params="x_ptr, *, BLOCK: tl.constexpr"), "keyword-only"),
+    # Inductor's split scan: each tile spins on the previous tile's flag (an atomic inside the helper);
+    # with more programs than fit on the GPU at once, a program's next tile waits on one never started
+    "a decoupled lookback": (kernel(OFFS + "prefix = triton_helpers.exclusive_scan_decoupled_lookback("
+                                           "x_ptr, offs, pid, combine)\ntl.store(out_ptr + offs, prefix)",
+                                    extra="from torch._inductor.runtime import triton_helpers"),
+                             "exclusive_scan_decoupled_lookback"),
     # Triton's builtins include getattr: a callee computed by a call is one the rule cannot name
     "a program id through getattr": (kernel(OFFS + 'tl.store(out_ptr + offs, getattr(tl, "program_id")(0))'),
                                      "cannot name"),

@@ -197,8 +197,10 @@ def _check_calls(kernel: KernelSource, node: ast.FunctionDef, where: str, visiti
 def _check_name(attr: str, where: str, program_id_ok: bool) -> None:
     if attr == "program_id" and not program_id_ok:
         raise NotRewritable(f"{where} reads the program id outside the kernel's own tl.program_id calls")
-    if attr.startswith("atomic") or "barrier" in attr:
-        raise NotRewritable(f"{where} uses {attr}: atomics and barriers may order programs")
+    # Inductor's triton_helpers are trusted by name: its ordering helpers are x_grid_barrier and
+    # the split scan's exclusive_scan_decoupled_lookback[_64] (a spin-wait on the previous tile)
+    if attr.startswith("atomic") or "barrier" in attr or "lookback" in attr:
+        raise NotRewritable(f"{where} uses {attr}: atomics, barriers and lookback scans may order programs")
     if attr in _FORBIDDEN:
         raise NotRewritable(f"{where} uses {_FORBIDDEN[attr]}")
 
