@@ -316,3 +316,23 @@ def test_an_import_refused_on_timing_alone_is_judged_again_later(captured, worke
         assert [c.status for c in mine.candidates()] == ["verified"]  # not a final verdict
     (second,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
     assert second.status == IMPORTED and second.speedup == pytest.approx(2.0), second
+
+
+def test_an_imported_code_change_is_kept_as_assuming_no_alias(captured, worker, tmp_path):
+    """Verification gives every argument its own buffer, so it cannot tell a foreign source that
+    is right only on disjoint arguments (its no-alias record dropped) from one right always: the
+    import keeps it as assuming no-alias, and the applier guards each launch."""
+    (spec,) = read_launches(captured)
+    text = (captured / spec.source).read_text()
+    faster = Variant(name="block 128 in the source", constexprs={"BLOCK": 128}, source=text + "\n# foreign\n")
+    foreign_store(tmp_path / "foreign.db", captured, faster)
+    (result,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert result.status == IMPORTED, result
+    with DecisionStore(tmp_path / "mine.db") as mine:
+        (decision,) = mine.decisions()
+    assert decision.variant.assumes == ("noalias",) and decision.variant.source == faster.source
+    again = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert [r.status for r in again] == [SKIPPED] and "already decided" in again[0].reason
+    from tritune.loop.imports import as_imported
+
+    assert as_imported(Variant(constexprs={"BLOCK": 128})).assumes == ()  # no code of theirs: nothing to assume

@@ -16,6 +16,13 @@ A decision that passes becomes a candidate and a decision of the target store, s
 that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
 that carries source runs that source, in the worker: importing is the user saying so. An
 options-only variant runs no code of the other store's.
+
+A foreign variant that changes the kernel's code (source, passes) is imported as assuming
+no-alias (``aliasing``): verification gives every argument a buffer of its own, so it cannot tell
+a variant that is correct only on disjoint arguments (made under the assumption, its record of
+that dropped or never written) from one that is correct always; tritune's own rules prove which
+is which, the other store's word cannot. The applier then uses it only where each launch's
+tensors are disjoint and runs the program's own kernel elsewhere (``noalias_fallbacks``).
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ import dataclasses
 from typing import Callable
 
 from tritune.arbiter import NOT_FINAL as ARBITER_NOT_FINAL
+from tritune.aliasing import NOALIAS
 from tritune.arbiter import ArbiterSettings, beats_held
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluator
 from tritune.replay import Variant
 from tritune.rewrites.base import EXACT
 from tritune.store import DecisionStore, key_for
-from tritune.store.records import Decision, describe_variant
+from tritune.store.records import Decision, describe_variant, variant_hash
 
 IMPORTED, REJECTED, SKIPPED = "imported", "rejected", "skipped"
 NOT_FINAL = (*ARBITER_NOT_FINAL, "not_better")  # left verified: a later import may judge them again
@@ -106,14 +114,22 @@ def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: 
     if variant.fast_math and not fast_math:
         return "a fast-math decision: import it with --fast-math"
     held = mine.decision_for(key)
-    if held is not None and held.variant_hash == decision.variant_hash:
+    if held is not None and held.variant_hash in (decision.variant_hash, variant_hash(as_imported(variant))):
         return "already decided and signed in the target store"
     return None
 
 
+def as_imported(variant: Variant) -> Variant:
+    """The foreign variant as this store keeps it: one that changes code assumes no-alias (module
+    docstring)."""
+    if (variant.source is None and not variant.passes) or NOALIAS in variant.assumes:
+        return variant
+    return dataclasses.replace(variant, assumes=(*variant.assumes, NOALIAS))
+
+
 def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: DecisionStore, run_id: int,
            evaluator: Evaluator, settings: ArbiterSettings) -> ImportResult:
-    variant = decision.variant
+    variant = as_imported(decision.variant)
     cand = mine.add_candidate(run_id, decision.key, variant)
     if cand.status == "verified":  # verified here before, but its timing did not win then: judge it again
         cand = mine.reset_candidate(cand.id)
