@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tritune.rewrites import FAST_MATH, RULES, TOLERANCE, KernelSource, NotRewritable
+from tritune.rewrites.base import TF32
 from tritune.verify import tolerance_for
 
 RULE = RULES["broadcast-sum-to-dot"]
@@ -350,7 +351,7 @@ def test_the_files_own_name_for_triton_language_is_used():
 def test_fp32_offers_tf32_variants_as_fast_math(tmp_path):
     rws = RULE.rewrites(KernelSource.parse(KERNELS, "matmul", launch=launch(CASES["matmul"][2])))
     assert [(r.params["precision"], r.exact) for r in rws] == [("ieee", TOLERANCE), ("tf32x3", FAST_MATH),
-                                                               ("tf32", FAST_MATH)]
+                                                               ("tf32", TF32)]
     assert 'tl.dot(a, b, input_precision="tf32")' in rws[2].source and "fast-math" in rws[2].why
     module = load(tmp_path, rws[1].source)
     assert "inputPrecision = tf32x3" in compile_sm90(module, "matmul", CASES["matmul"][2], "float32", {}).asm["ttir"]

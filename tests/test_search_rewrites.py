@@ -213,3 +213,24 @@ def test_rewrites_that_differ_only_in_their_grid_are_distinct_and_the_grid_stays
     search = LaunchConfigSearch(base=k4)
     on_k4 = search.propose(spec(), [Trial(k4, True, 0.5), Trial(k8, True, 0.6)], 4)
     assert on_k4 and all(v.grid == k4.grid and v.source == k4.source for v in on_k4)
+
+
+def test_a_tf32_rewrite_is_opt_in_and_verified_against_its_own_entry(monkeypatch, root):
+    """tf32 rounds fp32 factors to a 10-bit mantissa: only with --fast-math, and checked against
+    ``TF32`` (fp32 outputs), which a plain fp32 rewrite's tolerance would refuse and seed 000's
+    1e-4 fast-math gate would too."""
+    import torch
+
+    from tritune.rewrites.base import TF32
+    from tritune.verify import compare, tolerance_for
+
+    register(monkeypatch, CommentRule("dot-tf32", exact=TF32))
+    assert proposed(root) == []
+    [variant] = proposed(root, fast_math=True)
+    assert mode(variant) == "tf32" and variant.fast_math
+    assert tolerance_for("float32", "tf32").rtol == 5e-3 and tolerance_for("float16", "tf32") == tolerance_for("float16")
+    base = torch.linspace(1.0, 2.0, 64, dtype=torch.float32)
+    rounded = base * (1 + 2.0 ** -11)  # one tf32 rounding of a factor
+    assert compare("out", base, rounded, "tf32", poisoned=False).ok
+    assert not compare("out", base, rounded, "fast_math", poisoned=False).ok
+    assert not compare("out", base, base * 1.01, "tf32", poisoned=False).ok  # a wrong result still is one

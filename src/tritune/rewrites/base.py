@@ -15,6 +15,8 @@ A rewrite is one of three classes, which choose how verification compares it wit
     tolerance   the same computation in another order or precision class (``tl.dot`` for a
                 broadcast-sum): verified against the tolerance table
     fast_math   less accurate by design: only with ``--fast-math``, max relative error 1e-4
+    tf32        fp32 factors rounded to tf32 in a dot: only with ``--fast-math``, against its own
+                tolerance entry (``verify.tolerances.TF32``)
 
 ``KernelSource.noalias`` is True when the rule may assume that distinct pointer parameters never
 point into the same memory (no-alias specialization: the applier checks the live arguments'
@@ -31,8 +33,9 @@ from typing import Any, Iterable, Protocol
 
 from tritune.aliasing import NOALIAS  # an assumption a rewrite may need (``Rewrite.assumes``)
 
-EXACT, TOLERANCE, FAST_MATH = "exact", "tolerance", "fast_math"
-CLASSES = (EXACT, TOLERANCE, FAST_MATH)
+EXACT, TOLERANCE, FAST_MATH, TF32 = "exact", "tolerance", "fast_math", "tf32"
+CLASSES = (EXACT, TOLERANCE, FAST_MATH, TF32)
+OPT_IN = (FAST_MATH, TF32)  # classes proposed only with --fast-math
 
 
 class NotRewritable(ValueError):

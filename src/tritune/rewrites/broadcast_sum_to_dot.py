@@ -79,11 +79,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from tritune.rewrites.base import FAST_MATH, TOLERANCE, Edit, KernelSource, NotRewritable, Rewrite, dotted, keyword
+from tritune.rewrites.base import FAST_MATH, TF32, TOLERANCE, Edit, KernelSource, NotRewritable, Rewrite, dotted, keyword
 
 PAD = 16  # every tl.dot dimension at least this (Triton 3.6 on sm_90 needs K >= 16; 16 is portable)
 FLOATS = ("float32", "float16", "bfloat16")
-PRECISIONS = {"ieee": TOLERANCE, "tf32x3": FAST_MATH, "tf32": FAST_MATH}
+PRECISIONS = {"ieee": TOLERANCE, "tf32x3": FAST_MATH, "tf32": TF32}
 FAST_MATH_WHY = {"tf32x3": "fast-math: fp32 inputs as three tf32 products (close to fp32, not ieee)",
                  "tf32": "fast-math: fp32 inputs rounded to tf32 (10-bit mantissa)"}
 INTEGER_WHY = ("integer factors: the original multiplies in the factors' type (int8 wraps) before tl.sum widens, "

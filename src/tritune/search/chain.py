@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 
 from tritune.replay.variant import Variant
-from tritune.rewrites.base import EXACT, FAST_MATH, TOLERANCE, Rewrite
+from tritune.rewrites.base import EXACT, FAST_MATH, OPT_IN, TF32, TOLERANCE, Rewrite
 
-MODES = {EXACT: "bitwise", TOLERANCE: "tolerance", FAST_MATH: "fast_math"}  # a rewrite's class -> its gate
-STRICTEST_FIRST = ("bitwise", "tolerance", "fast_math")
+MODES = {EXACT: "bitwise", TOLERANCE: "tolerance", FAST_MATH: "fast_math", TF32: "tf32"}  # class -> its gate
+STRICTEST_FIRST = ("bitwise", "tolerance", "fast_math", "tf32")
 
 
 def record(rewrite: Rewrite) -> dict:
@@ -30,7 +30,7 @@ def label(rewrite: dict) -> str:
 def variant_of(rewrite: Rewrite, config: Variant | None = None) -> Variant:
     """The rewrite as a variant, with ``config``'s options and constexprs on top (a held decision's)."""
     return on_rewrite(Variant(name=rewrite.name, source=rewrite.source, grid=rewrite.grid,
-                              fast_math=rewrite.exact == FAST_MATH, rewrite=record(rewrite),
+                              fast_math=rewrite.exact in OPT_IN, rewrite=record(rewrite),
                               assumes=tuple(rewrite.assumes)), config)
 
 

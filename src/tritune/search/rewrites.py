@@ -50,7 +50,7 @@ from tritune.aliasing import disjoint_at_capture
 from tritune.capture.spec import LaunchSpec
 from tritune.replay.variant import Variant
 from tritune.rewrites import applicable
-from tritune.rewrites.base import FAST_MATH, NotRewritable, Rewrite
+from tritune.rewrites.base import OPT_IN, NotRewritable, Rewrite
 from tritune.search import chain
 from tritune.search.family import Context, Family
 from tritune.search.proposers import config_mode
@@ -164,7 +164,7 @@ def family(fast_math: bool, root: str | None) -> Family:
 def _allowed(rewrite: Rewrite, fast_math: bool, noalias: bool) -> bool:
     """Fast-math rewrites only with ``--fast-math``; one that assumes no-alias only where capture
     saw the launch's tensors disjoint (a rule never assumes what it was not told it may)."""
-    return (noalias or not rewrite.assumes) and (fast_math or rewrite.exact != FAST_MATH)
+    return (noalias or not rewrite.assumes) and (fast_math or rewrite.exact not in OPT_IN)
 
 
 def _neighbours(values: tuple, value: object) -> list:

@@ -9,6 +9,9 @@ Modes:
                  included.
   ``fast_math``  opt-in fast-math rewrites: max relative error <= 1e-4 where both are finite
                  (seed 000's gate), NaN and +-Inf at the same positions.
+  ``tf32``       opt-in (with fast-math) rewrites whose products take fp32 factors rounded to
+                 tf32 (a 10-bit mantissa, ``tl.dot(..., input_precision="tf32")``): fp32 outputs
+                 against their own entry (``TF32``), other outputs against the table.
 
 Integer and bool outputs are exact in every mode: no legal rewrite changes an integer result.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
-MODES = ("tolerance", "bitwise", "fast_math")
+MODES = ("tolerance", "bitwise", "fast_math", "tf32")
 
 FAST_MATH_MAX_REL_ERR = 1e-4  # seed 000's accuracy gate for fast-math rewrites
 
@@ -84,6 +87,14 @@ FAST_MATH: dict[str, Tolerance] = {
 }
 
 
+# dtype name -> tolerance in ``tf32`` mode (dtypes not here: the table's)
+TF32: dict[str, Tolerance] = {
+    "float32": Tolerance(5e-3, 5e-3, "tf32 keeps 10 mantissa bits of each fp32 factor (2^-11 relative per "
+                                     "product); PyTorch's own tests hold tf32 matmuls to 5e-3 "
+                                     "(tf32_on_and_off(0.005)); fp32 accumulation"),
+}
+
+
 def is_float(dtype: str) -> bool:
     return dtype in TABLE
 
@@ -99,6 +110,8 @@ def tolerance_for(dtype: str, mode: str = "tolerance") -> Tolerance:
             return EXACT
         raise ValueError(f"no tolerance for dtype {dtype!r}: verification supports {sorted(TABLE)}, "
                          "integers and bool")
+    if mode == "tf32":
+        return TF32.get(dtype, TABLE[dtype])
     return (TABLE if mode == "tolerance" else FAST_MATH)[dtype]
 
 
