@@ -291,6 +291,7 @@ MUST_NOT = textwrap.dedent('''\
     import triton
     import triton.language as tl
     from mylib import fancy
+    from . import kernels_of_mine
 
 
     @triton.jit
@@ -432,6 +433,15 @@ MUST_NOT = textwrap.dedent('''\
 
 
     @triton.jit
+    def relative_module_call(x_ptr, out_ptr, n):
+        acc = 0.0
+        for i in range(n):
+            acc += tl.load(x_ptr + i)
+            kernels_of_mine.stash(out_ptr, acc)
+        tl.store(out_ptr, acc)
+
+
+    @triton.jit
     def starred(x_ptr, out_ptr, bounds: tl.constexpr):
         acc = 0.0
         for i in range(*bounds):
@@ -457,6 +467,7 @@ REFUSED = {  # kernel -> what the reason says (without no-alias)
     "breaks": "leaves the loop early",
     "starred": "unpacked range arguments",
     "indirect_call": "calls ops\\[0\\]",
+    "relative_module_call": "calls kernels_of_mine.stash",  # once taken for a method of a value
 }
 
 

@@ -127,6 +127,15 @@ class KernelSource:
         return {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
                 if a.annotation is not None and (dotted(a.annotation) or "").split(".")[-1] == "constexpr"}
 
+    def language_alias(self) -> str | None:
+        """How the file names ``triton.language`` in code a rule writes (``tl`` as usually
+        imported; ``triton.language`` after a plain ``import triton``), or None."""
+        found = imports(self.tree)
+        bound = [name for name, origin in found if origin == "triton.language"]
+        if bound:
+            return min(bound, key=len)
+        return "triton.language" if ("triton", "triton") in found else None
+
     def is_language(self, node: ast.AST, attr: str) -> bool:
         """Whether ``node`` is ``tl.<attr>`` (under any name ``triton.language`` is bound to)."""
         name = dotted(node)
@@ -204,6 +213,26 @@ def language_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module == "triton":
             names |= {a.asname or a.name for a in node.names if a.name == "language"}
     return names if len(names) > 1 else names | {"tl"}
+
+
+def imports(tree: ast.Module) -> list[tuple[str, str]]:
+    """(bound name, full dotted origin) for every import of the file; a relative import's origin
+    starts with its dots (``from . import helpers`` -> ``.helpers``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                      for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            found += [(a.asname or a.name, f"{module}.{a.name}" if node.module else f"{module}{a.name}")
+                      for a in node.names]
+    return found
+
+
+def imported_names(tree: ast.Module) -> set[str]:
+    """Names the file binds to modules or to things imported from them."""
+    return {name for name, _ in imports(tree)}
 
 
 def line_offsets(data: bytes) -> list[int]:

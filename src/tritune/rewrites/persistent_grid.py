@@ -57,7 +57,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from tritune.rewrites.base import EXACT, Edit, KernelSource, Knob, NotRewritable, Rewrite, dotted, line_offsets
+from tritune.rewrites.base import (EXACT, Edit, KernelSource, Knob, NotRewritable, Rewrite, dotted, imported_names,
+                                   line_offsets, names_in)
 
 NAME = "persistent-grid"
 TILES, G0, TILE = "_tritune_tiles", "_tritune_g0", "_tritune_tile"
@@ -126,7 +127,7 @@ def analyze(kernel: KernelSource) -> Plan:
         raise NotRewritable("*args, **kwargs or keyword-only parameters")
     if not kernel.params:
         raise NotRewritable("the kernel has no parameters")
-    if any(n.startswith(PREFIX) for n in _names(fn) | set(kernel.params)):
+    if any(n.startswith(PREFIX) for n in names_in(fn) | set(kernel.params)):
         raise NotRewritable(f"names starting with {PREFIX} are tritune's (already rewritten?)")
     _check_constructs(fn, "the kernel")
     calls = _program_ids(kernel)
@@ -148,9 +149,11 @@ def analyze(kernel: KernelSource) -> Plan:
     unit = indent[len(outer):] if indent.startswith(outer) and len(indent) > len(outer) else ""
     if not unit or "\t" in indent:
         raise NotRewritable("the body's indentation is not spaces deeper than the def's")
-    bound_names = sorted(n for n in kernel.language if n in _imported(kernel.tree))  # "tl" unless imported otherwise
+    alias = kernel.language_alias()
+    if alias is None:
+        raise NotRewritable("triton.language is not imported under a name the rewrite could use")
     return Plan(2 if any(axis == 1 for _, axis in calls) else 1, tuple(calls), tuple(region), span,
-                frozenset(bound & stored), indent, unit, bound_names[0] if bound_names else "triton.language")
+                frozenset(bound & stored), indent, unit, alias)
 
 
 def _program_ids(kernel: KernelSource) -> list[tuple[ast.Call, int]]:
@@ -171,7 +174,7 @@ def _program_ids(kernel: KernelSource) -> list[tuple[ast.Call, int]]:
 
 def _check_calls(kernel: KernelSource, node: ast.FunctionDef, where: str, visiting: set[str]) -> None:
     """Every call in ``node``'s body is one the loop cannot change (see the module docstring)."""
-    modules = _imported(kernel.tree)
+    modules = imported_names(kernel.tree)
     helpers = {f.name: f for f in kernel.tree.body if isinstance(f, ast.FunctionDef)}
     for call in (n for s in node.body for n in ast.walk(s) if isinstance(n, ast.Call)):
         func = call.func
@@ -288,21 +291,6 @@ def _loop(kernel: KernelSource, plan: Plan) -> Edit:
 
 
 # ------------------------------------------------------------------------------ helpers
-
-def _imported(tree: ast.Module) -> set[str]:
-    """Names the file binds to modules or to things imported from them."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names |= {a.asname or a.name for a in node.names}
-    return names
-
-
-def _names(fn: ast.FunctionDef) -> set[str]:
-    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
-
 
 def _is_docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)

@@ -59,8 +59,8 @@ import ast
 import builtins
 import dataclasses
 
-from tritune.rewrites.base import (EXACT, NOALIAS, Edit, KernelSource, Knob, NotRewritable, Rewrite, dotted, keyword,
-                                   names_in)
+from tritune.rewrites.base import (EXACT, NOALIAS, Edit, KernelSource, Knob, NotRewritable, Rewrite, dotted,
+                                   imported_names, imports, keyword, names_in)
 
 STAGES = (1, 2, 3, 4, 5)  # the search's values for num_stages (1: no pipelining, with unrolling)
 UNROLLS = (1, 2, 4)
@@ -124,7 +124,7 @@ class PipelineLoop:
         call = loop.node.iter
         edits = []
         if not kernel.is_language(call.func, "range"):  # the builtin range: name Triton's
-            alias = _language_alias(kernel.tree)
+            alias = kernel.language_alias()
             if alias is None:
                 raise NotRewritable("triton.language is not imported under a name the rewrite could use")
             edits.append(Edit(*kernel.span(call.func), f"{alias}.range"))
@@ -303,7 +303,7 @@ class _Scan:
         self.kernel = kernel
         self.helpers = {n.name: n for n in kernel.tree.body if isinstance(n, ast.FunctionDef)}
         self.modules = _pure_roots(kernel.tree)
-        self.imported = _imported_names(kernel.tree)
+        self.imported = imported_names(kernel.tree)
         self.loads: list[tuple[ast.expr, str | None]] = []
         self.stores: list[tuple[ast.expr, str | None]] = []
         self.pointer_loads = 0
@@ -461,32 +461,7 @@ def _assignments(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
 
 # -------------------------------------------------------------------------------- imports
 
-def _imports(tree: ast.Module) -> list[tuple[str, str]]:
-    """(bound name, full dotted origin) for every import of the file."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
-                      for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found += [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names]
-    return found
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    return {name for name, _ in _imports(tree)}
-
-
 def _pure_roots(tree: ast.Module) -> set[str]:
     """Names bound to Triton or Inductor's runtime helpers (``tl``, ``triton``, ``libdevice``,
     ``triton_helpers``, ``tl_math``): their functions' effects are known by name."""
-    return {name for name, origin in _imports(tree) if origin.startswith(PURE_MODULES)} | {"tl", "triton"}
-
-
-def _language_alias(tree: ast.Module) -> str | None:
-    """How the file names ``triton.language`` (``tl`` as usually imported), or None."""
-    imports = _imports(tree)
-    bound = [name for name, origin in imports if origin == "triton.language"]
-    if bound:
-        return min(bound, key=len)
-    return "triton.language" if ("triton", "triton") in imports else None
+    return {name for name, origin in imports(tree) if origin.startswith(PURE_MODULES)} | {"tl", "triton"}
