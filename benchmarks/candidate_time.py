@@ -70,13 +70,10 @@ def portable(cmd: list[str], out: pathlib.Path) -> str:
 def summarize(jobs: int, results: dict, wall: float, command: str) -> dict:
     kernels = [k for k in results["kernels"] if k.get("candidates")]
     fresh = [c for k in kernels for c in k["candidates"] if not c.get("reused")]
-    share = [c["share_s"] for c in fresh if c.get("share_s") is not None]
-    own = [c["seconds"] for c in fresh if c.get("seconds") is not None]
     return {"jobs": jobs, "command": command, "wall_s": wall, "kernels": len(kernels), "candidates": len(fresh),
-            "median_share_s": statistics.median(share) if share else None,
-            "median_candidate_s": statistics.median(own) if own else None,
+            "median_share_s": _median(fresh, "share_s"), "median_candidate_s": _median(fresh, "seconds"),
             "median_verify_s": _median(fresh, "verify_s"), "median_time_s": _median(fresh, "time_s"),
-            "median_kernel_s": statistics.median(k["wall_s"] for k in kernels) if kernels else None,
+            "median_kernel_s": _median(kernels, "wall_s"),
             "per_kernel": [{"kernel": k["kernel"], "wall_s": k["wall_s"], "candidates": len(k["candidates"]),
                             "decision": k.get("decision"), "speedup": k.get("speedup"),
                             "finish_reason": k.get("finish_reason")} for k in kernels]}

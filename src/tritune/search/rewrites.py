@@ -71,17 +71,17 @@ HINTED = {"more_stages": "pipeline-loop", "launch_overhead": "persistent-grid", 
 
 class SourceRewriteProposer:
     name = "source-rewrite"
-    noalias = False  # set per round from the capture (propose_in)
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         text = context.source
         if limit <= 0 or text is None:
             return []
         launch = launch_facts(context.spec, context.profile.get("facts"))
-        self.noalias = disjoint_at_capture(context.spec)
+        noalias = disjoint_at_capture(context.spec)
         tried = {_tried(t.variant) for t in context.trials}
         proposals: list[Variant] = []
-        for variant in itertools.chain(self._walk(context, text, launch), self._first(context, text, launch)):
+        for variant in itertools.chain(self._walk(context, text, launch, noalias),
+                                       self._first(context, text, launch, noalias)):
             if _tried(variant) in tried:
                 continue
             tried.add(_tried(variant))
@@ -90,7 +90,7 @@ class SourceRewriteProposer:
                 break
         return proposals
 
-    def _walk(self, context: Context, text: str, launch: dict) -> Iterator[Variant]:
+    def _walk(self, context: Context, text: str, launch: dict, noalias: bool) -> Iterator[Variant]:
         """The held rewrite's neighbours, one knob at a time, the held config kept."""
         held = context.accepted.rewrite
         if not held:
@@ -98,24 +98,24 @@ class SourceRewriteProposer:
         kernel = context.spec.kernel
         try:
             current = applicable.apply(held["rule"], text, kernel, held.get("params") or {}, launch=launch,
-                                       noalias=self.noalias)
+                                       noalias=noalias)
         except NotRewritable:
             return
         for knob in current.knobs:
             for value in _neighbours(tuple(knob.values), current.params.get(knob.name, knob.default)):
                 try:
                     moved = applicable.apply(held["rule"], text, kernel, {**current.params, knob.name: value},
-                                             launch=launch, noalias=self.noalias)
+                                             launch=launch, noalias=noalias)
                 except NotRewritable:
                     continue
-                if _allowed(moved, context.fast_math, self.noalias):
+                if _allowed(moved, context.fast_math, noalias):
                     yield chain.variant_of(moved, context.accepted)
 
-    def _first(self, context: Context, text: str, launch: dict) -> Iterator[Variant]:
-        found = applicable.applicable(text, context.spec.kernel, launch=launch, noalias=self.noalias)
+    def _first(self, context: Context, text: str, launch: dict, noalias: bool) -> Iterator[Variant]:
+        found = applicable.applicable(text, context.spec.kernel, launch=launch, noalias=noalias)
         by_rule: dict[str, list[Rewrite]] = {}
         for rewrite in found.rewrites:
-            if _allowed(rewrite, context.fast_math, self.noalias):
+            if _allowed(rewrite, context.fast_math, noalias):
                 by_rule.setdefault(rewrite.rule, []).append(rewrite)
         order = rule_order(list(by_rule), context.bottleneck, context.hints)
         for rank in itertools.zip_longest(*(by_rule[name] for name in order)):  # each rule's first, then second
