@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from tritune.capture.spec import min_storage_size
+
 NOALIAS = "noalias"
 OVERLAPPING = "overlapping"  # the key in LaunchSpec.extra
 
@@ -33,10 +35,7 @@ def span(tensor: Any) -> tuple[int, int]:
     start = tensor.data_ptr()
     if tensor.is_contiguous():
         return start, start + tensor.nbytes
-    if tensor.numel() == 0:
-        return start, start
-    reach = 1 + sum((size - 1) * step for size, step in zip(tensor.shape, tensor.stride()))
-    return start, start + reach * tensor.element_size()
+    return start, start + min_storage_size(tensor.shape, tensor.stride()) * tensor.element_size()
 
 
 def disjoint(tensors: Iterable[Any]) -> bool:
