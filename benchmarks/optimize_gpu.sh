@@ -47,7 +47,7 @@ suite)
   cp "$state/suite/report.md" "$out/suite_report.md" 2>/dev/null
   ;;
 rewrites)  # the suite, knobs only then with the source rewrites, same budgets; resumable; then the table
-  budget=${BUDGET_S:-20}
+  budget=${BUDGET_S:-20}  # every kernel (--cover 1): the table is over the suite, not its time
   for arm in knobs rewrites; do
     if python3 -c "import json,sys; sys.exit(0 if json.load(open('$state/suite-$arm/optimize.json')).get('finished') else 1)" 2>/dev/null; then
       continue
@@ -56,9 +56,9 @@ rewrites)  # the suite, knobs only then with the source rewrites, same budgets; 
     if [ -f "$state/suite-knobs/capture/launches.jsonl" ]; then src=(--launches "$state/suite-knobs/capture")
     else src=(-- python3 benchmarks/suite/run.py); fi
     left=$((deadline - SECONDS - 40)); [ "$left" -lt 30 ] && break
-    echo "\$ tritune optimize --out \$STATE/suite-$arm --budget-s $budget --max-candidates 16 --ncu never --deadline-s $left ${without[*]} ${src[*]}" | tee -a "$log"
+    echo "\$ tritune optimize --out \$STATE/suite-$arm --budget-s $budget --max-candidates 16 --cover 1 --ncu never --deadline-s $left ${without[*]} ${src[*]}" | tee -a "$log"
     COLUMNS=160 python3 -m tritune optimize --out "$state/suite-$arm" --budget-s "$budget" --max-candidates 16 \
-        --ncu never --deadline-s "$left" --no-report "${without[@]}" "${src[@]}" 2>&1 | tail -25 | tee -a "$log"
+        --cover 1 --ncu never --deadline-s "$left" --no-report "${without[@]}" "${src[@]}" 2>&1 | tail -25 | tee -a "$log"
   done
   for arm in knobs rewrites; do cp "$state/suite-$arm/optimize.json" "$out/suite-$arm.json" 2>/dev/null; done
   if [ -f "$out/suite-knobs.json" ] && [ -f "$out/suite-rewrites.json" ]; then

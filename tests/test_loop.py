@@ -4,6 +4,7 @@ numpy), everything else is real: candidates are built and verified in worker pro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -198,6 +199,30 @@ def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(capture
     assert modes["looped-reduction"](Variant(source="...")) == "tolerance"  # a sum added chunk by chunk
     assert order_of({"proposers": ["inductor-blocks", "passes"]})[0] == ["launch-config", "looped-reduction",
                                                                          "passes", "cache-hints", "source-rewrite"]
+
+
+def test_a_round_is_shared_the_first_family_half_the_others_one_each_and_leftovers_in_order(captured):
+    """With 16 candidates and 4 a round, the first family alone would fill every round: a rewrite
+    late in the bottleneck's order would never be tried."""
+    spec = read_launches(captured)[0]
+
+    def family(name, count):
+        variants = [Variant(name=f"{name}{i}", constexprs={"BLOCK": 1000 * (len(name)) + i}) for i in range(count)]
+        return Family(name, Planted(variants), lambda v: "bitwise")
+
+    loop = KernelLoop.__new__(KernelLoop)
+    loop.settings, loop.trials = dataclasses.replace(SETTINGS, per_round=4, max_candidates=16), []
+    loop.families = [family("c", 9), family("bb", 1), family("aaa", 0), family("dddd", 5)]
+    context = Context(spec, loop.trials)
+    order = ["c", "dddd", "bb", "aaa"]
+    names = lambda picked: [v.name for v, _ in picked]  # noqa: E731
+    assert names(loop._propose(order, context)) == ["c0", "c1", "dddd0", "bb0"]
+    loop.families = [family("c", 9), family("dddd", 5)]  # fewer families: leftovers go back in order
+    assert names(loop._propose(order, context)) == ["c0", "c1", "c2", "dddd0"]
+    loop.families = [family("c", 1), family("dddd", 5)]
+    assert names(loop._propose(order, context)) == ["c0", "dddd0", "dddd1", "dddd2"]
+    loop.settings = dataclasses.replace(loop.settings, per_round=1)
+    assert names(loop._propose(order, context)) == ["c0"]
 
 
 def test_settings_refuse_nonsense():

@@ -21,6 +21,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.commands.store import store as store_command
 from tritune.loop.evaluate import Evaluator
+from tritune.loop.families import families_for
 from tritune.loop.imports import IMPORTED, REJECTED, SKIPPED, import_decisions
 from tritune.replay import Variant
 from tritune.store import DecisionStore, StoreError, current_target, key_for
@@ -271,8 +272,13 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_p
     foreign_store(tmp_path / "shared.db", captured, variant)  # a 'verified' 100x candidate and decision
     lines: list[str] = []
     settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2)
+
+    def configs(spec):  # launch-config alone reaches BLOCK=128 within 4 candidates
+        return [f for f in families_for(spec) if f.name == "launch-config"]
+
     results = optimize(captured, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
-                       evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append)
+                       evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append,
+                       families=configs)
     assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
             f"{tmp_path / 'shared.db'} not signed by this user: candidates are evaluated again here, decisions ignored "
             "(`tritune store import` judges them)") in lines

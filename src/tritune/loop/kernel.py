@@ -187,21 +187,35 @@ class KernelLoop:
                        registers=self.registers)
 
     def _propose(self, order: list[str], context: Context) -> list[tuple[Variant, Family]]:
-        """Up to ``per_round`` untried variants, the most promising family first (the bottleneck's
-        order); later families fill what the first leaves."""
+        """Up to ``per_round`` untried variants, shared out in the bottleneck's order: the most
+        promising family takes half the round, every other family one slot, and what a family
+        leaves goes back to the others in order. A family late in the order still gets tried
+        within a small ``--max-candidates`` (the first family alone would fill every round)."""
         left = min(self.settings.per_round, self.settings.max_candidates - len(self.trials))
-        picked: list[tuple[Variant, Family]] = []
+        families = sorted(self.families, key=lambda f: _rank(order, f.name))
         seen = {t.variant.key() for t in self.trials}
-        for family in sorted(self.families, key=lambda f: _rank(order, f.name)):
-            if left <= 0:
-                break
-            for variant in family.propose(context, left):
+        taken: dict[str, list[Variant]] = {family.name: [] for family in families}
+
+        def take(family: Family, count: int) -> None:
+            nonlocal left
+            if count <= 0 or left <= 0:
+                return
+            have = len(taken[family.name])  # proposers skip tried variants, not this round's picks
+            for variant in family.propose(context, have + count):
                 if variant.key() in seen or variant.is_baseline:
                     continue
                 seen.add(variant.key())
-                picked.append((variant, family))
-                left -= 1
-        return picked
+                taken[family.name].append(variant)
+                left, count = left - 1, count - 1
+                if left <= 0 or count <= 0:
+                    return
+
+        first = (left + 1) // 2
+        for i, family in enumerate(families):
+            take(family, first if i == 0 else 1)
+        for family in families:
+            take(family, left)
+        return [(variant, family) for family in families for variant in taken[family.name]]
 
     # -------------------------------------------------------------------------- build and run
 
