@@ -1,0 +1,8 @@
+"""The LLM proposer (TritonForge's roles) behind any OpenAI-compatible endpoint.
+
+``client``   chat completions over httpx: timeouts, retries on 429/5xx, the key as a Bearer token
+``reply``    the reply's first python block, spliced into the captured source by function name
+``sandbox``  the AST check a reply must pass before anything of it runs
+``prompts``  the prompt templates, package files whose hash versions them
+``family``   the proposer family: proposal, remediation, the exchanges stored for resume and audit
+"""
