@@ -49,6 +49,11 @@ tritune's own variables (all optional):
     sandboxes that set it get a store of their own. The GPU locks of ``tritune optimize --jobs``
     live under it too (``gpu_lock_path()``): processes with the same home share a GPU politely.
 
+``TRITUNE_LLM_API_KEY`` (else ``OPENAI_API_KEY``)
+    The key ``tritune optimize --llm`` sends as a Bearer token (``llm_api_key()``). Never written
+    to a store, a result, a report, a log or an exception; removed from every worker's
+    environment (``SECRET_ENV``), so a candidate's code cannot read it.
+
 Other programs' variables tritune reads or sets:
 
 ``TRITON_INTERPRET``
@@ -93,6 +98,10 @@ ENV_STORE = "TRITUNE_STORE"
 ENV_NCU = "TRITUNE_NCU"
 ENV_SERVE_INDUCTOR = "TRITUNE_INDUCTOR_CACHE"
 ENV_HOME = "TRITUNE_HOME"
+ENV_LLM_KEY = "TRITUNE_LLM_API_KEY"
+ENV_OPENAI_KEY = "OPENAI_API_KEY"
+# Secrets no child process gets: a worker runs the code of candidates, a model's among them.
+SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
 ENV_INTERPRET = "TRITON_INTERPRET"
 ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
 ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
@@ -185,6 +194,17 @@ def cache_manager(environ: Mapping[str, str] | None = None) -> str | None:
 def interpreting(environ: Mapping[str, str] | None = None) -> bool:
     """Whether Triton runs kernels decorated now on the CPU (``TRITON_INTERPRET``)."""
     return _env(environ).get(ENV_INTERPRET, "").lower() in _TRITON_TRUE
+
+
+def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:
+    """The LLM endpoint's key: ``TRITUNE_LLM_API_KEY``, else ``OPENAI_API_KEY``; None if neither
+    is set (a local server may need none)."""
+    env = _env(environ)
+    for name in (ENV_LLM_KEY, ENV_OPENAI_KEY):
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
 
 
 def home(environ: Mapping[str, str] | None = None) -> Path:
