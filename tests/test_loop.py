@@ -198,7 +198,7 @@ def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(capture
     assert modes["launch-config"](Variant(options={"maxnreg": 128, "num_warps": 8})) == "tolerance"
     assert modes["looped-reduction"](Variant(source="...")) == "tolerance"  # a sum added chunk by chunk
     assert order_of({"proposers": ["inductor-blocks", "passes"]})[0] == ["launch-config", "looped-reduction",
-                                                                         "passes", "cache-hints", "source-rewrite"]
+                                                                         "passes", "cache-hints", "source-rewrite", "llm"]
 
 
 def test_a_round_is_shared_the_first_family_half_the_others_one_each_and_leftovers_in_order(captured):

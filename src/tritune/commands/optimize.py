@@ -38,6 +38,53 @@ def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]
     return names
 
 
+def _family_order(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise click.BadParameter("name at least one family")
+    return _families(ctx, param, names)
+
+
+def _price(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        price_in, price_out = (float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not IN,OUT (dollars per million tokens, e.g. 2.5,10)") from None
+    if price_in < 0 or price_out < 0:
+        raise click.BadParameter(f"{value!r}: prices cannot be negative")
+    return price_in, price_out
+
+
+def _llm_settings(url: str | None, model: str | None, rounds: int, fixes: int, max_tokens: int,
+                  price: tuple[float, float] | None, dry_run: bool, out_dir: Path,
+                  family_order: tuple[str, ...] | None):
+    """``LLMSettings`` from the options, or None without --llm; a usage error for options that
+    need --llm, or an endpoint URL that cannot be one."""
+    if url is None:
+        given = [name for name, value in (("--llm-model", model), ("--llm-price", price),
+                                          ("--llm-dry-run", dry_run)) if value]
+        if given:
+            raise click.UsageError(f"{given[0]} needs --llm URL")
+        if family_order and "llm" in family_order:
+            raise click.UsageError("--families names llm, which needs --llm URL and --llm-model NAME")
+        return None
+    if not model:
+        raise click.UsageError("--llm needs --llm-model NAME (the model the endpoint serves)")
+    from tritune.llm.client import LLMError, check_base_url
+    from tritune.llm.family import LLMSettings
+
+    try:
+        url = check_base_url(url)
+    except LLMError as exc:
+        raise click.UsageError(str(exc)) from None
+    return LLMSettings(url=url, model=model, rounds=rounds, max_tokens=max_tokens, fixes=fixes, price=price,
+                       dry_run=str(out_dir / "llm-prompts") if dry_run else None)
+
+
 @click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Results directory: store, optimize.json, report.")
@@ -72,6 +119,21 @@ def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]
                    "Default: the usable CPU cores, at most 16.")
 @click.option("--without", "without", multiple=True, metavar="FAMILY", callback=_families,
               help="Leave this proposer family out (e.g. source-rewrite: a run with knobs only); repeatable.")
+@click.option("--families", "family_order", default=None, metavar="A,B,...", callback=_family_order,
+              help="Only these proposer families, in this order (e.g. llm: the model alone).")
+@click.option("--llm", "llm_url", default=None, metavar="URL",
+              help="An OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1): its model proposes rewrites "
+                   "after the model-free families. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.")
+@click.option("--llm-model", default=None, metavar="NAME", help="The model to ask (required with --llm).")
+@click.option("--llm-rounds", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Proposals the model makes per kernel.")
+@click.option("--llm-fixes", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Times a failed proposal goes back to the model with its failure.")
+@click.option("--llm-max-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Most tokens a reply may have.")
+@click.option("--llm-price", default=None, metavar="IN,OUT", callback=_price,
+              help="Dollars per million tokens in and out: the cost lines then say dollars.")
+@click.option("--llm-dry-run", is_flag=True, help="Write the prompts to OUT/llm-prompts/ instead of sending them.")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -79,7 +141,9 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
              budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None,
-             without: tuple[str, ...], fresh: bool, report: bool, command: tuple[str, ...]) -> None:
+             without: tuple[str, ...], family_order: tuple[str, ...], llm_url: str | None, llm_model: str | None,
+             llm_rounds: int, llm_fixes: int, llm_max_tokens: int, llm_price: tuple[float, float] | None,
+             llm_dry_run: bool, fresh: bool, report: bool, command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
 
     Every kernel's baseline is timed first; kernels are taken costliest first (launches x time)
@@ -100,11 +164,13 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if len(given) != 1:
         raise click.UsageError("give exactly one of -- COMMAND, --launches DIR, --inductor-dir DIR"
                                + (f" (got {', '.join(given)})" if given else ""))
+    llm = _llm_settings(llm_url, llm_model, llm_rounds, llm_fixes, llm_max_tokens, llm_price, llm_dry_run,
+                        out_dir, family_order)
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
                                 fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs(),
-                                without=tuple(without))
+                                without=tuple(without), families=family_order or (), llm=llm)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     _check_inputs(out_dir, launches, store_path, kernels)
@@ -252,6 +318,8 @@ def _summary(console, results, out_dir: Path) -> None:
         console.print(f"kernel time covered: {fmt_pct(results.coverage)} of {len(results.timed)} kernels' "
                       f"{_ms(results.program_ms)} ms; expected saving {fmt_pct(results.expected_gain)} of kernel time",
                       highlight=False)
+    for line in llm_lines(results):
+        console.print(line, highlight=False)
     waited, busy = sum(k.waited for k in results.kernels), sum(k.busy for k in results.kernels)
     if waited:
         console.print(f"{waited} candidates were being evaluated by another optimize run on this store: waited "
@@ -259,6 +327,27 @@ def _summary(console, results, out_dir: Path) -> None:
     if not results.meaningful:
         console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
                       "nothing is accepted on them", style="bold red")
+
+
+def llm_lines(results) -> list[str]:
+    """The LLM family's cost: a line per kernel it ran on, then the total (TritonForge reports
+    time and dollars per kernel)."""
+    if results.llm is None:
+        return []
+    lines = []
+    for k in results.kernels:
+        if not k.llm:
+            continue
+        cost = k.llm.get("cost") or {}
+        failures = ", ".join(f"{n} {kind}" for kind, n in sorted((k.llm.get("failures") or {}).items()))
+        dollars = cost.get("dollars")
+        lines.append(f"llm: {k.kernel}: {k.llm.get('rounds', 0)} round(s), {k.llm.get('replies', 0)} replies"
+                     + (f" ({failures})" if failures else "") + f"; {cost.get('requests', 0)} request(s), "
+                     f"{cost.get('prompt_tokens', 0):,} tokens in / {cost.get('completion_tokens', 0):,} out, "
+                     f"{cost.get('seconds', 0.0):.0f} s" + (f", ${dollars:.2f}" if dollars is not None else ""))
+    lines.append(f"llm total ({results.llm.get('model')}): {results.llm.get('line')}"
+                 + (f"; stopped asking: {results.llm['broken']}" if results.llm.get("broken") else ""))
+    return lines
 
 
 def _report(results, out_dir: Path) -> None:

@@ -15,9 +15,11 @@ A family (``search.family.Family``) is a proposer with the verification mode its
     source-rewrite  the rules of ``tritune.rewrites`` (``search.rewrites``) -> the mode of the
                     rewrite's class: exact -> ``bitwise``, tolerance, fast_math (only with
                     ``--fast-math``)
+    llm             a model's rewrite of the kernel (``llm.family``, only with ``--llm``) ->
+                    ``tolerance``; costly: it gets the rounds the others leave
 
 ``REGISTRY`` lists them, in the default order; adding a family is its module (a proposer, its
-mode and a ``family(fast_math, root)`` function) and one line there. Every family gets the same
+mode and a maker taking ``Setup``) and one line there. Every family gets the same
 ``Context`` each round. The bottleneck classifier names families in its own vocabulary
 (``tritune.profile.FAMILIES``); ``inductor-blocks`` is the launch-config search over Inductor's
 block knobs, then the persistent reduction's R0_BLOCK that coordinate descent never moves (the
@@ -26,7 +28,8 @@ looped rewrite).
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Variant
@@ -36,7 +39,8 @@ from tritune.search.family import Context, Family
 from tritune.search.looped_reduction import LoopedReductionProposer
 from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, config_mode
 
-__all__ = ["ALIASES", "Context", "DEFAULT_KNOBS", "DEFAULT_ORDER", "Family", "REGISTRY", "families_for", "order_of"]
+__all__ = ["ALIASES", "Context", "DEFAULT_KNOBS", "DEFAULT_ORDER", "Family", "REGISTRY", "Setup", "families_for",
+           "order_of"]
 
 
 def _tolerance(variant: Variant) -> str:
@@ -51,36 +55,62 @@ def _pass_mode(variant: Variant) -> str:
     return "fast_math" if variant.fast_math else "bitwise"
 
 
-def _launch_config(fast_math: bool, root: str | None) -> Family:
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What a family maker may need: ``llm`` is the run's ``llm.family.LLMSession`` (None: no
+    model), with the store, key and run its exchanges are kept under."""
+
+    fast_math: bool = False
+    root: str | None = None
+    llm: Any = None
+    store: Any = None
+    key: Any = None
+    run_id: int | None = None
+
+
+def _launch_config(setup: Setup) -> Family:
     return Family(LaunchConfigSearch.name, LaunchConfigSearch(), config_mode, reads_context=True)
 
 
-def _passes(fast_math: bool, root: str | None) -> Family:
-    return Family(PassSetProposer.name, PassSetProposer(fast_math=fast_math, root=root), _pass_mode)
+def _passes(setup: Setup) -> Family:
+    return Family(PassSetProposer.name, PassSetProposer(fast_math=setup.fast_math, root=setup.root), _pass_mode)
 
 
-def _cache_hints(fast_math: bool, root: str | None) -> Family:
-    return Family(CacheHintProposer.name, CacheHintProposer(root), _bitwise)
+def _cache_hints(setup: Setup) -> Family:
+    return Family(CacheHintProposer.name, CacheHintProposer(setup.root), _bitwise)
 
 
-def _looped_reduction(fast_math: bool, root: str | None) -> Family:
-    return Family(LoopedReductionProposer.name, LoopedReductionProposer(root), _tolerance)  # [] unless persistent
+def _looped_reduction(setup: Setup) -> Family:
+    return Family(LoopedReductionProposer.name, LoopedReductionProposer(setup.root), _tolerance)  # [] unless persistent
 
 
-# (fast_math, root) -> the family for one kernel's loop, in the default order
-REGISTRY: tuple[Callable[[bool, str | None], Family], ...] = (
-    _launch_config, _passes, _cache_hints, _looped_reduction, rewrites.family,
+def _source_rewrite(setup: Setup) -> Family:
+    return rewrites.family(setup.fast_math, setup.root)
+
+
+def _llm(setup: Setup) -> Family | None:
+    if setup.llm is None:
+        return None  # no endpoint given: no such family this run
+    from tritune.llm.family import family
+
+    return family(setup.llm, setup.store, setup.key, setup.run_id)
+
+
+# Setup -> the family for one kernel's loop (None: not available this run), in the default order
+REGISTRY: tuple[Callable[[Setup], Family | None], ...] = (
+    _launch_config, _passes, _cache_hints, _looped_reduction, _source_rewrite, _llm,
 )
 ALIASES = {"inductor-blocks": ("launch-config", "looped-reduction")}
-DEFAULT_ORDER = [make(False, None).name for make in REGISTRY]
+DEFAULT_ORDER = ["launch-config", "passes", "cache-hints", "looped-reduction", "source-rewrite", "llm"]
 DEFAULT_KNOBS = ("block", "num_warps", "num_stages")
 
 
-def families_for(spec: LaunchSpec, fast_math: bool = False, root: str | None = None) -> list[Family]:
+def families_for(spec: LaunchSpec, fast_math: bool = False, root: str | None = None, **setup: Any) -> list[Family]:
     """``root``: the capture directory, whose copy of the source the source families rewrite (the
-    program's own file may have changed since the capture). Every family, whatever ``spec``: one
-    that has nothing for it proposes nothing."""
-    return [make(fast_math, root) for make in REGISTRY]
+    program's own file may have changed since the capture); ``setup``: the rest of ``Setup``.
+    Every family available, whatever ``spec``: one that has nothing for it proposes nothing."""
+    made = Setup(fast_math=fast_math, root=root, **setup)
+    return [family for family in (make(made) for make in REGISTRY) if family is not None]
 
 
 def order_of(bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:

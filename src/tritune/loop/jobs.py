@@ -224,6 +224,13 @@ def target_job(payload: dict) -> dict:
     if on_gpu:
         with gpu_lock("cuda").exclusive():  # a bandwidth measured beside other launches is low
             target["copy_gbps"] = copy_bandwidth_gbps("cuda")
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        for name, prop in (("sm_count", "multi_processor_count"), ("l2_bytes", "L2_cache_size"),
+                           ("smem_per_sm", "shared_memory_per_multiprocessor"),
+                           ("regs_per_sm", "regs_per_multiprocessor")):  # the LLM prompt's GPU facts
+            value = getattr(props, prop, None)
+            if isinstance(value, int):
+                target[name] = value
     target["meaningful"] = on_gpu
     return target
 

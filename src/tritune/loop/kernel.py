@@ -63,6 +63,8 @@ class LoopSettings:
     # decided: left out of to_json, which names the run that a later command resumes.
     jobs: int = 1
     without: tuple[str, ...] = ()  # family names left out (a benchmark with and without one)
+    families: tuple[str, ...] = ()  # only these families, in this order (``--families``); () = all, the bottleneck's order
+    llm: Any = None  # ``llm.family.LLMSettings`` (``--llm``): the model's family joins the others
 
     def __post_init__(self) -> None:
         if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0 or self.jobs < 1:
@@ -72,13 +74,23 @@ class LoopSettings:
             raise ValueError(f"use_ncu must be auto, never or require, not {self.use_ncu!r}")
 
     def to_json(self) -> dict:
-        body = dataclasses.asdict(self)
+        body = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         body["arbiter"] = dataclasses.asdict(self.arbiter)
         del body["jobs"]
+        # keys an older run's settings did not have are left out while unset, so a later
+        # command resumes that run
         if self.without:
             body["without"] = sorted(self.without)
-        else:  # an older run's settings, which a later command resumes, had no such key
+        else:
             del body["without"]
+        if self.families:
+            body["families"] = list(self.families)
+        else:
+            del body["families"]
+        if self.llm is not None:
+            body["llm"] = self.llm.to_json()
+        else:
+            del body["llm"]
         return body
 
 
@@ -86,13 +98,19 @@ class KernelLoop:
     def __init__(self, spec: LaunchSpec, key: DecisionKey, *, store: DecisionStore, run_id: int,
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
-                 baseline: tuple[dict | None, Failure | None] | None = None) -> None:
+                 baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None) -> None:
+        """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set."""
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.baseline = baseline  # (timing, failure) when the session timed it already
         self.evaluator, self.settings, self.category = evaluator, settings, category
-        self.families = families if families is not None else [
-            family for family in families_for(spec, settings.fast_math, evaluator.root)
-            if family.name not in settings.without]
+        if families is None:
+            families = [family for family in families_for(spec, settings.fast_math, evaluator.root, llm=llm,
+                                                          store=store, key=key, run_id=run_id)
+                        if family.name not in settings.without]
+            if settings.families:  # only those named, in the order named
+                families = sorted((f for f in families if f.name in settings.families),
+                                  key=lambda f: settings.families.index(f.name))
+        self.families = families
         self.log = log or (lambda message: None)
         self.trials: list[Trial] = []
         self.records: list[dict] = []  # per candidate, for the report
@@ -126,7 +144,7 @@ class KernelLoop:
         profile = self._profile(timing)
         result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
                       profile_note=profile.get("note", ""))
-        order, self.knob_roles = order_of(profile.get("bottleneck"))
+        order, self.knob_roles = self._order(profile.get("bottleneck"))
         self.profile, self.registers = profile, (profile.get("facts") or {}).get("registers")
 
         best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
@@ -136,14 +154,24 @@ class KernelLoop:
         history: list[Round] = []
         step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
         hints: list[dict] = []
-        while not step.finished:
+        arbiter, costly = self.settings.arbiter, not any(not f.costly for f in self.families)
+        if costly:
+            arbiter = self._costly_arbiter()
+        while True:
+            if step.finished:
+                if costly or not self._hand_over(step):
+                    break
+                # the model-free families are done: the costly ones get the rounds that remain
+                costly, history, arbiter = True, [], self._costly_arbiter()
+                step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
+                continue
             if self._spent(start):
                 step = Verdict(Decision.FINISH, "budget", self._budget_reason(start))
                 break
-            proposals = self._propose(order, self._context(best["variant"], hints))
+            proposals = self._propose(order, self._context(best["variant"], hints), costly=costly)
             if not proposals:
-                step = next_step(history, self.settings.arbiter, _fraction(best["roofline"]), exhausted=True)
-                break
+                step = next_step(history, arbiter, _fraction(best["roofline"]), exhausted=True)
+                continue
             done = self._evaluate(proposals)
             done += self._wait_for_held(start)
             unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
@@ -163,12 +191,15 @@ class KernelLoop:
                                                    Facts.from_mapping(after.get("facts") or {}))]
                 best["facts"] = after.get("facts") or {}
                 if after.get("bottleneck"):
-                    order, self.knob_roles = order_of(after["bottleneck"])
+                    order, self.knob_roles = self._order(after["bottleneck"])
                     self.profile = after
                 self.store.set_profile(self.key, after, variant=accepted.trial.variant, run_id=self.run_id)
             history.append(Round(round_start, descent_ms, accepted=int(accepted is not None)))
-            step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+            step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
 
+        llm = next((f.proposer for f in self.families if f.name == "llm"), None)
+        if llm is not None:
+            result["llm"] = llm.summary()
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
                       candidates=self.records, waited=self.waited, busy=self.busy, wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
@@ -184,15 +215,35 @@ class KernelLoop:
     def _context(self, accepted: Variant, hints: list[dict]) -> Context:
         return Context(self.spec, self.trials, root=self.evaluator.root, fast_math=self.settings.fast_math,
                        profile=self.profile, knob_roles=self.knob_roles, hints=tuple(hints), accepted=accepted,
-                       registers=self.registers)
+                       registers=self.registers, baseline_ms=self.base_ms)
 
-    def _propose(self, order: list[str], context: Context) -> list[tuple[Variant, Family]]:
+    def _order(self, bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:
+        """The families' order (``--families``' when given, else the bottleneck's) and knob roles."""
+        order, knobs = order_of(bottleneck)
+        return (list(self.settings.families) if self.settings.families else order), knobs
+
+    def _hand_over(self, step: Verdict) -> bool:
+        """Whether the costly families get the rounds after the model-free ones finished with
+        ``step``: not when the budget is spent or the roofline reached."""
+        return step.code not in ("budget", "roofline") and any(f.costly for f in self.families)
+
+    def _costly_arbiter(self) -> Any:
+        """The costly phase stops when its families have nothing left (their own caps:
+        ``--llm-rounds``), the budget or the roofline, not after a few flat rounds: a model's
+        attempt often needs its fixes before it gains."""
+        rounds = 1 << 16
+        return dataclasses.replace(self.settings.arbiter, max_rounds=rounds, patience=rounds)
+
+    def _propose(self, order: list[str], context: Context, costly: bool = False) -> list[tuple[Variant, Family]]:
         """Up to ``per_round`` untried variants, shared out in the bottleneck's order: the most
         promising family takes half the round, every other family one slot, and what a family
         leaves goes back to the others in order. A family late in the order still gets tried
-        within a small ``--max-candidates`` (the first family alone would fill every round)."""
-        left = min(self.settings.per_round, self.settings.max_candidates - len(self.trials))
-        families = sorted(self.families, key=lambda f: _rank(order, f.name))
+        within a small ``--max-candidates`` (the first family alone would fill every round).
+        ``costly``: the costly families' phase instead, one candidate a round (a model's next
+        attempt depends on the last one's outcome), outside ``--max-candidates``."""
+        cheap_trials = sum(1 for t in self.trials if not _costly_variant(t.variant))
+        left = 1 if costly else min(self.settings.per_round, self.settings.max_candidates - cheap_trials)
+        families = sorted((f for f in self.families if f.costly == costly), key=lambda f: _rank(order, f.name))
         seen = {t.variant.key() for t in self.trials}
         taken: dict[str, list[Variant]] = {family.name: [] for family in families}
 
@@ -407,6 +458,10 @@ def _short(bottleneck: dict | None) -> dict | None:
 
 def _fraction(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _costly_variant(variant: Variant) -> bool:
+    return (variant.rewrite or {}).get("rule") == "llm"
 
 
 def _rank(order: list[str], name: str) -> int:

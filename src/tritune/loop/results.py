@@ -150,6 +150,7 @@ class KernelResult:
     wall_s: float | None = None
     failure: str | None = None
     message: str = ""
+    llm: dict | None = None  # the LLM family's rounds, replies, failure classes and cost (``llm.family``)
 
     @property
     def ran(self) -> bool:
@@ -187,6 +188,7 @@ class KernelResult:
             candidates=records(data.get("candidates")), waited=count(data.get("waited")),
             busy=count(data.get("busy")), wall_s=nonnegative(data.get("wall_s")),
             failure=text(data.get("failure")) or None, message=text(data.get("message")),
+            llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
         )
 
 
@@ -210,6 +212,7 @@ class RunResults:
     keys: int | None = None  # distinct keys in the capture
     cover: float | None = None  # stop once this share of kernel time is covered
     jobs: int | None = None  # workers that built and verified candidates at once (--jobs)
+    llm: dict | None = None  # the LLM family's total cost, and why the endpoint stopped being asked
     stopped: str | None = None
     timed: list[KeyTime] = dataclasses.field(default_factory=list)  # every key, costliest first
     kernels: list[KernelResult] = dataclasses.field(default_factory=list)
@@ -286,6 +289,7 @@ class RunResults:
             launches=text(data.get("launches")), run_id=count(run_id) if run_id is not None else None,
             planned=count(planned) if planned is not None else None, keys=count(keys) if keys is not None else None,
             cover=positive(data.get("cover")), jobs=count(data.get("jobs")) or None,
+            llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
             stopped=text(data.get("stopped")) or None,
             timed=[KeyTime.from_json(t) for t in records(data.get("timed"))],
             kernels=[KernelResult.from_json(k) for k in kernels],

@@ -145,8 +145,9 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
             results.timed = shares([timing_to_key(spec, key, timings.get(key.sha)) for spec, key in chosen.items])
             items = ranked(chosen.items, results.timed, max_kernels=max_kernels)
             results.planned = len(items)
+            llm = _llm_session(settings, target, log)
             _loop(items, results, timings, evaluator, store, run_id, done, out, root, settings, deadline_s, cover,
-                  floor_s, started, progress, log, families)
+                  floor_s, started, progress, log, families, llm)
         except BaseException:
             store.finish_run(run_id, "interrupted")
             results.write(out / RESULTS_FILE)
@@ -161,7 +162,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluat
 
 def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store: DecisionStore, run_id: int,
           done: dict, out: Path, root: Path, settings: LoopSettings, deadline_s, cover: float, floor_s: float,
-          started: float, progress, log, families) -> None:
+          started: float, progress, log, families, llm=None) -> None:
     """The keys in share order, each through ``KernelLoop`` with its budget, until covered."""
     share_of = {t.key_sha: t.time_share for t in results.timed}
     left = sum(share_of.get(key.sha) or 0.0 for _, key in items)
@@ -187,8 +188,10 @@ def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store
             loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator,
                               settings=dataclasses.replace(settings, budget_s=budget), category=category_of(spec, root),
                               log=log, families=families(spec) if families is not None else None,
-                              baseline=loop_baseline(timings.get(key.sha)))
+                              baseline=loop_baseline(timings.get(key.sha)), llm=llm)
             result = KernelResult.from_json(loop.run())
+            if llm is not None:
+                results.llm = llm.totals()
             result.time_share, result.budget_s = share, budget
             _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result.to_json()})
         results.kernels.append(result)
@@ -199,6 +202,15 @@ def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store
     else:
         if progress:
             progress("", len(items), len(items))
+
+
+def _llm_session(settings: LoopSettings, target: dict, log) -> Any:
+    """The run's ``LLMSession`` when ``--llm`` is set: the GPU's facts for the prompts, the cost."""
+    if settings.llm is None:
+        return None
+    from tritune.llm.family import LLMSession
+
+    return LLMSession(settings.llm, gpu=target, log=log or _stderr)
 
 
 def budget_for(share: float | None, left: float, cap_s: float, floor_s: float,

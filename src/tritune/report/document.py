@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from tritune.bench.render import fmt_ms
 from tritune.loop.results import RunResults
+from tritune.report.llm import llm_blocks
 from tritune.report.load import KernelFacts
 from tritune.report.plots import MAX_BARS
 
@@ -93,6 +94,7 @@ def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFac
     blocks += tally_blocks("Candidates that failed to build, run or verify, by kind", summary["failures"], "failure")
     blocks += tally_blocks("Candidates that ran but the arbiter turned down, by reason", summary["rejected_reasons"], "reason")
     blocks += tally_blocks("Baselines that could not run, by kind", summary["baseline_failures"], "failure")
+    blocks += llm_blocks(results)
     wall = summary["wall_s"]
     blocks += [Heading(2, "Optimizer wall time"),
                Items([f"total: {fmt_s(wall['total'])}", f"median per kernel: {fmt_s(wall['median'])}"])]

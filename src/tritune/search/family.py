@@ -17,6 +17,7 @@ one that needs more of the loop's state reads the ``Context`` (``propose_in(cont
     hints       refine hints after the last acceptance (``profile.hints_from_delta``: action, text)
     accepted    the decision held so far (``Variant()`` while there is none)
     registers   the baseline's registers per thread, when analysed (trims ``maxnreg``)
+    baseline_ms the baseline's time (None before it is timed)
 
 Pure data: reading ``source`` is the only work it does, once.
 """
@@ -44,6 +45,7 @@ class Context:
     hints: tuple[dict, ...] = ()
     accepted: Variant = Variant()
     registers: int | None = None
+    baseline_ms: float | None = None
 
     @property
     def bottleneck(self) -> dict | None:
@@ -65,6 +67,9 @@ class Family:
     proposer: Any  # ``propose(spec, trials, limit)``; with ``reads_context``: ``propose_in(context, limit)``
     mode: Callable[[Variant], str]  # the verification mode of each variant it proposes
     reads_context: bool = False
+    # A family that costs per proposal (a model's tokens): it never takes a model-free family's
+    # slot; the loop gives it the rounds that remain once those are done (``loop.kernel``).
+    costly: bool = False
 
     def propose(self, context: Context, limit: int) -> list[Variant]:
         if self.reads_context:

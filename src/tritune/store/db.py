@@ -40,6 +40,7 @@ from typing import Any
 from tritune import __version__
 from tritune.store.connection import DEFAULT_TIMEOUT_S, Connection
 from tritune.store.decisions import DecisionsMixin, key_sha
+from tritune.store.exchanges import ExchangesMixin
 from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
 from tritune.store.schema import StoreError
@@ -50,7 +51,7 @@ INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on
 FINISH_STATUSES = ("verified", "rejected")
 
 
-class DecisionStore(DecisionsMixin):
+class DecisionStore(DecisionsMixin, ExchangesMixin):
     """The decision store at ``path`` (created if missing). A context manager; one per thread."""
 
     def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S, signer: Signer | None = None):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 STATUSES = ("pending", "running", "verified", "rejected", "accepted")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
@@ -98,6 +98,22 @@ CREATE TABLE profiles (
     signature TEXT,
     PRIMARY KEY (key_sha, variant_hash)
 );
+CREATE TABLE llm_exchanges (
+    prompt_sha TEXT PRIMARY KEY,
+    key_sha TEXT NOT NULL REFERENCES keys(sha),
+    run_id INTEGER REFERENCES runs(id),
+    role TEXT NOT NULL,
+    model TEXT NOT NULL,
+    template TEXT NOT NULL,
+    request TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    outcome TEXT,
+    created REAL NOT NULL,
+    signature TEXT
+);
+CREATE INDEX llm_exchanges_key ON llm_exchanges(key_sha, created);
 """
 
 
@@ -111,8 +127,14 @@ def _signatures(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE profiles ADD COLUMN signature TEXT")
 
 
+def _llm_exchanges(conn: sqlite3.Connection) -> None:
+    """Version 3: the LLM proposer's requests and replies (``store.exchanges``)."""
+    for statement in _statements(TABLES[TABLES.index("CREATE TABLE llm_exchanges"):]):
+        conn.execute(statement)
+
+
 # version -> the step from version - 1 to it, run inside the opening transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures, 3: _llm_exchanges}
 
 
 class StoreError(RuntimeError):

@@ -12,6 +12,8 @@ HMAC-SHA256 under a per-user secret, and only entries whose signature verifies a
                               verified|rejected, failure kind, verification, timings])
                                                                            at ``finish_candidate``
     profile     HMAC(secret, ["tritune-profile/1", key sha, variant hash, profile])   at ``set_profile``
+    exchange    HMAC(secret, ["tritune-llm-exchange/1", prompt sha, key sha, reply])  at ``add_llm_exchange``
+                (a stored reply is code: an interrupted run reuses it only when this user stored it)
 
 The key sha is recomputed from the key's fields (kernel, source hash, specialization, GPU,
 capability, Triton version), so moving a signed variant to another key or GPU breaks it; the
@@ -42,6 +44,7 @@ _KEY_BYTES = 32
 
 DECISION, CANDIDATE, OUTCOME, PROFILE = ("tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1",
                                          "tritune-profile/1")
+EXCHANGE = "tritune-llm-exchange/1"
 
 
 class Signer:
@@ -71,6 +74,12 @@ class Signer:
 
     def profile(self, key_sha: str, variant_hash: str, profile: Any) -> str:
         return self.sign(PROFILE, key_sha, variant_hash, profile)
+
+    def exchange(self, prompt_sha: str, key_sha: str, reply: str) -> str:
+        return self.sign(EXCHANGE, prompt_sha, key_sha, reply)
+
+    def exchange_ok(self, signature: str | None, prompt_sha: str, key_sha: str, reply: str) -> bool:
+        return _same(signature, self.exchange(prompt_sha, key_sha, reply))
 
     def decision_ok(self, signature: str | None, key_sha: str, variant: dict) -> bool:
         return _same(signature, self.decision(key_sha, variant))

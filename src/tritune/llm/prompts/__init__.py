@@ -1,0 +1,35 @@
+"""The LLM proposer's prompt templates: package files, versioned by their hash.
+
+``system.md`` (the rules a reply must follow), ``propose.md`` (a new proposal: the GPU, the kernel's
+source, the captured launch, the profile, tritune's hints, the best variant so far and the last two
+attempts) and ``fix.md`` (remediation: the failure class and its message cut to 300 characters).
+They are ``string.Template`` texts (``$name``), so the braces of code need no escaping.
+``VERSION`` is the hash of the three: a change of prompt shows in every stored exchange.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import string
+from importlib import resources
+
+NAMES = ("system", "propose", "fix")
+
+
+@functools.cache
+def template(name: str) -> string.Template:
+    return string.Template(resources.files(__name__).joinpath(f"{name}.md").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def version() -> str:
+    digest = hashlib.sha256()
+    for name in NAMES:
+        digest.update(template(name).template.encode())
+    return digest.hexdigest()[:12]
+
+
+def render(name: str, **fields: object) -> str:
+    """The template with every ``$field`` filled (a missing one is a KeyError: a bug here)."""
+    return template(name).substitute({key: str(value) for key, value in fields.items()}).strip() + "\n"
