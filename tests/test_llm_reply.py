@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import pickle
 
 import pytest
 
@@ -214,11 +215,20 @@ def test_syntax_error_kind_and_line():
     assert "\n" not in str(caught.value)
 
 
+def test_what_only_the_compiler_finds_is_a_syntax_error_too():
+    with pytest.raises(ReplyError) as caught:
+        splice(SOURCE, "add_kernel", "from __future__ import annotations\n" + KERNEL)
+    assert caught.value.kind == "syntax"
+    assert str(caught.value).startswith("the spliced module does not parse: line 6: from __future__")
+
+
 def test_messages_are_one_line_of_at_most_300_characters():
     error = ReplyError("signature", "x" * 500 + "\n" + "y")
     assert len(str(error)) == 300 and "\n" not in str(error) and error.kind == "signature"
     with pytest.raises(ValueError):
         ReplyError("slower", "not a kind of reply error")
+    copy = pickle.loads(pickle.dumps(error))  # errors may cross from a worker process
+    assert (copy.kind, str(copy)) == (error.kind, str(error))
 
 
 def test_kernel_text():

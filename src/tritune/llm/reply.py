@@ -19,7 +19,8 @@ MAX_MESSAGE = 300  # the issue's cap on a message fed back to the model
 
 # Python ends a line at \r\n, \r or \n (not at \f or the Unicode separators str.splitlines knows)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-_FENCE = re.compile(r"```+[ \t]*([\w+-]*)[^\n]*\n?")
+_FENCE = re.compile(r"```+[ \t]*([\w+-]*)[^\n]*\n?")  # an opening fence; group 1 the language
+_CLOSING = re.compile(r"^```+[ \t]*$", re.MULTILINE)
 _PYTHON_TAGS = ("python", "py", "python3")
 _WRAPPERS = ("triton.autotune", "triton.heuristics")  # may sit above @triton.jit
 
@@ -37,6 +38,9 @@ class ReplyError(ValueError):
             line = line[: MAX_MESSAGE - 3] + "..."
         super().__init__(line)
         self.kind = kind
+
+    def __reduce__(self):  # the default would call __init__ with the message alone
+        return type(self), (self.kind, str(self))
 
 
 def first_python_block(text: str) -> str:
@@ -76,7 +80,9 @@ def splice(source: str, kernel: str, code: str) -> str:
 def check_kernel(original: str, new: str, kernel: str) -> None:
     """Raise ``ReplyError`` unless the new module's kernel keeps the original's parameter names
     (any order: launches pass them by name) and is a ``@triton.jit`` function, under nothing but
-    ``triton.autotune``/``triton.heuristics`` or decorators the original kernel has too."""
+    ``triton.autotune``/``triton.heuristics`` or decorators the original kernel has too (inductor's
+    ``@triton_heuristics.pointwise(...)``). An original without the kernel is the caller's mistake,
+    not the reply's: a plain ValueError."""
     before = _find_def(ast.parse(original), kernel)
     if before is None:
         raise ValueError(f"the original module has no top-level def {kernel}")
@@ -105,7 +111,7 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
         if opening.start() > 0 and text[opening.start() - 1] != "\n":
             at = opening.end()  # ``` inside a line of prose is not a fence
             continue
-        closing = re.compile(r"^```+[ \t]*$", re.MULTILINE).search(text, opening.end())
+        closing = _CLOSING.search(text, opening.end())
         end = closing.start() if closing else len(text)
         blocks.append((opening.group(1).lower(), text[opening.end(): end]))
         at = closing.end() if closing else len(text)
@@ -265,7 +271,11 @@ def _parses(code: str) -> bool:
 
 def _parse_reply(code: str, what: str) -> ast.Module:
     try:
-        return ast.parse(code)
+        tree = ast.parse(code)
+        # compiling (never running) also finds what the parser lets through: a misplaced
+        # ``from __future__``, ``return`` outside a function, ``nonlocal`` of nothing
+        compile(tree, "<reply>", "exec", dont_inherit=True)
+        return tree
     except SyntaxError as exc:
         raise ReplyError("syntax", f"{what} does not parse: line {exc.lineno}: {exc.msg}") from None
     except ValueError as exc:
