@@ -225,6 +225,25 @@ def test_a_round_is_shared_the_first_family_half_the_others_one_each_and_leftove
     assert names(loop._propose(order, context)) == ["c0"]
 
 
+def test_a_costly_family_gets_the_rounds_the_others_leave_outside_the_candidate_cap(captured, tmp_path, worker):
+    """The model-free family first, within --max-candidates; then the costly one (a model), one
+    candidate a round, not counted in the cap and not cut by the patience of flat rounds."""
+    llm = {"rule": "llm", "exact": "tolerance", "params": {}}
+    cheap = [Variant(name=f"b{b}", constexprs={"BLOCK": b}) for b in (128, 32, 256)]
+    costly = [Variant(name=f"m{b}", constexprs={"BLOCK": b}, rewrite=llm) for b in (16, 8, 512)]
+
+    def families(spec):
+        return [Family("cheap", Planted(cheap), lambda v: "tolerance"),
+                Family("llm", Planted(costly), lambda v: "tolerance", costly=True)]
+
+    settings = dataclasses.replace(SETTINGS, max_candidates=2, per_round=2)
+    results = run(captured, tmp_path, worker, families=families, settings=settings)
+    [kernel] = results.kernels
+    assert [c["variant"] for c in kernel.candidates] == ["b128", "b32", "m16", "m8", "m512"], (kernel.finish, kernel.finish_reason)
+    assert [c["family"] for c in kernel.candidates] == ["cheap", "cheap", "llm", "llm", "llm"]
+    assert kernel.decision == "m512" and kernel.finish == "exhausted"
+
+
 def test_settings_refuse_nonsense():
     with pytest.raises(ValueError, match="per_round"):
         LoopSettings(per_round=0)

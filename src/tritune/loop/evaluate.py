@@ -53,6 +53,10 @@ PROGRESS_S = 10.0  # while ranking many keys, the user hears how far it is this 
 BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
 PRELOAD = ("torch", "triton")
 MAX_DEFAULT_JOBS = 16  # past this, more compilers mostly queue on the one timing worker
+# A model's candidate (untrusted code, ``llm.sandbox``) runs under these per-call limits: a compile
+# and three verified input sets take seconds of CPU; a worker with torch and CUDA up holds a few GiB.
+SANDBOX_CPU_S = 300.0
+SANDBOX_MEMORY_MB = 16384.0
 
 
 def default_jobs() -> int:
@@ -278,12 +282,12 @@ class Evaluator:
             if self._stopping.is_set():
                 return _Ran(None, None, time.perf_counter() - submitted)
             limit = {} if verify_timeout_s is None else {"timeout_s": min(verify_timeout_s, verifier.timeout_s or math.inf)}
-            verified = verifier.call(jobs.VERIFY_JOB, payload, **limit)
+            verified = verifier.call(jobs.VERIFY_JOB, payload, **limit, **sandboxed(variant))
         finally:
             self._idle.put(verifier)
         timed = None
         if verified.ok and verified.value["verification"]["ok"] and not self._stopping.is_set():
-            timed = self.worker.call(jobs.TIME_JOB, payload)
+            timed = self.worker.call(jobs.TIME_JOB, payload, **sandboxed(variant))
         return _Ran(verified, timed, time.perf_counter() - submitted)
 
     def _abandon(self, futures: list[concurrent.futures.Future]) -> None:
@@ -328,7 +332,7 @@ class Evaluator:
     def confirm(self, spec: LaunchSpec, variant: Variant) -> tuple[Confirmation | None, Failure | None]:
         """Baseline and ``variant`` re-timed interleaved (ABBA) in one process."""
         outcome = self._exclusive(jobs.CONFIRM_JOB, {"spec": spec.to_json(), "root": self.root,
-                                                     "candidate": variant.to_json()})
+                                                     "candidate": variant.to_json()}, **sandboxed(variant))
         if not outcome.ok:
             return None, outcome.failure
         confirmation = confirmation_from_json(outcome.value)
@@ -363,7 +367,10 @@ class Evaluator:
         When the profiler job itself fails, the facts are the timing alone, and the note says so."""
         payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": self.use_ncu,
                    "variant": variant.to_json() if variant is not None else None, "timeout_s": NCU_TIMEOUT_S}
-        outcome = self._exclusive(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120)
+        limits = sandboxed(variant) if variant is not None else {}
+        if limits:
+            limits["cpu_s"] = max(limits["cpu_s"], NCU_TIMEOUT_S + 120)  # the profile replays the kernel many times
+        outcome = self._exclusive(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120, **limits)
         if outcome.ok:
             return dict(outcome.value)
         return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
@@ -371,6 +378,14 @@ class Evaluator:
     def _exclusive(self, job: str, payload: dict, **call: Any) -> Outcome:
         """``job`` on the timing worker, holding the GPU to itself (``loop.jobs.exclusive_job``)."""
         return self.worker.call(jobs.EXCLUSIVE_JOB, {"job": job, "payload": payload}, **call)
+
+
+def sandboxed(variant: Variant) -> dict:
+    """The per-call limits of a model's code (``Worker.call``'s ``cpu_s``/``memory_mb``); none
+    for tritune's own variants."""
+    if (variant.rewrite or {}).get("rule") != "llm":
+        return {}
+    return {"cpu_s": SANDBOX_CPU_S, "memory_mb": SANDBOX_MEMORY_MB}
 
 
 def _busy_seconds(outcome: Outcome | None) -> float:

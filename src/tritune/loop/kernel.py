@@ -165,9 +165,11 @@ class KernelLoop:
                 costly, history, arbiter = True, [], self._costly_arbiter()
                 step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
                 continue
-            if self._spent(start):
+            if self._spent(start, costly):
                 step = Verdict(Decision.FINISH, "budget", self._budget_reason(start))
-                break
+                if self._out_of_time(start):
+                    break
+                continue  # the model-free families' candidate cap: the costly ones may go on
             proposals = self._propose(order, self._context(best["variant"], hints), costly=costly)
             if not proposals:
                 step = next_step(history, arbiter, _fraction(best["roofline"]), exhausted=True)
@@ -197,7 +199,7 @@ class KernelLoop:
             history.append(Round(round_start, descent_ms, accepted=int(accepted is not None)))
             step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
 
-        llm = next((f.proposer for f in self.families if f.name == "llm"), None)
+        llm = next((f.proposer for f in self.families if f.name == "llm" and hasattr(f.proposer, "summary")), None)
         if llm is not None:
             result["llm"] = llm.summary()
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
@@ -225,7 +227,8 @@ class KernelLoop:
     def _hand_over(self, step: Verdict) -> bool:
         """Whether the costly families get the rounds after the model-free ones finished with
         ``step``: not when the budget is spent or the roofline reached."""
-        return step.code not in ("budget", "roofline") and any(f.costly for f in self.families)
+        spent = step.code == "budget" and self._out_of_time(self._start)
+        return not spent and step.code != "roofline" and any(f.costly for f in self.families)
 
     def _costly_arbiter(self) -> Any:
         """The costly phase stops when its families have nothing left (their own caps:
@@ -423,12 +426,18 @@ class KernelLoop:
         self.records.append(record)
         self._index[variant.key()] = record
 
-    def _spent(self, start: float) -> bool:
-        return (time.monotonic() - start > self.settings.budget_s
-                or len(self.trials) >= self.settings.max_candidates)
+    def _spent(self, start: float, costly: bool = False) -> bool:
+        """The budget is spent, or (model-free families) their candidate cap is reached."""
+        return self._out_of_time(start) or (not costly and self._capped())
+
+    def _out_of_time(self, start: float) -> bool:
+        return time.monotonic() - start > self.settings.budget_s
+
+    def _capped(self) -> bool:
+        return sum(1 for t in self.trials if not _costly_variant(t.variant)) >= self.settings.max_candidates
 
     def _budget_reason(self, start: float) -> str:
-        if len(self.trials) >= self.settings.max_candidates:
+        if not self._out_of_time(start) and self._capped():
             return f"{len(self.trials)} candidates tried, the cap is {self.settings.max_candidates}"
         return f"{time.monotonic() - start:.0f} s spent, the budget is {self.settings.budget_s:.0f} s per kernel"
 
