@@ -174,11 +174,13 @@ def test_the_key_never_appears_in_an_error():
         errors.append(failure(lambda: client(srv.url, read_timeout_s=0.2, retries=0).chat(ASK)))
     errors.append(failure(lambda: client(f"http://127.0.0.1:{free_port()}", retries=0).chat(ASK)))
     errors.append(failure(lambda: client(f"http://u:{KEY}@127.0.0.1:1/v1")))
+    errors.append(failure(lambda: client(f"ftp://u:{KEY}@127.0.0.1:1/v1")))
+    errors.append(failure(lambda: client("http://127.0.0.1:1/v1", key=KEY + "é")))
     with config.override({config.ENV_LLM_KEY: KEY}):
         errors.append(failure(lambda: check_base_url(KEY)))  # the key pasted for the URL
     assert "invalid key ***" in str(errors[0]) and errors[0].status == 401
     assert [e.kind for e in errors] == ["http", "garbage", "garbage", "timeout", "unreachable",
-                                        "url", "url"]
+                                        "url", "url", "setup", "url"]
     for error in errors:
         shown = str(error) + repr(error) + "".join(traceback.format_exception(error))
         assert KEY not in shown and "\n" not in str(error)

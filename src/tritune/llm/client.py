@@ -95,11 +95,11 @@ def check_base_url(url: str) -> str:
         problem = f"LLM endpoint URL is not a URL ({exc})"
     else:
         shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            problem = f"LLM endpoint {text!r} is not http(s)://host[:port][/path]"
-        elif parts.username is not None or parts.password is not None:
+        if parts.username is not None or parts.password is not None:
             problem = (f"LLM endpoint {shown} carries credentials in the URL: give the key in "
                        f"{config.ENV_LLM_KEY} instead")
+        elif parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = f"LLM endpoint {text!r} is not http(s)://host[:port][/path]"
         elif parts.query or parts.fragment:
             problem = f"LLM endpoint {shown} has a query or fragment: give the base URL only"
         elif any(c.isspace() for c in text):
@@ -135,6 +135,11 @@ class ChatClient:
         self.base_url = check_base_url(base_url)
         self.model = model
         self._key = config.llm_api_key() if key is _FROM_CONFIG else (key or None)
+        if self._key and not (self._key.isascii() and self._key.isprintable()
+                              and " " not in self._key):
+            # httpx's error for such a header would quote the key
+            raise LLMError(f"the LLM key ({config.ENV_LLM_KEY}, else {config.ENV_OPENAI_KEY}) has "
+                           f"characters an HTTP header cannot carry", kind="setup")
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.connect_timeout_s = connect_timeout_s
