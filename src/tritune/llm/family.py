@@ -330,8 +330,11 @@ class LLMProposer:
                          f"```python\n{code}\n```")
         return "\n".join(lines)
 
-    def summary(self) -> dict:
-        """For the kernel's result: rounds, replies, failure classes, remediation outcomes, cost."""
+    def summary(self, context: Any = None) -> dict:
+        """For the kernel's result: rounds, replies, failure classes, remediation outcomes, cost;
+        ``context``: the loop's last, so the last candidate's outcome is counted too."""
+        if context is not None:
+            self._learn(context)
         classes: dict[str, int] = {}
         for attempt in self.attempts:
             if attempt.get("failure"):

@@ -201,7 +201,7 @@ class KernelLoop:
 
         llm = next((f.proposer for f in self.families if f.name == "llm" and hasattr(f.proposer, "summary")), None)
         if llm is not None:
-            result["llm"] = llm.summary()
+            result["llm"] = llm.summary(self._context(best["variant"], hints))
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
                       candidates=self.records, waited=self.waited, busy=self.busy, wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
