@@ -2,7 +2,8 @@
 
 Started by ``tritune.worker.pool`` as ``python -c "...main()" READ_FD WRITE_FD PARENT_PID`` with
 the job environment already in place (no secrets in it), stdout/stderr going to the worker's log
-file, its own process group, and a fresh temporary directory as its working directory. Protocol (pickled tuples over ``multiprocessing.connection``)::
+file, its own process group, and a fresh temporary directory as its working directory. Protocol
+(pickled tuples over ``multiprocessing.connection``)::
 
     parent -> child   ("init", {"sys_path": [...], "preload": [...]})
     child  -> parent  ("ready", pid)  |  ("failed", Failure)
