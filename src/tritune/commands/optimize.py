@@ -256,7 +256,9 @@ def _inductor(modules: Path, target: Path) -> Path:
     from tritune.worker import Worker
 
     with Worker(1800.0, preload=("torch",)) as worker:
-        outcome = worker.call(INDUCTOR_LAUNCHES_JOB, {"modules": str(modules), "out": str(target)})
+        # absolute: the worker runs in a directory of its own
+        paths = {"modules": str(modules.absolute()), "out": str(target.absolute())}
+        outcome = worker.call(INDUCTOR_LAUNCHES_JOB, paths)
     if not outcome.ok:
         click.echo(f"tritune optimize: loading Inductor modules failed: {outcome.failure.message}", err=True)
         sys.exit(2)

@@ -97,7 +97,7 @@ class Evaluator:
         ``verifiers`` gives them instead (tests share warm ones; they are not closed here)."""
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
-        self.root = str(root)
+        self.root = str(Path(root).absolute())  # workers run in a directory of their own
         self.input_sets = input_sets
         self.copy_gbps = copy_gbps
         self.use_ncu = use_ncu

@@ -42,6 +42,14 @@ drops); a write that stores exactly the pattern (a plain copy of a margin elemen
 tensor's margin); fp8 margins, which have one NaN and so no per-tensor tag. compute-sanitizer's
 memcheck (``benchmarks/sanitize_store.py``) checks every access against its allocation.
 
+Ghosts (``tritune.replay.launches``, KernelGenBench). Every candidate run must launch the
+candidate's kernel at least once: launches of a kernel of its name are counted while it runs
+(Triton's launch hook on a GPU, the interpreter's grid executor on the CPU). A run that launched
+nothing fails the verification with ``ghost``: its outputs, right or wrong, came from somewhere
+else (a ``run`` replaced by a torch fallback, a cached result). Required of every run, not once
+overall: a candidate that launches on the first input set and falls back afterwards is a ghost
+too, and counting costs nothing next to the run.
+
 Limit: in an in-out tensor an element the candidate forgets to update is caught only where the
 baseline changes it by more than the tolerance (its starting contents are random, so in practice
 everywhere but where the update is tiny or the identity).
@@ -57,10 +65,11 @@ from typing import Any, Callable, ContextManager
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Replay, Variant, make_args
 from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
+from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
-from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, WRONG_RESULT  # the one failure taxonomy
+from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 
 
 @dataclasses.dataclass
@@ -75,9 +84,10 @@ class VerifyResult:
     # output changed with their starting contents for another reason, e.g. nondeterminism)
     nondeterministic: bool = False
     spread: dict[str, float] = dataclasses.field(default_factory=dict)  # largest baseline run-to-run |diff|
-    failure: str | None = None  # WRONG_RESULT when it fails, BASELINE_OUT_OF_BOUNDS when the baseline does
+    failure: str | None = None  # WRONG_RESULT or GHOST when it fails, BASELINE_OUT_OF_BOUNDS when the baseline does
     message: str = ""
     out_of_bounds: dict | None = None  # Breach JSON plus "run" (baseline/candidate) and "input_set"
+    launches: int = 0  # the candidate kernel's launches counted over its runs (module docstring)
 
     @property
     def worst(self) -> CompareResult | None:
@@ -100,8 +110,9 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
            on_gpu: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> VerifyResult:
     """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets and compare
     every written tensor. Compile and launch errors propagate (the isolation worker classifies
-    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``, a baseline that writes
-    outside its tensors ``failure="baseline_out_of_bounds"``.
+    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``, a candidate run that
+    launched no kernel ``failure="ghost"``, a baseline that writes outside its tensors
+    ``failure="baseline_out_of_bounds"``.
 
     ``baseline``: the captured launch's ``Replay``, kept built by a caller that verifies many
     candidates of one launch (default: built here). ``on_gpu()`` is entered around everything
@@ -122,6 +133,7 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
     base.compile(initial)  # both built before anything runs, on the first input set
     cand.compile(initial)
     result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
+    launches = Launches(spec.kernel, interpreted=not cand.compiles)
     pure: dict[str, bool] | None = None
     with on_gpu():
         for k, s in enumerate(seeds):
@@ -131,9 +143,13 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
                 if pure is None:
                     pure = _pure_outputs(spec, base, initial, written, guards)
                     result.in_out = [w for w in written if not pure[w]]
-                result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards)
+                result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards, launches)
             except OutOfBounds as exc:
                 return _outside(result, exc, baseline=exc.replay is base, seed=s)
+            except Ghost:
+                return _ghost(result, launches, seed=s)
+            finally:
+                result.launches = launches.count
     return _conclude(result, written)
 
 
@@ -168,10 +184,23 @@ def _outside(result: VerifyResult, exc: OutOfBounds, *, baseline: bool, seed: in
     return result
 
 
+class Ghost(Exception):
+    """A candidate run launched no kernel of the candidate's name."""
+
+
+def _ghost(result: VerifyResult, launches: Launches, *, seed: int) -> VerifyResult:
+    result.ok = False
+    result.failure = GHOST
+    result.message = (f"{GHOST} on input set {seed}: the candidate's kernel {launches.name} never launched "
+                      "(its outputs came from somewhere else: a fallback or a cached result)")
+    return result
+
+
 # ---------------------------------------------------------------------------------- one set
 
 def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: dict[str, bool],
-             mode: str, seed: int, result: VerifyResult, guards: dict[str, Guard]) -> list[CompareResult]:
+             mode: str, seed: int, result: VerifyResult, guards: dict[str, Guard],
+             launches: Launches) -> list[CompareResult]:
     written = list(pure)
     first = {w: 1 for w in written if pure[w]}
     second = {w: 2 for w in written if pure[w]}
@@ -191,8 +220,8 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
             result.spread[w] = max(result.spread.get(w, 0.0), seen[w].max_abs)
             tol = widen(tol, result.spread[w])
         tolerances[w] = tol
-    out = _run(cand, initial, first, guards)
-    out_again = _only(_run(cand, initial, second, guards), written) if two_sentinels else {}
+    out = _run(cand, initial, first, guards, launches)
+    out_again = _only(_run(cand, initial, second, guards, launches), written) if two_sentinels else {}
     checks = []
     for w in written:
         alt = w in two_sentinels
@@ -226,14 +255,23 @@ def _pure_outputs(spec: LaunchSpec, base: Replay, initial: dict, written: list[s
 
 # -------------------------------------------------------------------------------------- runs
 
-def _run(replay: Replay, initial: dict, poison_with: dict[str, int], guards: dict[str, Guard]) -> dict[str, Any]:
+def _run(replay: Replay, initial: dict, poison_with: dict[str, int], guards: dict[str, Guard],
+         launches: Launches | None = None) -> dict[str, Any]:
     """Launch once on copies of ``initial`` (guard margins included); tensors named in
     ``poison_with`` are poisoned with that sentinel first. The copies after the launch;
-    ``OutOfBounds`` if a margin changed."""
+    ``OutOfBounds`` if a margin changed; with ``launches`` (the candidate's runs), ``Ghost`` if
+    the run launched no kernel of its name."""
     args = {name: _clone(value) for name, value in initial.items()}
     for name, which in poison_with.items():
         poison([args[name]], which)
-    replay(args)
+    if launches is None:
+        replay(args)
+    else:
+        before = launches.count
+        with launches.counting():
+            replay(args)
+        if launches.count == before:
+            raise Ghost(launches.name)
     _synchronize(args)
     _check_guards(replay, args, guards)
     return args

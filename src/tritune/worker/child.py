@@ -1,8 +1,9 @@
 """The worker's child process: receive jobs, run them one at a time, send back what happened.
 
 Started by ``tritune.worker.pool`` as ``python -c "...main()" READ_FD WRITE_FD PARENT_PID`` with
-the job environment already in place, stdout/stderr going to the worker's log file and its own
-process group. Protocol (pickled tuples over ``multiprocessing.connection``)::
+the job environment already in place (no secrets in it), stdout/stderr going to the worker's log
+file, its own process group, and a fresh temporary directory as its working directory. Protocol
+(pickled tuples over ``multiprocessing.connection``)::
 
     parent -> child   ("init", {"sys_path": [...], "preload": [...]})
     child  -> parent  ("ready", pid)  |  ("failed", Failure)
@@ -56,8 +57,10 @@ def main() -> None:
 
 def _init(inbox: Connection, outbox: Connection) -> bool:
     _, settings = inbox.recv()
-    # The parent's path first, so jobs import from where the parent does (tests/, a checkout).
-    sys.path[:] = list(settings["sys_path"]) + [p for p in sys.path if p not in settings["sys_path"]]
+    # The parent's path first (made absolute), so jobs import from where the parent does (tests/,
+    # a checkout); not our own '' (``python -c``'s): it is the scratch directory a job writes in.
+    own = [p for p in sys.path if p not in settings["sys_path"] and p != ""]
+    sys.path[:] = list(settings["sys_path"]) + own
     try:
         for name in settings["preload"]:
             importlib.import_module(name)

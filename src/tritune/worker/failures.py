@@ -22,6 +22,8 @@ kind                what happened                                           work
 
 ``baseline_out_of_bounds`` is reserved for verification too: the captured launch itself wrote
 outside its tensors (a guard margin changed), so no candidate can be compared with it safely.
+So is ``ghost``: a run of the candidate launched no kernel of its name, so its outputs came from
+somewhere else (a torch fallback, a cached result; ``tritune.replay.launches``).
 
 An exception may name its own kind with a ``failure_kind`` attribute (a class attribute does
 it for a whole class). Wrapped exceptions are classified through their ``__cause__`` chain:
@@ -47,8 +49,9 @@ CRASH = "crash"
 ERROR = "error"
 WRONG_RESULT = "wrong_result"
 BASELINE_OUT_OF_BOUNDS = "baseline_out_of_bounds"
+GHOST = "ghost"
 
-KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS)
+KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS, GHOST)
 # After these the child process is not trusted again (a CUDA fault leaves the context unusable).
 RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 

@@ -13,6 +13,14 @@ when a kernel is decorated, ``CUDA_VISIBLE_DEVICES`` when CUDA starts), in its o
 tail of, and without re-importing the parent's ``__main__``; a spawn ``Process`` can do none of
 these. The messages still travel as pickles over ``multiprocessing`` connections.
 
+What a job's code reaches: a child starts in a fresh temporary directory of its own (removed when
+the child ends), so a relative path a candidate writes lands nowhere that matters; the parent's
+``sys.path`` travels made absolute, and so do the path variables of its environment
+(``_PATH_ENV``), so nothing that names a file means something else there. Payload paths are the
+caller's to make absolute. The variables in ``config.SECRET_ENV`` (the LLM key) never reach a
+child, whatever the parent or ``env`` holds: a worker runs candidates' code. ``call`` can limit a
+job's CPU time and resident memory too (``limits``).
+
 Costs: starting a child is ~0.1 s, plus ~1-2 s for each of torch/Triton it imports (``preload``
 pays that at start, outside the job's time limit). A warm call costs well under a millisecond.
 """
@@ -22,6 +30,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +45,7 @@ from typing import Any, Mapping
 from tritune import config
 from tritune.worker.child import DUMP_SIGNAL
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
+from tritune.worker.limits import POLL_S, Limits, Meter, enforceable
 
 DEFAULT_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 120.0
@@ -44,6 +54,11 @@ _STOP_WAIT_S = 2.0
 _DUMP_WAIT_S = 0.3
 _CHILD_CODE = "from tritune.worker.child import main; main()"
 _WORKER_DEFAULT = object()  # call(timeout_s=...) not given: the worker's own limit
+# Variables holding a path (or a list of them) that a child must read as the parent does
+# (TRITUNE_NCU is left alone: it may be a bare name, looked up on PATH).
+_PATH_ENV = (config.ENV_HOME, config.ENV_STORE, config.ENV_CAPTURE_DIR, config.ENV_TRITON_CACHE,
+             config.ENV_INDUCTOR_CACHE)
+_PATH_LIST_ENV = (config.ENV_PYTHONPATH, config.ENV_PATH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,14 +108,20 @@ class Worker:
         with self._lock:
             return self._ensure_child()
 
-    def call(self, target: str, payload: Any = None, timeout_s: Any = _WORKER_DEFAULT) -> Outcome:
+    def call(self, target: str, payload: Any = None, timeout_s: Any = _WORKER_DEFAULT, *,
+             cpu_s: float | None = None, memory_mb: float | None = None) -> Outcome:
         """Run ``target`` (``"package.module:function"``) on ``payload`` in the child.
 
-        ``timeout_s`` defaults to the worker's (``None``: no limit). Failures of the job come back
-        in the Outcome; a payload that cannot be pickled raises here, as a caller's bug, and
-        leaves the child as it was.
+        ``timeout_s`` defaults to the worker's (``None``: no limit). ``cpu_s``: the job's CPU
+        time (a ``timeout`` failure past it), ``memory_mb``: the child's resident memory, in MiB
+        (a ``crash`` failure past it); both are polled (``limits``) and kill the child like a
+        timeout. Failures of the job come back in the Outcome; a payload that cannot be pickled
+        raises here, as a caller's bug, and leaves the child as it was.
         """
         limit = self.timeout_s if timeout_s is _WORKER_DEFAULT else timeout_s
+        limits = Limits(cpu_s, memory_mb)
+        if limits and not enforceable():
+            limits = Limits()
         message = bytes(ForkingPickler.dumps(("call", target, payload)))
         with self._lock:
             if self._closed:
@@ -110,7 +131,7 @@ class Worker:
                 return started
             child = self._child
             try:
-                return self._call(child, message, limit)
+                return self._call(child, message, limit, limits)
             except BaseException:
                 # Ctrl-C (or any error of ours) while a job runs: the child's state is unknown.
                 self._discard()
@@ -174,15 +195,21 @@ class Worker:
         self._child = child
         return Outcome(ok=True, seconds=time.perf_counter() - begin)
 
-    def _call(self, child: "_Child", message: bytes, limit: float | None) -> Outcome:
+    def _call(self, child: "_Child", message: bytes, limit: float | None, limits: Limits) -> Outcome:
         child.clear_log()
+        meter = Meter(child.proc.pid, limits) if limits else None  # its CPU time before the job
         begin = time.perf_counter()
         try:
             child.inbox.send_bytes(message)
         except (BrokenPipeError, ConnectionError, OSError):
             return self._died(child, begin, "the worker died before the job was sent")
-        if not child.outbox.poll(limit):
-            return self._timed_out(child, begin, limit)
+        if meter is None:  # no limits: one wait, as fast as it gets
+            if not child.outbox.poll(limit):
+                return self._timed_out(child, begin, limit)
+        else:
+            over = self._watch(child, begin, limit, meter)
+            if over is not None:
+                return over
         try:
             reply = child.outbox.recv()
         except (EOFError, ConnectionError, OSError):
@@ -195,13 +222,32 @@ class Worker:
             self._discard()
         return Outcome(ok=False, failure=failure, seconds=seconds)
 
+    def _watch(self, child: "_Child", begin: float, limit: float | None, meter: Meter) -> Outcome | None:
+        """Wait for the reply, checking the meter every ``POLL_S``; the failure if a limit came
+        first, None once a reply (or the pipe's end) is there to read."""
+        deadline = None if limit is None else begin + limit
+        while True:
+            wait = POLL_S if deadline is None else min(POLL_S, deadline - time.perf_counter())
+            if wait <= 0:
+                return self._timed_out(child, begin, limit)
+            if child.outbox.poll(wait):
+                return None
+            failure = meter.exceeded()
+            if failure is not None:
+                # A spinning job's stacks say where it spun; a growing one is killed at once.
+                return self._killed(child, begin, failure, stacks=failure.kind == TIMEOUT)
+
     def _timed_out(self, child: "_Child", begin: float, limit: float | None) -> Outcome:
-        child.dump_stacks()
+        message = f"job ran past its {limit:g} s limit; worker killed"
+        return self._killed(child, begin, Failure(TIMEOUT, message), stacks=True)
+
+    def _killed(self, child: "_Child", begin: float, failure: Failure, *, stacks: bool) -> Outcome:
+        if stacks:
+            child.dump_stacks()
         seconds = time.perf_counter() - begin
         log = child.log_tail()  # before the kill removes the log
         self._discard()
-        message = f"job ran past its {limit:g} s limit; worker killed"
-        return Outcome(ok=False, failure=Failure(TIMEOUT, message, log), seconds=seconds)
+        return Outcome(ok=False, failure=dataclasses.replace(failure, detail=log), seconds=seconds)
 
     def _died(self, child: "_Child", begin: float, what: str) -> Outcome:
         code = child.wait_exit()
@@ -248,6 +294,7 @@ class _Child:
         fd, name = tempfile.mkstemp(prefix="tritune-worker-", suffix=".log")
         os.close(fd)
         self.log_path = Path(name)
+        self.cwd = Path(tempfile.mkdtemp(prefix="tritune-worker-cwd-"))  # the job's, thrown away
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
@@ -256,6 +303,7 @@ class _Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid())],
                 env=_child_env(env),
+                cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=subprocess.STDOUT,
@@ -267,6 +315,7 @@ class _Child:
                 os.close(fd)
             self.log.close()
             self.log_path.unlink(missing_ok=True)
+            shutil.rmtree(self.cwd, ignore_errors=True)
             raise
         finally:
             os.close(to_child_r)
@@ -280,7 +329,7 @@ class _Child:
     def handshake(self, preload: tuple[str, ...], timeout_s: float) -> Failure | None:
         """Send the settings and wait for "ready"; a Failure if the child never got there."""
         try:
-            self.inbox.send(("init", {"sys_path": list(sys.path), "preload": list(preload)}))
+            self.inbox.send(("init", {"sys_path": _absolute_path(sys.path), "preload": list(preload)}))
             if not self.outbox.poll(timeout_s):
                 self.dump_stacks()
                 return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
@@ -354,12 +403,28 @@ class _Child:
             conn.close()
         self.log.close()
         self.log_path.unlink(missing_ok=True)
+        shutil.rmtree(self.cwd, ignore_errors=True)
         _LIVE.discard(self)
 
 
 def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
-    # PYTHONUNBUFFERED: a print just before a segfault still reaches the log
-    return config.environment({config.ENV_UNBUFFERED: "1", **overrides})
+    # PYTHONUNBUFFERED: a print just before a segfault still reaches the log. The secrets go
+    # last, so that no override can put them back.
+    env = config.environment({config.ENV_UNBUFFERED: "1", **overrides, **dict.fromkeys(config.SECRET_ENV)})
+    for key in _PATH_ENV:
+        if env.get(key):
+            env[key] = os.path.abspath(os.path.expanduser(env[key]))
+    for key in _PATH_LIST_ENV:
+        if env.get(key):
+            # an empty entry means the current directory, here as in the parent
+            env[key] = os.pathsep.join(os.path.abspath(p) for p in env[key].split(os.pathsep))
+    return env
+
+
+def _absolute_path(entries: list) -> list:
+    """``sys.path`` with relative entries (``''`` is the current directory) made absolute: the child
+    runs elsewhere."""
+    return [os.path.abspath(p) if isinstance(p, str) else p for p in entries]
 
 
 def _check_env(env: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -1,0 +1,81 @@
+"""Count a kernel's real launches, so that verification can tell a kernel from a ghost.
+
+Ghost replay (KernelGenBench): a candidate's outputs can be right without its kernel running,
+e.g. a source that replaces the ``JITFunction``'s ``run`` with Python that computes the result
+with torch, or hands back a cached one. Verification counts the candidate kernel's launches while
+the candidate runs (``Launches.counting``) and rejects it when a run launched nothing.
+
+How a launch is seen, by where kernels run:
+
+- on a GPU, through Triton's documented hook: ``triton.knobs.runtime.launch_enter_hook`` (a
+  ``HookChain``; added for the block and removed after, so other hooks stay chained). Triton's
+  launcher calls it with the compiled kernel's metadata, whose ``name`` is the ``@triton.jit``
+  function's name; a Python ``run`` never reaches the launcher, whatever it returns.
+- under ``TRITON_INTERPRET=1`` no launcher exists: every interpreted launch runs
+  ``triton.runtime.interpreter.GridExecutor.__call__``, which this module wraps for the block
+  (put back after), counting the executors whose ``fn`` has the kernel's name. This is the one
+  patch of Triton's internals here; ``tests/test_ghost_replay.py`` fails if Triton renames it.
+
+Counted by name, while the candidate runs only: the baseline's kernel has the same name, and
+its runs are outside the block. A candidate that launches its real kernel on scratch memory and
+takes its outputs from elsewhere still launches: what the count proves is that the kernel ran,
+not that its outputs came from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Iterator
+
+
+class Launches:
+    """Launches of the kernel named ``name`` seen inside ``counting()`` blocks (``count``)."""
+
+    def __init__(self, name: str, *, interpreted: bool) -> None:
+        self.name, self.interpreted = name, interpreted
+        self.count = 0
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator["Launches"]:
+        install = _interpreter_launches if self.interpreted else _gpu_launches
+        with install(self):
+            yield self
+
+    def seen(self, name: str | None) -> None:
+        if name == self.name:
+            self.count += 1
+
+
+@contextlib.contextmanager
+def _gpu_launches(launches: Launches) -> Iterator[None]:
+    from triton import knobs
+
+    def on_launch(metadata: Any) -> None:
+        data = getattr(metadata, "data", None)  # the LazyDict's eager part: no launch_metadata call
+        launches.seen((data if isinstance(data, dict) else metadata.get()).get("name"))
+
+    chain = knobs.runtime.launch_enter_hook
+    chain.add(on_launch)
+    try:
+        yield
+    finally:
+        chain.remove(on_launch)
+
+
+@contextlib.contextmanager
+def _interpreter_launches(launches: Launches) -> Iterator[None]:
+    from triton.runtime.interpreter import GridExecutor
+
+    original = GridExecutor.__call__
+
+    @functools.wraps(original)
+    def call(executor: Any, *args: Any, **kwargs: Any) -> Any:
+        launches.seen(getattr(executor.fn, "__name__", None))
+        return original(executor, *args, **kwargs)
+
+    GridExecutor.__call__ = call
+    try:
+        yield
+    finally:
+        GridExecutor.__call__ = original
