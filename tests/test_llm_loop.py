@@ -4,7 +4,6 @@ workers); only the times are scripted (``retime``): the correct rewrite is the f
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -137,15 +136,3 @@ def _decision_source(db: Path) -> str:
     with DecisionStore(db) as store:
         [decision] = store.decisions()
     return decision.variant.source or ""
-
-
-def test_no_key_in_the_environment_of_a_worker(monkeypatch):
-    monkeypatch.setenv(config.ENV_LLM_KEY, KEY)
-    monkeypatch.setenv(config.ENV_OPENAI_KEY, KEY)
-    from tritune.worker import Worker
-
-    with Worker(30.0) as child:
-        outcome = child.call("os:getenv", config.ENV_LLM_KEY)
-        other = child.call("os:getenv", config.ENV_OPENAI_KEY)
-    assert outcome.ok and outcome.value is None and other.ok and other.value is None
-    assert os.environ[config.ENV_LLM_KEY] == KEY  # the parent keeps it
