@@ -1,6 +1,7 @@
 """The sandbox's AST check: real Triton replies pass, each forbidden construct fails with its reason."""
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from conftest import import_interpreted
-from tritune.llm.sandbox import Unsafe, allowed_imports, check
+from tritune.llm.sandbox import RULES, Unsafe, allowed_imports, check
 
 HEAD = "import triton\nimport triton.language as tl\n"
 
@@ -55,12 +56,13 @@ def other_kernel(x_ptr, n, BLOCK: tl.constexpr):
     pass
 '''
 
-CONSTANTS = HEAD + '''
+CONSTANTS = HEAD + '''import math
 BLOCK = 128
 HALF = BLOCK // 2
 EPS: tl.constexpr = tl.constexpr(1e-6)
 SHAPE = (BLOCK, HALF)
 DTYPE = tl.float16
+TAU = 2 * math.pi if BLOCK > 0 else math.tau
 
 @triton.jit
 def norm_kernel(x_ptr, n, B: tl.constexpr = BLOCK, dtype: tl.constexpr = tl.float32):
@@ -263,9 +265,13 @@ def test_the_first_problem_is_the_one_reported():
         check(HEAD + "\ndef f():\n    return open('a'), eval('b')\n")
 
 
-def test_unsafe_is_a_value_error_and_the_allowed_imports_are_the_issues():
+def test_unsafe_is_a_value_error_that_pickles_and_the_allowed_imports_are_the_issues():
     assert issubclass(Unsafe, ValueError)
+    copy = pickle.loads(pickle.dumps(Unsafe(3, "import of os is not allowed")))
+    assert (copy.line, copy.reason, str(copy)) == (3, "import of os is not allowed",
+                                                   "line 3: import of os is not allowed")
     assert allowed_imports() == ("triton", "triton.language", "torch", "math")
+    assert "triton, triton.language, torch, math" in RULES
 
 
 SENTINEL_REPLY = HEAD + '''

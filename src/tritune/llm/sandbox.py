@@ -76,13 +76,15 @@ _DTYPES = frozenset({
     "uint32", "uint64", "void", "bool", "complex64", "complex128", "half", "float", "double",
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "long", "int", "short",
 })
+_MATH_CONSTANTS = frozenset({"math.pi", "math.e", "math.tau", "math.inf", "math.nan"})
 _USUAL_NAMES = {"triton": "triton", "tl": _TL, "torch": "torch", "math": "math"}
 _CONSTEXPR = (f"{_TL}.constexpr", f"{_TL}.core.constexpr")
 # the submodules `from M import name` may bind: those names are modules, never values
 _SUBMODULES = frozenset({"language", "extra", "cuda", "hip", "libdevice", "math", "core", "random",
                          "standard", "nn", "linalg", "fft", "special", "functional"})
+# no hooks (they run Python), no cache_results (it writes Triton's cache)
 _AUTOTUNE_KWARGS = frozenset({"configs", "key", "reset_to_zero", "restore_value", "warmup", "rep",
-                              "use_cuda_graph", "cache_results"})  # no hooks: they run Python
+                              "use_cuda_graph"})
 _CONFIG_KWARGS = frozenset({"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"})
 _JIT_KWARGS = frozenset({"version", "do_not_specialize", "do_not_specialize_on_alignment", "debug",
                          "noinline"})  # repr/launch_metadata are callables
@@ -105,8 +107,24 @@ class Unsafe(ValueError):
     ``line N: reason``."""
 
     def __init__(self, line: int, reason: str):
-        super().__init__(f"line {line}: {reason}")
+        super().__init__(line, reason)  # both in args: it pickles (a worker may raise it)
         self.line, self.reason = line, reason
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+# the rules in the model's words, for the prompt (the check above is what enforces them)
+RULES = f"""\
+Your code is checked before it runs and rejected, unrun, if it breaks these rules:
+- module level: only imports of {", ".join(ALLOWED_IMPORTS)}, function definitions, constants
+  (literals, arithmetic, tl.constexpr(...)) and a docstring; no other call, loop, if, with or try.
+- decorators: only @triton.jit, @triton.autotune(configs=[triton.Config(...)], key=[...]) and
+  @triton.heuristics({{"NAME": lambda args: ...}}); default values: constants or dtypes.
+- a @triton.jit kernel never uses torch; plain functions may allocate with torch.
+- no os, sys, subprocess, open, eval, exec, getattr, dunder names or attributes, private
+  attributes, imports inside functions, global or nonlocal.
+"""
 
 
 def allowed_imports() -> tuple[str, ...]:
@@ -311,9 +329,9 @@ class _Checker:
         if isinstance(node, ast.Call):
             return self.qualname(node.func) in _CONSTEXPR and each(node.args) \
                 and each([k.value for k in node.keywords])
-        name = self.qualname(node)
-        return bool(name) and name.rsplit(".", 1)[-1] in _DTYPES \
-            and name.rsplit(".", 1)[0] in (_TL, "torch")
+        name = self.qualname(node) or ""
+        module, _, attr = name.rpartition(".")
+        return (module in (_TL, "torch") and attr in _DTYPES) or name in _MATH_CONSTANTS
 
     def _declaration(self, node: ast.AST, what: str) -> None:
         """An annotation: a constant, a type's name, a chain from an import (``tl.constexpr``,
