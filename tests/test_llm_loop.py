@@ -102,14 +102,17 @@ def test_proposal_remediation_sandbox_and_the_key_end_to_end(captured, tmp_path,
     assert results.llm["cost"]["requests"] == 5
 
 
-def test_a_resumed_run_reads_the_stored_replies_instead_of_asking_again(captured, tmp_path, worker, key):
-    with ScriptedServer([WRONG, CORRECT]) as server:
-        first, _ = run_llm(captured, tmp_path / "out", worker, server.url, rounds=2, fixes=0)
-    assert first.kernels[0].accepted and len(server.requests) == 2
-    with ScriptedServer([]) as silent:  # answers 500 to anything: a request would show
-        again, _ = run_llm(captured, tmp_path / "out", worker, silent.url, rounds=2, fixes=0)
-    assert silent.requests == []
-    assert again.kernels[0].accepted and again.llm["cost"]["reused"] == 2
+def test_a_later_run_reads_the_stored_replies_instead_of_asking_again(captured, tmp_path, worker, key):
+    """A run cut after the model's first reply (here: given one round), run again with more: the
+    first prompt is the same, so its reply comes from the store; only the new round is asked for."""
+    with ScriptedServer([WRONG]) as server:
+        first, _ = run_llm(captured, tmp_path / "out", worker, server.url, rounds=1, fixes=0)
+    assert not first.kernels[0].accepted and len(server.requests) == 1
+    with ScriptedServer([CORRECT]) as again:  # a second request for the first prompt would take CORRECT
+        later, _ = run_llm(captured, tmp_path / "out", worker, again.url, rounds=2, fixes=0)
+    assert len(again.requests) == 1 and "wrong result" in again.requests[0]["json"]["messages"][1]["content"]
+    assert later.kernels[0].accepted and later.llm["cost"]["reused"] == 1
+    assert [a.get("failure") for a in later.kernels[0].llm["attempts"]] == ["wrong_result", None]
 
 
 def test_an_endpoint_that_times_out_is_one_line_and_the_run_goes_on(captured, tmp_path, worker, key):
@@ -136,3 +139,19 @@ def _decision_source(db: Path) -> str:
     with DecisionStore(db) as store:
         [decision] = store.decisions()
     return decision.variant.source or ""
+
+
+def test_a_reply_is_keyed_by_its_prompt_without_the_measured_numbers():
+    """A resumed run measures its baseline anew: times and speedups must not change the key;
+    code, shapes and the model must."""
+    from tritune.llm.family import prompt_key
+
+    def prompt(best_ms: str, code: str = "x = 1.5", shape: str = "[1024]") -> list[dict]:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": f"shape {shape}\nbest: 1.{best_ms} ms, 2.5e-3 s, 1.25x\n"
+                                            f"```python\n{code}\n```\n"}]
+
+    assert prompt_key("m", prompt("0123")) == prompt_key("m", prompt("0456"))
+    assert prompt_key("m", prompt("0123")) != prompt_key("m", prompt("0123", code="x = 2.5"))
+    assert prompt_key("m", prompt("0123")) != prompt_key("m", prompt("0123", shape="[2048]"))
+    assert prompt_key("m", prompt("0123")) != prompt_key("other", prompt("0123"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -236,9 +237,7 @@ class LLMProposer:
         """The reply to ``messages``: from the store when this user stored it, else from the model
         (stored at once). None after writing the prompt in a dry run, or when the endpoint fails."""
         settings = self.session.settings
-        body = json.dumps({"model": settings.model, "template": prompts.version(), "messages": messages},
-                          sort_keys=True)
-        prompt_sha = hashlib.sha256(body.encode()).hexdigest()
+        prompt_sha = prompt_key(settings.model, messages)
         if settings.dry_run:
             folder = Path(settings.dry_run)
             folder.mkdir(parents=True, exist_ok=True)
@@ -344,6 +343,26 @@ class LLMProposer:
                 "fixes": sum(1 for a in self.attempts if a["role"] == "fix"), "fixes_verified": fixed,
                 "cost": self.cost.to_json(self.session.settings.price),
                 "attempts": [{k: v for k, v in a.items() if k not in ("reply",)} for a in self.attempts]}
+
+
+# ---------------------------------------------------------------------------------- keys
+
+_MEASURED = re.compile(r"(?<![\w.])\d+\.\d+(?:[eE][-+]?\d+)?")
+
+
+def prompt_key(model: str, messages: list[dict]) -> str:
+    """The key a reply is stored under: the model, the template version and the messages, with
+    the decimal numbers outside code blocks (times, speedups, measured bandwidth, ncu metrics)
+    masked, so that a resumed run, which measures its baseline anew, finds the replies it paid
+    for. Code is kept whole: a different kernel is a different prompt."""
+    def stable(text: str) -> str:
+        parts = text.split("```")
+        parts[::2] = [_MEASURED.sub("#", part) for part in parts[::2]]
+        return "```".join(parts)
+
+    body = json.dumps({"model": model, "template": prompts.version(),
+                       "messages": [{**m, "content": stable(m["content"])} for m in messages]}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------- facts
