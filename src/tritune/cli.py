@@ -129,6 +129,7 @@ def _register() -> None:
     """Subcommands live one per module under ``tritune.commands``; each imports its heavy parts lazily."""
     from tritune.commands.bench import bench
     from tritune.commands.capture import capture
+    from tritune.commands.generate import generate
     from tritune.commands.harvest import harvest
     from tritune.commands.optimize import optimize
     from tritune.commands.report import report
@@ -136,7 +137,7 @@ def _register() -> None:
     from tritune.commands.run import run
     from tritune.commands.store import store
 
-    for command in (capture, bench, harvest, optimize, report, rewrites, run, store):
+    for command in (capture, bench, generate, harvest, optimize, report, rewrites, run, store):
         main.add_command(command)
 
 

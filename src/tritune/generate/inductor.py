@@ -1,0 +1,213 @@
+"""Model-free generation, first half: Inductor's kernels for a spec, with how to feed them.
+
+For each case (the spec's inputs, and the odd shapes ``derive`` makes from them) the reference is
+compiled with ``torch.compile(dynamic=False)`` and run once while capture records Inductor's
+launches (``tritune.capture.inductor``). Each launch is kept twice:
+
+- as a ``LaunchSpec`` in a capture directory (``Recorder``), which the optimize loop works on;
+- as a step of the case's *plan*: the kernel, and for each argument where its tensor comes from:
+  an input of ``run``, an output, or a scratch buffer of Inductor's. Tensors are told apart by
+  their storage (data pointer), so a view keeps its shape, strides and offset. Scalars,
+  constexprs, launch options and the grid are the ones Inductor launched with.
+
+``emit`` turns the plans into ``kernel.py``. What a plan cannot reproduce is refused, in one line
+(``GenerateError``): a value Inductor computes outside Triton (a library matmul, a fallback op),
+seen as a scratch buffer read before any Triton kernel wrote it, or as an output that no Triton
+kernel wrote and that is no view of an input.
+
+``capture_job`` runs in a tritune worker: compiling and running the reference may fault, and the
+optimize loop then needs the process's GPU. ``on_interpreter()`` makes Inductor emit Triton
+kernels for CPU tensors and launch them on Triton's interpreter; the CLI never uses it (the
+model-free path needs a GPU), the tests do, so that this path is covered without one. Under it,
+``libdevice`` calls (tanh, erf, rsqrt, ...) do not run: test specs avoid them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+
+class GenerateError(RuntimeError):
+    """A spec the model-free path cannot generate; ``str()`` is one line."""
+
+
+def capture_job(payload: dict) -> dict:
+    """``{"spec", "device", "capture", "derived": bool, "interpret": bool}`` -> plans and facts.
+
+    Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
+    "fused": bool, "notes": [...]}``; every plan is ``{"label", "key", "inputs", "buffers",
+    "steps", "outputs", "single"}`` (see ``_plan``)."""
+    from tritune.generate.derive import derived_cases
+    from tritune.generate.spec import load_spec
+    from tritune.store.keys import current_target
+
+    device = payload["device"]
+    spec = load_spec(payload["spec"], device=device, check=False)
+    cases = spec.cases(device)
+    if payload.get("derived", True):
+        cases += derived_cases(spec, device)
+    with (on_interpreter() if payload.get("interpret") else contextlib.nullcontext()):
+        plans = _capture(spec, cases, Path(payload["capture"]))
+    kernels = sorted({step["kernel"] for plan in plans for step in plan["steps"]})
+    notes = []
+    unfused = [plan["label"] for plan in plans if len(plan["steps"]) != 1]
+    if unfused:
+        counts = sorted({len(plan["steps"]) for plan in plans})
+        notes.append(f"Inductor did not fuse {spec.name} into one kernel ({' or '.join(map(str, counts))} "
+                     f"launches for {', '.join(unfused[:3])}{'...' if len(unfused) > 3 else ''}): "
+                     "kernel.py launches what it produced")
+    return {"plans": plans, "target": current_target(device), "kernels": kernels, "fused": not unfused,
+            "notes": notes}
+
+
+def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
+    import torch
+
+    from tritune.capture import inductor
+    from tritune.capture.recorder import Recorder, finalize
+
+    recorder = Recorder(root)
+    plans = []
+    try:
+        for case in cases:
+            torch._dynamo.reset()
+            compiled = torch.compile(spec.reference, dynamic=False)
+            launches: list[tuple[Any, dict]] = []
+
+            def add(launch: Any, values: dict, fast_key: Any = None) -> None:
+                launches.append((recorder.add(launch, values), _live(values)))
+
+            inputs = tuple(case.tensors)
+            with inductor.recording(add):
+                result = compiled(*inputs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            plans.append(_plan(spec.name, case.label, inputs, result, launches))
+    finally:
+        recorder.close()
+    finalize(root)
+    return plans
+
+
+def _live(values: dict) -> dict:
+    """What a plan needs of a launch's live values: each tensor's storage and view."""
+    live = {}
+    for name, value in values.items():
+        if hasattr(value, "untyped_storage") and hasattr(value, "stride"):
+            storage = value.untyped_storage()
+            live[name] = {"ptr": storage.data_ptr(), "nbytes": storage.nbytes(), "view": _view(value),
+                          "dtype": _dtype(value)}
+    return live
+
+
+def _view(t: Any) -> list:
+    return [list(t.shape), list(t.stride()), int(t.storage_offset())]
+
+
+def _dtype(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def input_key(inputs: tuple) -> list:
+    """What ``run`` dispatches on: each tensor's shape, strides and dtype; other values as they are."""
+    key = []
+    for value in inputs:
+        if hasattr(value, "stride") and hasattr(value, "dtype"):
+            key.append([list(value.shape), list(value.stride()), _dtype(value)])
+        else:
+            key.append(value)
+    return key
+
+
+def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]]) -> dict:
+    """The case's plan: buffers to allocate, launches in order, what ``run`` returns.
+
+    An argument is ``{"input": i, "view": ...}``, ``{"buffer": b, "view": ..., "dtype": ...}``,
+    ``{"value": v}`` (a scalar or None) or ``{"constexpr": name}``."""
+    outputs_seq = list(result) if isinstance(result, (tuple, list)) else [result]
+    by_ptr = {}
+    for i, value in enumerate(inputs):
+        if hasattr(value, "untyped_storage"):
+            by_ptr.setdefault(value.untyped_storage().data_ptr(), ("input", i))
+    buffers: list[dict] = []
+    written: set[int] = set()
+    steps = []
+    for launch, live in launches:
+        args = []
+        for arg in launch.args:
+            if arg.kind == "constexpr":
+                args.append({"constexpr": arg.name})
+            elif arg.kind != "tensor":
+                args.append({"value": arg.value})
+            else:
+                seen = live[arg.name]
+                where = by_ptr.get(seen["ptr"])
+                if where is None:
+                    if not arg.written:
+                        raise GenerateError(
+                            f"{name}: {label}: Inductor's kernel {launch.kernel} reads {arg.name}, which no Triton "
+                            "kernel wrote: part of this spec runs outside Triton (a library call or a fallback "
+                            "op), which the model-free path cannot put in kernel.py")
+                    where = ("buffer", len(buffers))
+                    by_ptr[seen["ptr"]] = where
+                    buffers.append({"nbytes": seen["nbytes"]})
+                if where[0] == "buffer":
+                    buffers[where[1]]["nbytes"] = max(buffers[where[1]]["nbytes"], seen["nbytes"])
+                    if arg.written:
+                        written.add(where[1])
+                    elif where[1] not in written:
+                        raise GenerateError(
+                            f"{name}: {label}: Inductor's kernel {launch.kernel} reads {arg.name} before any Triton "
+                            "kernel wrote it: part of this spec runs outside Triton")
+                view = None if where[0] == "input" and seen["view"] == _view(inputs[where[1]]) \
+                    and seen["dtype"] == _dtype(inputs[where[1]]) else seen["view"]
+                args.append({where[0]: where[1], "view": view, "dtype": seen["dtype"]})
+        steps.append({"kernel": launch.kernel, "spec": launch.to_json(), "args": args})
+    outputs = []
+    for k, out in enumerate(outputs_seq):
+        if not hasattr(out, "untyped_storage"):
+            raise GenerateError(f"{name}: reference output {k} is a {type(out).__name__}, not a tensor")
+        where = by_ptr.get(out.untyped_storage().data_ptr())
+        if where is None or (where[0] == "buffer" and where[1] not in written):
+            raise GenerateError(f"{name}: {label}: output {k} was not written by a Triton kernel: Inductor computes it "
+                                "outside Triton, which the model-free path cannot put in kernel.py")
+        same = where[0] == "input" and _view(out) == _view(inputs[where[1]]) and _dtype(out) == _dtype(inputs[where[1]])
+        outputs.append({where[0]: where[1], "view": None if same else _view(out), "dtype": _dtype(out)})
+    return {"label": label, "key": input_key(inputs), "buffers": buffers, "steps": steps, "outputs": outputs,
+            "single": not isinstance(result, (tuple, list)), "sequence": type(result).__name__}
+
+
+@contextlib.contextmanager
+def on_interpreter() -> Iterator[None]:
+    """Inductor emits Triton kernels for CPU tensors and launches them on Triton's interpreter
+    (``TRITON_INTERPRET=1`` must be set before Triton is imported): ``cpu_backend = "triton"``,
+    and Triton's active driver answers the target questions Inductor asks while generating code
+    (there is no CPU driver in Triton 3.6). Restored on exit."""
+    import torch._inductor.config as inductor_config
+    import torch.utils._triton as torch_triton
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    class _Answers:  # what Inductor's code generation asks the active driver
+        def get_current_target(self) -> GPUTarget:
+            return GPUTarget("cuda", 90, 32)
+
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: Any = None) -> int:
+            return 0
+
+        def is_active(self) -> bool:
+            return True
+
+    saved = (inductor_config.cpu_backend, torch_triton.triton_hash_with_backend, driver._active)
+    inductor_config.cpu_backend = "triton"
+    torch_triton.triton_hash_with_backend = lambda: "tritune-interpreter"
+    driver.set_active(_Answers())
+    try:
+        yield
+    finally:
+        inductor_config.cpu_backend, torch_triton.triton_hash_with_backend, driver._active = saved

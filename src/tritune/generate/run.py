@@ -1,0 +1,224 @@
+"""``tritune generate SPEC --out DIR``: the flow, from a spec to ``DIR/kernel.py`` and a report.
+
+1. The spec is loaded here (the user's own file: the user named it) and its reference run on its
+   own inputs, so a bad spec is one line before anything else starts (``spec``).
+2. Model-free (needs a GPU): Inductor's kernels for every case are captured in a worker
+   (``inductor.capture_job``), optimized by the normal loop (configs, cache hints, source rewrites;
+   compiler passes are left out: they cannot be written into a file), and written into
+   ``DIR/inductor/kernel.py`` with the decisions baked in (``emit``). That module is verified
+   against the reference on the spec's cases and the derived odd shapes (``check.check_job``);
+   should the optimized one fail, the one without decisions is written instead, and the notes say so.
+3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``.
+4. The faster verified module becomes ``DIR/kernel.py`` (on a GPU, by the benchmark's p50 summed
+   over the spec's cases; without one the only verified module, the model-free one first), then the
+   benchmark against eager, torch.compile and max-autotune (``bench.bench_job``, GPU only), and
+   ``DIR/generate.json`` plus ``DIR/report.md``/``.html`` (``report``).
+
+Every step that runs generated or compiled code runs in a tritune worker process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from tritune.generate.inductor import GenerateError
+
+CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
+CHECK_TIMEOUT_S = 600.0
+BENCH_TIMEOUT_S = 3600.0  # three torch.compile modes per case, max-autotune among them
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateSettings:
+    budget_s: float = 120.0  # the optimize loop's deadline for the model-free kernels (0: no search)
+    per_kernel_s: float = 60.0
+    jobs: int = 1
+    llm: Any = None  # tritune.llm.family.LLMSettings
+    max_iterations: int = 15
+    bench: bool = True
+    interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (inductor.on_interpreter)
+
+
+def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings = GenerateSettings(), *,
+             log: Callable[[str], None] = print) -> dict:
+    """Run the flow (module docstring); returns the summary written to ``DIR/generate.json``."""
+    from tritune.generate.spec import load_spec
+    from tritune.worker import Worker
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    on_gpu = _gpu()
+    device = "cuda" if on_gpu else "cpu"
+    spec = load_spec(spec_path, device=device)
+    result: dict[str, Any] = {"spec": str(spec.path), "name": spec.name, "device": device, "winner": None,
+                              "paths": {}, "check": None, "bench": None, "optimize": None, "llm": None,
+                              "fused": None, "kernels": [], "notes": []}
+    modelfree = on_gpu or settings.interpret
+    if not modelfree:
+        line = "the model-free path needs a GPU (Inductor generates Triton kernels only for one)"
+        if settings.llm is None:
+            raise GenerateError(f"{line}; without one, give --llm URL --llm-model NAME")
+        result["notes"].append(line + ": only the LLM path ran")
+    env = {"TRITON_INTERPRET": "1"} if not on_gpu else {}
+    with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton")) as worker:
+        checks: dict[str, dict] = {}
+        if modelfree:
+            path, check = _modelfree(spec, out, settings, worker, device, result, log)
+            if path is not None:
+                result["paths"]["inductor"] = str(path)
+                checks["inductor"] = check
+        if settings.llm is not None:
+            from tritune.generate.llm import generate_with_llm
+
+            result["llm"] = generate_with_llm(spec, out, settings.llm, device=device, worker=worker,
+                                              max_iterations=settings.max_iterations, log=log)
+            if result["llm"].get("best"):
+                result["paths"]["llm"] = result["llm"]["best"]
+                checks["llm"] = _check(worker, Path(result["llm"]["best"]), spec.path, device)
+        verified = {name: Path(result["paths"][name]) for name, check in checks.items() if check.get("ok")}
+        if not verified:
+            _write(out, result)
+            raise GenerateError(f"{spec.name}: no verified kernel" + (f" ({result['notes'][-1]})" if result["notes"] else ""))
+        bench = None
+        if on_gpu and settings.bench:
+            bench = _bench(worker, verified, spec.path, log)
+        winner = _winner(verified, bench)
+        for case in (bench or {}).get("cases", []):  # the report's "generated" is the module kernel.py holds
+            for field in ("times", "roofline_fraction"):
+                if winner in case.get(field, {}):
+                    case[field]["generated"] = case[field][winner]
+        result["winner"], result["check"], result["bench"] = winner, checks[winner], bench
+        shutil.copyfile(verified[winner], out / "kernel.py")
+        result["paths"]["kernel"] = str(out / "kernel.py")
+        if len(verified) > 1:
+            result["notes"].append(f"{winner} won: " + _why(winner, bench))
+    _write(out, result)
+    return result
+
+
+def _gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    from tritune.replay.inputs import interpreting
+
+    return torch.cuda.is_available() and not interpreting()
+
+
+def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, device: str, result: dict,
+               log: Callable[[str], None]) -> tuple[Path | None, dict]:
+    from tritune.generate.emit import emit
+
+    folder = out / "inductor"
+    capture = folder / "capture"
+    if capture.exists():
+        shutil.rmtree(capture)  # a capture is cheap next to its kernels' compile, and must match this spec
+    log(f"{spec.name}: compiling the reference with torch.compile for each case (model-free path)")
+    captured = worker.call("tritune.generate.inductor:capture_job",
+                           {"spec": str(spec.path), "device": device, "capture": str(capture), "derived": True,
+                            "interpret": settings.interpret}, timeout_s=CAPTURE_TIMEOUT_S)
+    if not captured.ok:
+        raise GenerateError(f"{spec.name}: torch.compile of the reference failed: {captured.failure.message}")
+    body = captured.value
+    result["fused"], result["kernels"] = body["fused"], body["kernels"]
+    result["notes"] += body["notes"]
+    decisions = _optimize(capture, folder, body, settings, result, log) if settings.budget_s > 0 else {}
+    origin = ("Model-free: Inductor's kernels for the spec's reference (torch.compile, static shapes), "
+              + ("optimized by tritune's search" if decisions else "as Inductor configured them") + ".")
+    path = folder / "kernel.py"
+    text, notes = emit(body["plans"], capture, decisions, name=spec.name, origin=origin)
+    result["notes"] += notes
+    path.write_text(text)
+    check = _check(worker, path, spec.path, device)
+    if not check.get("ok") and decisions:
+        result["notes"].append(f"the optimized module failed verification ({check.get('message')}): "
+                               "kernel.py holds Inductor's configuration instead")
+        text, _ = emit(body["plans"], capture, {}, name=spec.name, origin=origin.replace(
+            "optimized by tritune's search", "as Inductor configured them"))
+        path.write_text(text)
+        check = _check(worker, path, spec.path, device)
+    if not check.get("ok"):
+        result["notes"].append(f"model-free kernel.py failed verification: {check.get('message')}")
+    return path, check
+
+
+def _optimize(capture: Path, folder: Path, body: dict, settings: GenerateSettings, result: dict,
+              log: Callable[[str], None]) -> dict:
+    """The loop on the captured kernels; spec id -> the decided Variant."""
+    from tritune.capture.spec import LaunchSpec
+    from tritune.loop.kernel import LoopSettings
+    from tritune.loop.session import optimize
+    from tritune.store import DecisionStore, key_for
+
+    store_path = folder / "decisions.db"
+    loop = LoopSettings(budget_s=settings.per_kernel_s, jobs=settings.jobs, without=("passes",))
+    log(f"optimizing {len(body['kernels'])} kernel(s) for up to {settings.budget_s:g} s")
+    runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
+                    command="tritune generate")
+    target = {k: body["target"][k] for k in ("gpu", "capability", "triton_version")}
+    decisions = {}
+    with DecisionStore(store_path) as store:
+        for plan in body["plans"]:
+            for step in plan["steps"]:
+                spec = LaunchSpec.from_json(step["spec"])
+                decision = store.decision_for(key_for(spec, **target))
+                if decision is not None and decision.usable:
+                    decisions[spec.id] = decision.variant
+    result["optimize"] = {"kernels": len(runs.kernels), "decided": len(decisions),
+                          "decisions": {sid: v.describe() for sid, v in decisions.items()},
+                          "stopped": runs.stopped}
+    return decisions
+
+
+def _check(worker: Any, module: Path, spec_path: Path, device: str) -> dict:
+    from tritune.generate.check import failure_class
+
+    outcome = worker.call("tritune.generate.check:check_job",
+                          {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0, "derived": True},
+                          timeout_s=CHECK_TIMEOUT_S)
+    if outcome.ok:
+        return outcome.value
+    kind, message = failure_class(outcome)
+    return {"ok": False, "failure": kind, "message": message, "cases": [], "launches": 0}
+
+
+def _bench(worker: Any, modules: dict[str, Path], spec_path: Path, log: Callable[[str], None]) -> dict | None:
+    log("benchmarking against eager, torch.compile and max-autotune-no-cudagraphs (CUDA events, 10 + 200 runs)")
+    outcome = worker.call("tritune.generate.bench:bench_job",
+                          {"modules": {name: str(path) for name, path in modules.items()}, "spec": str(spec_path),
+                           "device": "cuda", "modes": ["eager", "compile", "max-autotune-no-cudagraphs"],
+                           "warmup": 10, "runs": 200}, timeout_s=BENCH_TIMEOUT_S)
+    if not outcome.ok:
+        log(f"benchmark failed: {outcome.failure.message}")
+        return None
+    return outcome.value
+
+
+def _winner(verified: dict[str, Path], bench: dict | None) -> str:
+    """The faster verified module by the benchmark's p50 summed over the cases; without timings,
+    the model-free one (it is Inductor's own code), else the LLM's."""
+    if bench and len(verified) > 1:
+        def total(name: str) -> float:
+            return sum(case["times"][name]["p50"] for case in bench["cases"] if name in case["times"])
+        return min(verified, key=total)
+    return "inductor" if "inductor" in verified else next(iter(verified))
+
+
+def _why(winner: str, bench: dict | None) -> str:
+    if not bench:
+        return "no timings (no GPU): the model-free module is preferred when both verify"
+    total = {name: sum(c["times"][name]["p50"] for c in bench["cases"] if name in c["times"])
+             for name in ("inductor", "llm")}
+    return f"p50 summed over the cases: inductor {total['inductor']:.4f} ms, llm {total['llm']:.4f} ms"
+
+
+def _write(out: Path, result: dict) -> None:
+    from tritune.generate.report import write_report
+
+    (out / "generate.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_report(out, result)
