@@ -225,4 +225,22 @@ def test_a_device_fault_is_raised_so_the_worker_ends_its_child(tmp_path, worker)
     outcome = worker.call("tritune.generate.check:check_job", job)
     assert not outcome.ok and outcome.failure.kind == "runtime_fault"
     assert failure_class(outcome)[0] == "runtime" and "illegal memory access" in failure_class(outcome)[1]
-    assert worker.pid != pid or worker.pid is None  # the child that ran it is gone
+    assert worker.pid != pid  # the child that ran it is gone
+
+
+@pytest.mark.parametrize("allocation", [
+    ("from torch import empty_like\n", "empty_like(x)"),  # a name of the module bound to torch's allocator
+    ("empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu\n",  # as Inductor's generated code does
+     "empty_strided_cpu(tuple(x.shape), x.stride(), x.dtype)"),
+    ("", "x.new_empty(x.shape)"),
+])
+def test_every_allocator_of_run_hands_out_poisoned_memory_and_is_put_back(tmp_path, worker, allocation):
+    binding, call = allocation
+    header = "import triton.language as tl\n"
+    source = planted("unwritten").replace("torch.empty_like(x)", call).replace(header, header + binding)
+    originals = (torch.empty, torch.empty_like, torch.empty_strided, torch._C._dynamo.guards._empty_strided_cpu)
+    result = check("direct", worker, payload(tmp_path, source))
+    assert result["failure"] == "wrong_result" and "candidate unwritten" in result["message"], result["message"]
+    assert (torch.empty, torch.empty_like, torch.empty_strided,
+            torch._C._dynamo.guards._empty_strided_cpu) == originals
+    assert "new_empty" not in vars(torch.Tensor)  # TensorBase's method, as before

@@ -235,14 +235,18 @@ class _Allocations:
         allocators = [getattr(owner, name) for owner, name in places] + _inductor_allocators()
         places += [(module, name) for name, value in vars(module).items()
                    if any(value is allocator for allocator in allocators)]
-        saved = [(owner, name, getattr(owner, name)) for owner, name in places]
-        for owner, name, original in saved:
+        # (owner, name, original, whether the owner held it itself: Tensor.new_empty is TensorBase's)
+        saved = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in places]
+        for owner, name, original, _ in saved:
             setattr(owner, name, self._wrap(original))
         try:
             yield
         finally:
-            for owner, name, original in reversed(saved):
-                setattr(owner, name, original)
+            for owner, name, original, own in reversed(saved):
+                if own:
+                    setattr(owner, name, original)
+                else:
+                    delattr(owner, name)
 
     def _wrap(self, original: Callable) -> Callable:
         @functools.wraps(original)
