@@ -244,3 +244,19 @@ def test_every_allocator_of_run_hands_out_poisoned_memory_and_is_put_back(tmp_pa
     assert (torch.empty, torch.empty_like, torch.empty_strided,
             torch._C._dynamo.guards._empty_strided_cpu) == originals
     assert "new_empty" not in vars(torch.Tensor)  # TensorBase's method, as before
+
+
+def test_tensors_look_plain_to_run_so_absolute_storage_offsets_work(tmp_path, worker):
+    # Generated code (tritune's emit, Inductor-like launchers) views buffers and inputs with an
+    # absolute storage offset: the guard margins must not shift what offset 0 means.
+    emitted = GOOD.replace("    out = torch.empty_like(x)\n", (
+        "    assert x.storage_offset() == 0 and x.untyped_storage().nbytes() == 4 * x.numel()\n"
+        "    buf0 = torch.empty(x.numel(), dtype=x.dtype, device=x.device)\n"
+        "    out = buf0.as_strided(tuple(x.shape), x.stride(), 0)\n"
+        "    x = x.as_strided(tuple(x.shape), x.stride(), 0)\n"))
+    assert emitted != GOOD
+    result = check("direct", worker, payload(tmp_path, emitted))
+    assert result["ok"], result["message"]
+    unmasked = emitted.replace(STORE, PLANTS["past the end"][1])
+    result = check("direct", worker, payload(tmp_path, unmasked))
+    assert result["failure"] == "wrong_result" and "run() writes outside out: 3 guard element(s)" in result["message"]

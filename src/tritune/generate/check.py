@@ -16,6 +16,9 @@ the odd shapes ``derive`` makes from the first one. Per case:
    poisoned with ``tritune.verify.compare``'s sentinel: an output element the kernel never writes
    still holds it, a write past an allocation's end changes its margin. Triton launches are
    counted meanwhile (``tritune.replay.launches``, every kernel name counts).
+   Inputs and allocations alike look plain to ``run``: each is a storage of its own between its
+   margins (storage offset and size as without the guard), so code that views a tensor with an
+   absolute storage offset, as generated launchers do, lands where it would without the guard.
 4. The first of these that fails is the case's failure:
    - no launch: ``no_kernel`` (run computed with torch, or returned a result made elsewhere);
    - a changed margin of an input or of an allocation: ``wrong_result`` (a write outside a tensor);
@@ -134,7 +137,7 @@ class _Verdict:
 class _Run:
     result: Any  # what run() returned
     inputs: tuple  # what run() was given: guarded copies of the case's tensors, its scalars
-    guarded: list  # (name, tensor, Guard): the inputs', then run()'s allocations
+    guarded: list  # _Guarded: the inputs', then run()'s allocations
     launches: int
 
 
@@ -175,8 +178,9 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
     for tag, (name, value) in enumerate(zip(names, case.tensors)):
         if isinstance(value, torch.Tensor):
             guard = Guard(_margin(value), _storage_size(value), tag)
-            value = guarded(value, guard.margin, tag)
-            guards.append((name, value, guard))
+            buffer = guarded(value, guard.margin, tag)
+            value = _between_margins(buffer, guard, value)
+            guards.append(_Guarded(name, buffer, guard, value.untyped_storage().data_ptr()))
         inputs.append(value)
     allocations = _Allocations(which, first_tag=len(guards))
     launches = _AnyKernel(interpreted=_interpreting())
@@ -197,8 +201,8 @@ def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
                            "made elsewhere), not with a kernel")
     got = tensors_of(done.result)
     owner = {t.untyped_storage().data_ptr(): name for name, t in zip(outputs, got or ())}
-    for name, tensor, guard in done.guarded:
-        found = breach(owner.get(tensor.untyped_storage().data_ptr(), name), tensor, guard)
+    for g in done.guarded:
+        found = breach(owner.get(g.storage, g.name), g.buffer, g.guard)
         if found is not None:
             return WRONG, f"run() writes outside {found.describe()}"
     for name, given, copy in zip(names, case.tensors, done.inputs):
@@ -224,7 +228,7 @@ class _Allocations:
 
     def __init__(self, which: int, first_tag: int) -> None:
         self.which, self.tag = which, first_tag
-        self.made: list[tuple[str, Any, Guard]] = []
+        self.made: list[_Guarded] = []
         self._inside = False  # our own allocations (guard.allocate calls torch.empty) pass through
 
     @contextlib.contextmanager
@@ -265,10 +269,11 @@ class _Allocations:
     def _guarded(self, plain: Any) -> Any:
         """A tensor laid out as ``plain`` inside a guarded buffer, poisoned."""
         guard = Guard(_margin(plain), _storage_size(plain), self.tag)
-        storage = allocate(plain.dtype, plain.device, guard)
-        tensor = storage.as_strided(plain.shape, plain.stride(), guard.margin + plain.storage_offset())
+        buffer = allocate(plain.dtype, plain.device, guard)
+        tensor = _between_margins(buffer, guard, plain)
         poison([tensor], self.which)
-        self.made.append((f"allocation {len(self.made)} {shapes_text([tensor])}", tensor, guard))
+        name = f"allocation {len(self.made)} {shapes_text([tensor])}"
+        self.made.append(_Guarded(name, buffer, guard, tensor.untyped_storage().data_ptr()))
         self.tag += 1
         return tensor
 
@@ -291,6 +296,27 @@ def _inductor_allocators() -> list:
         return []
     names = ("_empty_strided_cuda", "_empty_strided_cpu", "_empty_strided_xpu")
     return [getattr(guards, name) for name in names if hasattr(guards, name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Guarded:
+    name: str
+    buffer: Any  # a tensor whose storage is the whole guarded buffer, margins included (for ``breach``)
+    guard: Guard
+    storage: int  # data_ptr of the storage run() sees (to name an output by it)
+
+
+def _between_margins(buffer: Any, guard: Guard, like: Any) -> Any:
+    """``like``'s layout over the memory between ``buffer``'s margins, in a storage of its own that
+    starts there: ``run`` sees what a plain tensor would show (storage offset and size), so generated
+    code that views it with an absolute offset (``as_strided(size, stride, 0)``) lands where it would
+    on a plain tensor, not in a margin. A slice of a storage shares its memory and keeps it alive."""
+    import torch
+
+    size = buffer.element_size()
+    own = buffer.untyped_storage()[guard.margin * size:(guard.margin + guard.size) * size]
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(own, like.storage_offset(), like.shape,
+                                                                      like.stride())
 
 
 # ------------------------------------------------------------------------------------ helpers
