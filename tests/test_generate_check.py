@@ -63,7 +63,7 @@ PLANTS = {
                         "256 of 256 elements bad (bitwise)"]),
     "torch only": ("    out = torch.empty_like(x)\n", "    return torch.relu(x + bias)\n", "no_kernel", "spec 0",
                    ["run() launched no Triton kernel"]),
-    "syntax": ("def run(x, bias):", "def run(x, bias)", "syntax", None, ["SyntaxError: expected ':'"]),
+    "syntax": ("def run(x, bias):", "def run(x, bias)", "syntax", None, ["SyntaxError: ", f"(line {GOOD.splitlines().index('def run(x, bias):') + 1})"]),
     "compile": (STORE, "tl.store(out_ptr + 1.5, y, mask=mask)", "compile", "spec 0",
                 ["run() raised InterpreterError:", "invalid operands of type pointer<fp32>"]),
     "nan": (VALUE, "y = tl.where(offs == 70, tl.sqrt(x * 0.0 - 1.0), tl.maximum(x + b, 0.0))", "wrong_result",
@@ -193,7 +193,9 @@ def test_the_spec_tolerance_overrides_the_table(tmp_path, worker):
     assert result["ok"], result["message"]
 
 
-FAULT = GOOD.replace("    return out\n", "    raise RuntimeError('CUDA error: an illegal memory access was encountered')\n")
+# a device fault as torch reports it (a RuntimeError: no type of its own)
+FAULT = GOOD.replace("    return out\n", "    raise RuntimeError('CUDA error: an illegal memory access was "
+                                        "encountered')\n")
 
 
 def test_failure_class_maps_worker_failures():

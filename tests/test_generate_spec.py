@@ -81,7 +81,7 @@ def test_shapes_text():
 
 
 ERRORS = {
-    "syntax": ("def reference(x)\n    return x\n", "does not import: SyntaxError: expected ':' (line 1)"),
+    "syntax": ("def reference(x)\n    return x\n", "does not import: SyntaxError: "),
     "raises": ("raise ValueError('no spec here\\nsecond line')\n", "does not import: ValueError: no spec here"),
     "exits": ("import sys\nsys.exit(3)\n", "does not import: calls sys.exit(3) on import"),
     "no reference": ("def inputs(device):\n    return []\n", "defines no reference(*tensors) function"),

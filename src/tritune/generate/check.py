@@ -103,8 +103,7 @@ def check_job(payload: dict) -> dict:
     try:
         module = import_file(payload["module"], fresh=True)
     except Exception as exc:  # noqa: BLE001 - the candidate's code: whatever it raises is its failure
-        _raise_faults(exc)
-        return report.failed(SYNTAX if isinstance(exc, SyntaxError) else COMPILE, one_line(exc))
+        return report.failed(_class_of(exc, importing=True), one_line(exc))
     run = getattr(module, "run", None)
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
@@ -113,10 +112,7 @@ def check_job(payload: dict) -> dict:
         try:
             verdict = _check_case(spec, module, run, case, expected)
         except Exception as exc:  # noqa: BLE001 - as above
-            _raise_faults(exc)
-            kind = classify(exc)
-            cls = SYNTAX if isinstance(exc, SyntaxError) else COMPILE if kind == COMPILE_ERROR else RUNTIME
-            verdict = _Verdict(cls, f"run() raised {one_line(exc)}")
+            verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
         report.add(case, verdict)
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
@@ -142,6 +138,8 @@ class _Run:
 
 
 def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple) -> _Verdict:
+    import torch
+
     names = _input_names(spec.reference, len(case.tensors))
     outputs = ["out"] if len(expected) == 1 else [f"out{k}" for k in range(len(expected))]
     first = _run(module, run, case, names, which=1)
@@ -161,12 +159,13 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
         # The reference was never poisoned: an alternative "run" that never holds sentinel 2 says
         # none of its elements is unwritten, whatever value it holds.
         checks.append(compare(name, want, have, "tolerance", spec.tolerance_for(dtype_name(want)),
-                              base_alt=_zeros(want), cand_alt=alt))
+                              base_alt=torch.zeros_like(want), cand_alt=alt))
     failing = [c for c in checks if not c.ok]
     if failing:
         return _Verdict(WRONG, _worst(failing).message(), checks, launches)
     worst = _worst(checks)
-    return _Verdict(None, f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference", checks, launches)
+    message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
+    return _Verdict(None, message, checks, launches)
 
 
 def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int) -> _Run:
@@ -346,12 +345,6 @@ def _storage_size(t: Any) -> int:
     return t.untyped_storage().nbytes() // t.element_size()
 
 
-def _zeros(t: Any) -> Any:
-    import torch
-
-    return torch.zeros_like(t)
-
-
 def _input_names(reference: Callable, count: int) -> list[str]:
     """The reference's parameter names for its positional arguments (``in0``... past them)."""
     try:
@@ -367,11 +360,16 @@ def _worst(checks: list[CompareResult]) -> CompareResult | None:
     return max(scored, key=lambda c: c.worst.score, default=None)
 
 
-def _raise_faults(exc: BaseException) -> None:
-    """Re-raise a failure after which the worker must not be trusted (a device fault): the worker
-    then ends its child, and ``failure_class`` names the Outcome."""
-    if classify(exc) in RESTART_KINDS:
+def _class_of(exc: BaseException, *, importing: bool) -> str:
+    """The class of an exception the module raised (module doc). A failure after which the worker
+    must not be trusted (a device fault) is raised again instead: the worker then ends its child,
+    and ``failure_class`` names the Outcome."""
+    kind = classify(exc)
+    if kind in RESTART_KINDS:
         raise exc
+    if isinstance(exc, SyntaxError):
+        return SYNTAX
+    return COMPILE if importing or kind == COMPILE_ERROR else RUNTIME
 
 
 class _Report:

@@ -111,7 +111,8 @@ class GenSpec:
                     raise self.error(f"{where}[{k}] is on {value.device}, not on {device!r}: "
                                      "make the tensors on the device inputs() is given")
             elif not isinstance(value, SCALARS):
-                raise self.error(f"{where}[{k}] is {_kind(value)}: arguments are tensors and scalars (int, float, bool)")
+                raise self.error(f"{where}[{k}] is {_kind(value)}: arguments are tensors and scalars "
+                                 "(int, float, bool)")
         if not any(isinstance(value, torch.Tensor) for value in item):
             raise self.error(f"{where} holds no tensor")
         return tuple(item)
