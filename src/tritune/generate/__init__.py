@@ -1,0 +1,1 @@
+"""`tritune generate`: fused Triton kernels from a PyTorch spec (issue 14)."""

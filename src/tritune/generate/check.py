@@ -1,0 +1,410 @@
+"""Verify a generated module against its spec, as a worker job: ``check_job``.
+
+A generated module defines ``run(*inputs)``: it launches its Triton kernel(s) and returns what the
+spec's ``reference`` returns (a tensor or a tuple of tensors). ``check_job`` runs inside a tritune
+worker (``Worker.call("tritune.generate.check:check_job", payload)``; the module is the candidate's
+code, imported there under a unique name) on the spec's cases and, with ``payload["derived"]``, on
+the odd shapes ``derive`` makes from the first one. Per case:
+
+1. The reference runs on copies of the case's tensors: the expected outputs.
+2. Each input tensor is copied into a guarded buffer (``tritune.replay.guard``: margins of a known
+   pattern on both sides, ``GUARD_ROWS`` rows of the tensor or 64 KiB, whichever is more) and
+   ``run`` gets those copies.
+3. While ``run`` runs, the allocators it may call (``torch.empty``, ``torch.empty_like``,
+   ``torch.empty_strided``, ``Tensor.new_empty``, and module names bound to any of them or to
+   Inductor's ``empty_strided_cuda``-style allocators) hand out memory inside guarded buffers,
+   poisoned with ``tritune.verify.compare``'s sentinel: an output element the kernel never writes
+   still holds it, a write past an allocation's end changes its margin. Triton launches are
+   counted meanwhile (``tritune.replay.launches``, every kernel name counts).
+   Inputs and allocations alike look plain to ``run``: each is a storage of its own between its
+   margins (storage offset and size as without the guard), so code that views a tensor with an
+   absolute storage offset, as generated launchers do, lands where it would without the guard.
+4. The first of these that fails is the case's failure:
+   - no launch: ``no_kernel`` (run computed with torch, or returned a result made elsewhere);
+   - a changed margin of an input or of an allocation: ``wrong_result`` (a write outside a tensor);
+   - a changed input: ``wrong_result`` (a kernel must not write into its inputs);
+   - outputs whose number, shape or dtype differ from the reference's: ``wrong_result``;
+   - an output against the reference (``compare``: unwritten elements, NaN/Inf parity, values
+     under the table's tolerance for its dtype or the spec's override): ``wrong_result``, the
+     worst element (case, output, index, both values) in the message.
+   Integer and bool outputs need a second run, poisoned with the other sentinel: one run cannot
+   tell an unwritten integer from one written with the sentinel's value (``compare``'s doc).
+
+Failures of the module itself, classified by ``tritune.worker.failures.classify`` (which knows
+Triton's errors by type): a ``SyntaxError`` importing it is ``syntax``; anything else that stops
+it importing, and a compile error at its first launch (``CompilationError``; under
+``TRITON_INTERPRET=1`` the ``InterpreterError`` of a type error), is ``compile``; any other
+exception from ``run`` is ``runtime``. A device fault is re-raised instead: on a GPU the CUDA
+context is lost for good, and a raised fault makes the worker end its child (``Worker.call`` gives
+a failed ``Outcome``). ``failure_class`` maps such an Outcome, a timeout or a crash to these classes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from tritune.errors import one_line
+from tritune.generate.derive import derived_cases
+from tritune.generate.spec import Case, GenSpec, load_spec, shapes_text, tensors_of
+from tritune.imports import import_file
+from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
+from tritune.replay.launches import Launches
+from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
+from tritune.worker.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RESTART_KINDS,
+                                     RUNTIME_FAULT, TIMEOUT, WRONG_RESULT, classify, shorten)
+
+CLASSES = ("syntax", "compile", "runtime", "timeout", "wrong_result", "slower", "unsafe", "no_code", "no_kernel")
+SYNTAX, COMPILE, RUNTIME, TIMED_OUT, WRONG, SLOWER, UNSAFE, NO_CODE, NO_KERNEL = CLASSES
+MESSAGE_CHARS = 300  # seed 004 feeds a failure back cut to 300 characters
+
+# Margin rows: a 2-D tile whose row mask is missing overruns by up to BLOCK_M rows; 128 covers the
+# usual BLOCK_M (Inductor's YBLOCK and seed 004's kernels stay at or below it). Below 64 KiB the
+# guard's own minimum holds: a 1-D block of up to 16K fp32 elements overruns into the margin.
+GUARD_ROWS = 128
+
+_BY_KIND = {COMPILE_ERROR: COMPILE, RUNTIME_FAULT: RUNTIME, TIMEOUT: TIMED_OUT, CRASH: RUNTIME, ERROR: RUNTIME,
+            WRONG_RESULT: WRONG, GHOST: NO_KERNEL, BASELINE_OUT_OF_BOUNDS: RUNTIME}
+_SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")  # one_line's "Type: ..." of a SyntaxError
+
+
+def failure_class(outcome) -> tuple[str, str]:
+    """A failed worker ``Outcome`` (or its ``Failure``) -> (class, message of at most 300 chars)."""
+    failure = getattr(outcome, "failure", outcome)
+    if failure is None:
+        raise ValueError("the outcome did not fail: check_job's result is its value")
+    if failure.kind == COMPILE_ERROR and failure.message.startswith(_SYNTAX_ERRORS):
+        return SYNTAX, shorten(failure.message, MESSAGE_CHARS)
+    return _BY_KIND.get(failure.kind, RUNTIME), shorten(failure.message, MESSAGE_CHARS)
+
+
+def check_job(payload: dict) -> dict:
+    """Verify ``payload["module"]`` against ``payload["spec"]`` (see the module doc).
+
+    payload: ``{"module": path of a .py defining run(*tensors), "spec": path of the spec,
+    "device": "cuda"|"cpu", "seed": int, "derived": bool}``. Returns ``{"ok", "failure": None or
+    a class of CLASSES, "message": one line <= 300 chars, "cases": [{"label", "shapes", "ok",
+    "message", "outputs": [CompareResult JSON]}], "launches": Triton launches seen in run()}``.
+    """
+    import torch
+
+    device = payload.get("device", "cpu")
+    seed = int(payload.get("seed", 0))
+    spec = load_spec(payload["spec"], device=device, check=False)
+    torch.manual_seed(seed)  # a spec whose inputs() draws unseeded numbers draws the same ones
+    cases = spec.cases(device)
+    if payload.get("derived"):
+        cases += derived_cases(spec, device, seed=seed)
+    report = _Report()
+    try:
+        module = import_file(payload["module"], fresh=True)
+    except Exception as exc:  # noqa: BLE001 - the candidate's code: whatever it raises is its failure
+        return report.failed(_class_of(exc, importing=True), one_line(exc))
+    run = getattr(module, "run", None)
+    if not callable(run):
+        return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
+    for case in cases:
+        expected = spec.outputs(case)
+        try:
+            verdict = _check_case(spec, module, run, case, expected)
+        except Exception as exc:  # noqa: BLE001 - as above
+            verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
+        report.add(case, verdict)
+        if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
+            break
+    return report.result()
+
+
+# ------------------------------------------------------------------------------------ one case
+
+@dataclasses.dataclass
+class _Verdict:
+    failure: str | None  # a class of CLASSES
+    message: str
+    checks: list[CompareResult] = dataclasses.field(default_factory=list)
+    launches: int = 0
+
+
+@dataclasses.dataclass
+class _Run:
+    result: Any  # what run() returned
+    inputs: tuple  # what run() was given: guarded copies of the case's tensors, its scalars
+    guarded: list  # _Guarded: the inputs', then run()'s allocations
+    launches: int
+
+
+def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple) -> _Verdict:
+    import torch
+
+    names = _input_names(spec.reference, len(case.tensors))
+    outputs = ["out"] if len(expected) == 1 else [f"out{k}" for k in range(len(expected))]
+    first = _run(module, run, case, names, which=1)
+    launches = first.launches
+    problem = _problem(first, case, names, expected, outputs)
+    second = None
+    if problem is None and not all(one_run_sound(t) for t in expected):
+        second = _run(module, run, case, names, which=2)
+        launches += second.launches
+        problem = _problem(second, case, names, expected, outputs)
+    if problem is not None:
+        return _Verdict(*problem, launches=launches)
+    got = tensors_of(first.result)
+    checks = []
+    for k, (name, want, have) in enumerate(zip(outputs, expected, got)):
+        alt = tensors_of(second.result)[k] if second is not None and not one_run_sound(want) else None
+        # The reference was never poisoned: an alternative "run" that never holds sentinel 2 says
+        # none of its elements is unwritten, whatever value it holds.
+        checks.append(compare(name, want, have, "tolerance", spec.tolerance_for(dtype_name(want)),
+                              base_alt=torch.zeros_like(want), cand_alt=alt))
+    failing = [c for c in checks if not c.ok]
+    if failing:
+        return _Verdict(WRONG, _worst(failing).message(), checks, launches)
+    worst = _worst(checks)
+    message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
+    return _Verdict(None, message, checks, launches)
+
+
+def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int) -> _Run:
+    """One call of ``run`` on guarded copies of the case's tensors, its allocations guarded and
+    poisoned with sentinel ``which``, its launches counted."""
+    import torch
+
+    inputs, guards = [], []
+    for tag, (name, value) in enumerate(zip(names, case.tensors)):
+        if isinstance(value, torch.Tensor):
+            guard = Guard(_margin(value), _storage_size(value), tag)
+            buffer = guarded(value, guard.margin, tag)
+            value = _between_margins(buffer, guard, value)
+            guards.append(_Guarded(name, buffer, guard, value.untyped_storage().data_ptr()))
+        inputs.append(value)
+    allocations = _Allocations(which, first_tag=len(guards))
+    launches = _AnyKernel(interpreted=_interpreting())
+    with torch.no_grad(), allocations.installed(module), launches.counting():
+        result = run(*inputs)
+        if any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
+            torch.cuda.synchronize()  # a fault of the launch surfaces here, inside the job
+    return _Run(result, tuple(inputs), guards + allocations.made, launches.count)
+
+
+def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
+             outputs: list[str]) -> tuple[str, str] | None:
+    """(class, message) of the first check of step 4 (module doc) that fails before the values."""
+    import torch
+
+    if done.launches == 0:
+        return NO_KERNEL, ("run() launched no Triton kernel: it computed with torch (or returned a result "
+                           "made elsewhere), not with a kernel")
+    got = tensors_of(done.result)
+    owner = {t.untyped_storage().data_ptr(): name for name, t in zip(outputs, got or ())}
+    for g in done.guarded:
+        found = breach(owner.get(g.storage, g.name), g.buffer, g.guard)
+        if found is not None:
+            return WRONG, f"run() writes outside {found.describe()}"
+    for name, given, copy in zip(names, case.tensors, done.inputs):
+        if isinstance(given, torch.Tensor):
+            same = compare(name, given, copy, "bitwise", poisoned=False)
+            if not same.ok:
+                return WRONG, (f"run() writes into its input {name} (a kernel must not; baseline: before, "
+                               f"candidate: after): {same.message()}")
+    if got is None:
+        return WRONG, f"run() returns a {type(done.result).__name__}, not a tensor or a tuple of tensors"
+    if len(got) != len(expected):
+        return WRONG, f"run() returns {len(got)} tensor(s), the reference {len(expected)}"
+    for name, want, have in zip(outputs, expected, got):
+        if want.shape != have.shape or want.dtype != have.dtype:
+            return WRONG, f"{name} is {shapes_text([have])}, the reference's {shapes_text([want])}"
+    return None
+
+
+# ------------------------------------------------------------------------------ allocations
+
+class _Allocations:
+    """Guarded, poisoned memory for the tensors ``run`` allocates (module doc, step 3)."""
+
+    def __init__(self, which: int, first_tag: int) -> None:
+        self.which, self.tag = which, first_tag
+        self.made: list[_Guarded] = []
+        self._inside = False  # our own allocations (guard.allocate calls torch.empty) pass through
+
+    @contextlib.contextmanager
+    def installed(self, module: Any) -> Iterator[None]:
+        import torch
+
+        places = [(torch, "empty"), (torch, "empty_like"), (torch, "empty_strided"), (torch.Tensor, "new_empty")]
+        allocators = [getattr(owner, name) for owner, name in places] + _inductor_allocators()
+        places += [(module, name) for name, value in vars(module).items()
+                   if any(value is allocator for allocator in allocators)]
+        # (owner, name, original, whether the owner held it itself: Tensor.new_empty is TensorBase's)
+        saved = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in places]
+        for owner, name, original, _ in saved:
+            setattr(owner, name, self._wrap(original))
+        try:
+            yield
+        finally:
+            for owner, name, original, own in reversed(saved):
+                if own:
+                    setattr(owner, name, original)
+                else:
+                    delattr(owner, name)
+
+    def _wrap(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def allocating(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:
+                return original(*args, **kwargs)
+            self._inside = True
+            try:
+                plain = original(*args, **kwargs)
+                return self._guarded(plain) if _guardable(plain, kwargs) else plain
+            finally:
+                self._inside = False
+
+        return allocating
+
+    def _guarded(self, plain: Any) -> Any:
+        """A tensor laid out as ``plain`` inside a guarded buffer, poisoned."""
+        guard = Guard(_margin(plain), _storage_size(plain), self.tag)
+        buffer = allocate(plain.dtype, plain.device, guard)
+        tensor = _between_margins(buffer, guard, plain)
+        poison([tensor], self.which)
+        name = f"allocation {len(self.made)} {shapes_text([tensor])}"
+        self.made.append(_Guarded(name, buffer, guard, tensor.untyped_storage().data_ptr()))
+        self.tag += 1
+        return tensor
+
+
+def _guardable(t: Any, kwargs: dict) -> bool:
+    """A plain strided tensor whose memory we may swap (not an ``out=``, pinned, autograd or complex
+    one; none of zero elements: Triton's interpreter makes those to wrap its own storages)."""
+    import torch
+
+    return (isinstance(t, torch.Tensor) and t.numel() > 0 and t.layout == torch.strided
+            and t.device.type != "meta" and not t.requires_grad and not t.dtype.is_complex
+            and kwargs.get("out") is None and not kwargs.get("pin_memory"))
+
+
+def _inductor_allocators() -> list:
+    """Inductor's generated code allocates through these C functions (``empty_strided_cuda = ...``)."""
+    try:
+        from torch._C._dynamo import guards
+    except ImportError:
+        return []
+    names = ("_empty_strided_cuda", "_empty_strided_cpu", "_empty_strided_xpu")
+    return [getattr(guards, name) for name in names if hasattr(guards, name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Guarded:
+    name: str
+    buffer: Any  # a tensor whose storage is the whole guarded buffer, margins included (for ``breach``)
+    guard: Guard
+    storage: int  # data_ptr of the storage run() sees (to name an output by it)
+
+
+def _between_margins(buffer: Any, guard: Guard, like: Any) -> Any:
+    """``like``'s layout over the memory between ``buffer``'s margins, in a storage of its own that
+    starts there: ``run`` sees what a plain tensor would show (storage offset and size), so generated
+    code that views it with an absolute offset (``as_strided(size, stride, 0)``) lands where it would
+    on a plain tensor, not in a margin. A slice of a storage shares its memory and keeps it alive."""
+    import torch
+
+    size = buffer.element_size()
+    own = buffer.untyped_storage()[guard.margin * size:(guard.margin + guard.size) * size]
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(own, like.storage_offset(), like.shape,
+                                                                      like.stride())
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+class _AnyKernel(Launches):
+    """Launches of every Triton kernel: a generated module's kernels may have any names."""
+
+    def __init__(self, *, interpreted: bool) -> None:
+        super().__init__("*", interpreted=interpreted)
+
+    def seen(self, name: str | None) -> None:
+        self.count += 1
+
+
+def _interpreting() -> bool:
+    from triton import knobs  # what @triton.jit read when the module's kernels were decorated
+
+    return bool(knobs.runtime.interpret)
+
+
+def _margin(t: Any) -> int:
+    return margin_elements(t.element_size(), GUARD_ROWS, t.stride(-2) if t.dim() >= 2 else 1)
+
+
+def _storage_size(t: Any) -> int:
+    """Elements of ``t``'s whole storage (what ``guard.guarded`` copies)."""
+    return t.untyped_storage().nbytes() // t.element_size()
+
+
+def _input_names(reference: Callable, count: int) -> list[str]:
+    """The reference's parameter names for its positional arguments (``in0``... past them)."""
+    try:
+        params = [p.name for p in inspect.signature(reference).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[k] if k < len(params) else f"in{k}" for k in range(count)]
+
+
+def _worst(checks: list[CompareResult]) -> CompareResult | None:
+    scored = [c for c in checks if c.worst is not None]
+    return max(scored, key=lambda c: c.worst.score, default=None)
+
+
+def _class_of(exc: BaseException, *, importing: bool) -> str:
+    """The class of an exception the module raised (module doc). A failure after which the worker
+    must not be trusted (a device fault) is raised again instead: the worker then ends its child,
+    and ``failure_class`` names the Outcome."""
+    kind = classify(exc)
+    if kind in RESTART_KINDS:
+        raise exc
+    if isinstance(exc, SyntaxError):
+        return SYNTAX
+    return COMPILE if importing or kind == COMPILE_ERROR else RUNTIME
+
+
+class _Report:
+    """check_job's result, case by case."""
+
+    def __init__(self) -> None:
+        self.cases: list[dict] = []
+        self.failure: str | None = None
+        self.message = ""
+        self.launches = 0
+        self.derived = 0
+        self.checks: list[CompareResult] = []
+
+    def add(self, case: Case, verdict: _Verdict) -> None:
+        shapes = shapes_text(case.tensors)
+        self.launches += verdict.launches
+        self.derived += case.derived
+        self.checks += verdict.checks
+        message = verdict.message
+        if verdict.failure is not None:
+            message = f"case {case.label!r} ({shapes}): {message}"
+            if self.failure is None:
+                self.failure, self.message = verdict.failure, message
+        self.cases.append({"label": case.label, "shapes": shapes, "ok": verdict.failure is None,
+                           "message": shorten(message, MESSAGE_CHARS),
+                           "outputs": [c.to_json() for c in verdict.checks]})
+
+    def failed(self, failure: str, message: str) -> dict:
+        self.failure, self.message = failure, message
+        return self.result()
+
+    def result(self) -> dict:
+        if self.failure is None:
+            worst = _worst(self.checks)
+            self.message = (f"verified on {len(self.cases)} cases ({self.derived} derived)"
+                            + (f"; worst {worst.message()}" if worst else ""))
+        return {"ok": self.failure is None, "failure": self.failure, "message": shorten(self.message, MESSAGE_CHARS),
+                "cases": self.cases, "launches": self.launches}

@@ -1,0 +1,116 @@
+"""Odd shapes derived from a spec's first case, for verification (Liger-Kernel's habit: a kernel
+that is right at (8, 256, 1024) may still drop the tail of a row of 1023 or of a single row).
+
+From the *frame*, the shape all the case's tensors broadcast to (else, for tensors that do not
+broadcast together, such as a matmul's, the shape of the first tensor of the highest rank):
+
+    odd       every dim a non-multiple of 16 (``odd_size``: 1024 -> 1023, 8 -> 7, 1 -> 3), so
+              the last block of a row and of the rows is partial
+    one row   every leading dim 1, the last dim as it is
+    larger    the first dim doubled (the last dim for a rank-1 frame), for a grid that grows
+
+Broadcasting stays consistent: every tensor is right-aligned against the frame, and a dim equal to
+the frame's dim there changes with it (a bias ``[1024]`` of ``x[8, 256, 1024]`` follows ``x``'s last
+dim); any other dim (a broadcast 1) stays. Scalars stay as they are. The tensors are fresh, of the
+same dtype and device, from one generator seeded with ``seed``: ``randn`` for floats (its absolute
+value where the original holds no negative number: a spec may take a ``sqrt`` or a ``log``),
+``randint`` over the original's range for integers (indices stay valid), coin flips for bools.
+
+A derivation is skipped when its shapes equal those of a case already there (the spec's own or an
+earlier derivation: "one row" of a rank-1 spec is the spec's case), or when the reference fails
+on it (a spec that needs a multiple of 16 gets no odd case).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tritune.generate.spec import Case, GenSpec, SpecError, shapes_text
+
+Shape = tuple[int, ...]
+
+
+def odd_size(size: int) -> int:
+    """A size near ``size`` that is not a multiple of 16 (nor even, but for 2 -> 4): an even size
+    one less, an odd size two more (1 -> 3: the odd case is not the single row)."""
+    return size - 1 if size % 2 == 0 and size > 2 else size + 2
+
+
+def odd(frame: Shape) -> Shape:
+    return tuple(odd_size(d) for d in frame)
+
+
+def one_row(frame: Shape) -> Shape:
+    return tuple(1 for _ in frame[:-1]) + frame[-1:]
+
+
+def larger(frame: Shape) -> Shape:
+    return (2 * frame[0],) + frame[1:]
+
+
+DERIVATIONS: tuple[tuple[str, Callable[[Shape], Shape]], ...] = (("odd", odd), ("one row", one_row),
+                                                                   ("larger", larger))
+
+
+def derived_cases(spec: GenSpec, device: str, *, seed: int = 0) -> list[Case]:
+    """The derived cases of ``spec`` on ``device`` (see the module doc), ``derived=True``."""
+    import torch
+
+    cases = spec.cases(device)
+    first = cases[0].tensors
+    frame = _frame([t.shape for t in first if isinstance(t, torch.Tensor)])
+    if not frame:  # 0-d tensors only: no shape to change
+        return []
+    seen = {shapes_text(c.tensors) for c in cases}
+    generators: dict = {}
+    derived = []
+    for label, derive in DERIVATIONS:
+        target = derive(frame)
+        args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
+                     if isinstance(t, torch.Tensor) else t for t in first)
+        if shapes_text(args) in seen:
+            continue
+        case = Case(label, args, derived=True)
+        try:
+            spec.outputs(case)
+        except SpecError:
+            continue
+        seen.add(shapes_text(args))
+        derived.append(case)
+    return derived
+
+
+def resized(shape: Shape, frame: Shape, target: Shape) -> Shape:
+    """``shape`` right-aligned against ``frame``: each dim equal to the frame's becomes ``target``'s."""
+    offset = len(frame) - len(shape)
+    return tuple(target[offset + j] if 0 <= offset + j and size == frame[offset + j] else size
+                 for j, size in enumerate(shape))
+
+
+def _frame(shapes: list) -> Shape:
+    import torch
+
+    try:
+        return tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:  # shapes that do not broadcast together (a matmul's): the highest rank's
+        return tuple(max(shapes, key=len))
+
+
+def _fresh(like, shape: Shape, generators: dict, seed: int):
+    """A new tensor of ``shape`` with ``like``'s dtype and device (see the module doc)."""
+    import torch
+
+    generator = generators.get(like.device)
+    if generator is None:
+        generator = generators[like.device] = torch.Generator(device=like.device).manual_seed(seed)
+    make = {"generator": generator, "device": like.device}
+    if like.dtype.is_floating_point or like.dtype.is_complex:
+        # fp32 first: fp8 has no randn of its own
+        fresh = torch.randn(shape, dtype=like.dtype if like.dtype.is_complex else torch.float32, **make)
+        if like.dtype.is_floating_point and like.numel() and bool((like.float() >= 0).all()):
+            fresh = fresh.abs()
+        return fresh.to(like.dtype)
+    if like.dtype == torch.bool:
+        return torch.randint(0, 2, shape, **make).bool()
+    low, high = (int(like.min()), int(like.max()) + 1) if like.numel() else (0, 2)
+    return torch.randint(low, high, shape, dtype=like.dtype, **make)

@@ -1,0 +1,216 @@
+"""The spec of ``tritune generate``: a Python file holding an unfused PyTorch computation and its inputs.
+
+A spec file defines
+
+    reference(*tensors)   the computation in plain PyTorch; returns a tensor or a tuple/list of them
+    inputs(device)        a non-empty list of tuples, each the positional arguments of one call of
+                          ``reference``: tensors on ``device`` and scalars (int, float, bool), at
+                          least one tensor in each
+    name                  optional: a string (default: the file's stem)
+    tolerance             optional: ``{dtype name: (rtol, atol)}`` replacing the entries of the one
+                          table (``tritune.verify.tolerances.TABLE``) for the dtypes it names
+
+for example::
+
+    name = "bias_gelu"
+
+    def reference(x, bias):
+        return torch.nn.functional.gelu(x + bias, approximate="tanh")
+
+    def inputs(device):
+        return [(torch.randn(8, 256, 1024, device=device, dtype=torch.float16),
+                 torch.randn(1024, device=device, dtype=torch.float16))]
+
+``load_spec`` imports the file (the user's own code: the user named it on the command line) and
+checks all of the above; every problem is a ``SpecError`` whose message is one line naming the file
+and the problem, which the CLI prints as it is. ``GenSpec.outputs`` runs the reference on a case
+(on copies of its tensors: a reference that works in place does not change the case).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from tritune.errors import InputError, one_line
+from tritune.imports import import_file
+from tritune.verify.tolerances import TABLE, Tolerance, tolerance_for
+
+SCALARS = (bool, int, float)
+_SHORT_DTYPES = (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i"), ("complex", "c"))
+
+
+class SpecError(InputError):
+    """A spec the generator cannot use; ``str(exc)`` is one line naming the file and the problem."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # eq=False: comparing tensors element-wise means nothing here
+class Case:
+    label: str  # "spec 0" / "odd" / "one row" / "larger" ...
+    tensors: tuple  # the reference's positional arguments (tensors, maybe scalars)
+    derived: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GenSpec:
+    path: Path  # absolute
+    name: str  # the spec's `name`, else the file's stem
+    text: str  # the spec file's source (goes into LLM prompts)
+    reference: Callable[..., Any]  # returns a tensor or a tuple/list of tensors
+    make_inputs: Callable[[str], list]  # the spec's inputs(device)
+    tolerance: dict | None  # optional override: {"float16": (rtol, atol), ...}
+
+    def error(self, problem: str) -> SpecError:
+        return _error(self.path, problem)
+
+    def cases(self, device: str) -> list[Case]:
+        """The spec's own cases, ``inputs(device)`` checked (see the module doc)."""
+        try:
+            given = self.make_inputs(device)
+        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+            raise self.error(f"inputs({device!r}) fails: {one_line(exc)}") from None
+        if not isinstance(given, (list, tuple)) or not given:
+            raise self.error(f"inputs({device!r}) returns {_kind(given)}, not a non-empty list of tuples")
+        return [Case(f"spec {i}", self._arguments(i, item, device)) for i, item in enumerate(given)]
+
+    def outputs(self, case: Case) -> tuple:
+        """The reference's outputs on ``case`` (on copies of its tensors), as a tuple of tensors."""
+        import torch
+
+        args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
+        where = f"case {case.label!r} ({shapes_text(case.tensors)})"
+        try:
+            with torch.no_grad():
+                result = self.reference(*args)
+        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+            raise self.error(f"reference fails on {where}: {one_line(exc)}") from None
+        outputs = tensors_of(result)
+        if outputs is None:
+            raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
+        return outputs
+
+    def tolerance_for(self, dtype: str) -> Tolerance:
+        """The tolerance of an output of ``dtype`` (a torch dtype name): the spec's override, else the table's."""
+        if self.tolerance and dtype in self.tolerance:
+            rtol, atol = self.tolerance[dtype]
+            return Tolerance(rtol, atol, f"the tolerance of {self.path.name} for {dtype}")
+        return tolerance_for(dtype)
+
+    def _arguments(self, index: int, item: Any, device: str) -> tuple:
+        import torch
+
+        where = f"inputs({device!r})[{index}]"
+        if not isinstance(item, (tuple, list)):
+            raise self.error(f"{where} is {_kind(item)}, not a tuple of the reference's arguments")
+        wanted = torch.device(device).type
+        for k, value in enumerate(item):
+            if isinstance(value, torch.Tensor):
+                if value.device.type != wanted:
+                    raise self.error(f"{where}[{k}] is on {value.device}, not on {device!r}: "
+                                     "make the tensors on the device inputs() is given")
+            elif not isinstance(value, SCALARS):
+                raise self.error(f"{where}[{k}] is {_kind(value)}: arguments are tensors and scalars "
+                                 "(int, float, bool)")
+        if not any(isinstance(value, torch.Tensor) for value in item):
+            raise self.error(f"{where} holds no tensor")
+        return tuple(item)
+
+
+def load_spec(path: str | Path, *, device: str = "cpu", check: bool = True) -> GenSpec:
+    """Import the spec file ``path`` and check it (see the module doc); ``check``: also run the
+    reference on each of its own cases (on ``device``). One-line ``SpecError`` for any problem."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise _error(path, "no such file")
+    try:
+        module = import_file(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the file raises, it does not import
+        raise _error(path, f"does not import: {one_line(exc)}") from None
+    functions = {}
+    for name, signature in (("reference", "reference(*tensors)"), ("inputs", "inputs(device)")):
+        functions[name] = getattr(module, name, None)
+        if not callable(functions[name]):
+            raise _error(path, f"defines no {signature} function")
+    name = getattr(module, "name", None)
+    if name is None:
+        name = path.stem
+    elif not isinstance(name, str) or not name.strip():
+        raise _error(path, f"`name` must be a non-empty string, not {_kind(name)}")
+    spec = GenSpec(path=path, name=name, text=path.read_text(errors="replace"), reference=functions["reference"],
+                   make_inputs=functions["inputs"], tolerance=_tolerance(path, getattr(module, "tolerance", None)))
+    if check:
+        for case in spec.cases(device):
+            spec.outputs(case)
+    return spec
+
+
+def tensors_of(result: Any) -> tuple | None:
+    """``result`` as a tuple of tensors: a tensor, or a non-empty tuple/list of them; else None."""
+    import torch
+
+    if isinstance(result, torch.Tensor):
+        return (result,)
+    if isinstance(result, (tuple, list)) and result and all(isinstance(t, torch.Tensor) for t in result):
+        return tuple(result)
+    return None
+
+
+def shapes_text(tensors) -> str:
+    """``"f16[8,256,1024], f16[1024]"`` for reports and prompts; a scalar as its value."""
+    import torch
+
+    parts = []
+    for value in tensors:
+        if isinstance(value, torch.Tensor):
+            parts.append(f"{short_dtype(value.dtype)}[{','.join(map(str, value.shape))}]")
+        else:
+            parts.append(repr(value))
+    return ", ".join(parts)
+
+
+def short_dtype(dtype: Any) -> str:
+    """``torch.float16`` -> ``"f16"``, ``bfloat16`` -> ``"bf16"``, ``int64`` -> ``"i64"``, ``bool`` as is."""
+    name = str(dtype).removeprefix("torch.")
+    for long, short in _SHORT_DTYPES:
+        if name.startswith(long):
+            return short + name[len(long):]
+    return name
+
+
+def _tolerance(path: Path, value: Any) -> dict | None:
+    """The spec's ``tolerance``, checked: ``{dtype name: (rtol, atol)}`` with floats >= 0."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _error(path, f"`tolerance` must be a dict {{dtype name: (rtol, atol)}}, not {_kind(value)}")
+    checked = {}
+    for key, pair in value.items():
+        dtype = str(key).removeprefix("torch.")  # "float16" or torch.float16
+        if dtype not in TABLE:
+            raise _error(path, f"`tolerance` names dtype {key!r}: expected one of {', '.join(TABLE)}")
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(map(_non_negative, pair))):
+            raise _error(path, f"`tolerance[{dtype!r}]` must be (rtol, atol), two finite numbers >= 0, "
+                               f"not {pair!r}")
+        checked[dtype] = (float(pair[0]), float(pair[1]))
+    return checked
+
+
+def _non_negative(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _kind(value: Any) -> str:
+    """How a value that is not what was wanted reads in a message: its type, and its length."""
+    if isinstance(value, (list, tuple, dict)):
+        name = type(value).__name__
+        return f"a {name} of {len(value)}" if value else f"an empty {name}"
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _error(path: Path, problem: str) -> SpecError:
+    return SpecError(" ".join(f"{path}: {problem}".split()))  # one line, whatever a repr held
