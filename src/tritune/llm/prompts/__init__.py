@@ -2,9 +2,12 @@
 
 ``system.md`` (the rules a reply must follow), ``propose.md`` (a new proposal: the GPU, the kernel's
 source, the captured launch, the profile, tritune's hints, the best variant so far and the last two
-attempts) and ``fix.md`` (remediation: the failure class and its message cut to 300 characters).
+attempts) and ``fix.md`` (remediation: the failure class and its message cut to 300 characters);
+for ``tritune generate`` (``generate.llm``), ``generate.md`` (the spec, its shapes, the GPU, what the
+module must define, the tolerance and the rules) and ``generate_fix.md`` (an attempt's failure class,
+its message cut to 300 characters, and a line of guidance for some classes).
 They are ``string.Template`` texts (``$name``), so the braces of code need no escaping.
-``VERSION`` is the hash of the three: a change of prompt shows in every stored exchange.
+``VERSION`` is the hash of them all: a change of prompt shows in every stored exchange.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import hashlib
 import string
 from importlib import resources
 
-NAMES = ("system", "propose", "fix")
+NAMES = ("system", "propose", "fix", "generate", "generate_fix")
 
 
 @functools.cache
