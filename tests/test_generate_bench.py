@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -104,6 +105,84 @@ def test_refuses_cuda_without_a_gpu_through_a_worker():
                            {"modules": {}, "spec": "/nowhere/spec.py", "device": "cuda"}, timeout_s=120)
     assert not outcome.ok
     assert "CUDA GPU" in outcome.failure.message and "\n" not in outcome.failure.message
+
+
+# ------------------------------------------------------- the GPU job's flow, with fakes for CUDA
+
+class FakeSpecModule:
+    """``tritune.generate.spec``'s interface (load_spec, shapes_text) over two CPU cases."""
+
+    class Spec:
+        name = "bias_relu"
+
+        @staticmethod
+        def reference(x, bias):
+            return torch.relu(x + bias)
+
+        @staticmethod
+        def cases(device):
+            g = torch.Generator().manual_seed(0)
+            case = type("Case", (), {})
+            out = []
+            for label, shape in (("spec 0", (2, 3, 8)), ("spec 1", (4, 16))):
+                c = case()
+                c.label, c.tensors = label, (torch.randn(shape, generator=g), torch.randn(shape[-1], generator=g))
+                out.append(c)
+            return out
+
+    @classmethod
+    def load_spec(cls, path, *, device="cpu", check=True):
+        return cls.Spec()
+
+    @staticmethod
+    def shapes_text(tensors):
+        return ", ".join(f"f32{list(t.shape)}" for t in tensors)
+
+
+def test_bench_job_times_every_name_per_case_and_compiles_fresh(tmp_path, monkeypatch):
+    from tritune.bench import timing
+
+    module = tmp_path / "kernel.py"
+    module.write_text("def run(x, bias):\n    return (x + bias).clamp_min(0)\n")
+    compiles, resets, timed = [], [], []
+
+    def fake_compile(fn, mode=None, dynamic=None):
+        compiles.append((mode, dynamic))
+        if mode == bench.MAX_AUTOTUNE:
+            def broken(*args):
+                raise RuntimeError("planted compile failure")
+            return broken
+        return fn
+
+    def fake_event_stats(fn, warmup=10, runs=200, flush=True):
+        fn()
+        timed.append((warmup, runs))
+        return {"mean_ms": 0.02, "p50_ms": 0.01 * len(timed), "p95_ms": 0.03 * len(timed)}
+
+    monkeypatch.setitem(sys.modules, "tritune.generate.spec", FakeSpecModule)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(timing, "event_stats", fake_event_stats)
+    monkeypatch.setattr(timing, "copy_bandwidth_gbps", lambda *a, **k: 3000.0)
+
+    result = bench.bench_job({"modules": {"generated": str(module)}, "spec": "spec.py", "device": "cuda",
+                              "warmup": 3, "runs": 7})
+    assert result["gpu"] == "Fake GPU" and result["copy_gbps"] == 3000.0
+    assert [c["label"] for c in result["cases"]] == ["spec 0", "spec 1"]
+    first = result["cases"][0]
+    assert list(first["times"]) == ["generated", "eager", "compile", "max-autotune-no-cudagraphs"]
+    assert first["times"]["max-autotune-no-cudagraphs"] is None
+    assert first["errors"] == {"max-autotune-no-cudagraphs": "RuntimeError: planted compile failure"}
+    assert first["times"]["generated"] == {"mean": 0.02, "p50": 0.01, "p95": 0.03}
+    assert first["bytes"] == (48 + 8 + 48) * 4 and first["shapes"] == "f32[2, 3, 8], f32[8]"
+    # each torch.compile variant compiled fresh, per case, for static shapes
+    assert compiles == [(None, False), (bench.MAX_AUTOTUNE, False)] * 2
+    assert len(resets) >= len(compiles)
+    assert set(timed) == {(3, 7)} and len(timed) == 3 * 2  # generated, eager, compile; per case
 
 
 # --------------------------------------------------------------------- benchmarks/generate.py
@@ -212,6 +291,15 @@ def test_a_spec_with_a_result_is_not_run_again(synthetic):
 def test_the_cli_command_for_a_spec(tmp_path):
     cmd = gen_bench.command(pathlib.Path("s.py"), tmp_path, 240)
     assert cmd[1:] == ["-m", "tritune", "generate", "s.py", "--out", str(tmp_path), "--json", "--budget-s", "240"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only failure path")
+def test_the_benchmark_stops_in_one_line_without_a_gpu(tmp_path):
+    result = subprocess.run([sys.executable, str(BENCH_DIR / "generate.py"), "--out", str(tmp_path / "out"),
+                             "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "no CUDA GPU here" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "work").exists()
 
 
 def test_unknown_spec_name_is_one_line():
