@@ -289,12 +289,15 @@ def test_a_spec_with_a_result_is_not_run_again(synthetic):
 
 
 def test_run_spec_keeps_the_log_and_records_a_failure(tmp_path, monkeypatch):
-    script = ("import json, pathlib, sys; out = pathlib.Path(sys.argv[1]); "
-              "ok = out.name == 'good'; print('working'); "
-              "(out / 'generate.json').write_text('{}') if ok else sys.exit('generate: planted failure')")
+    script = ("import json, pathlib, sys; out = pathlib.Path(sys.argv[1]); print('working'); "
+              "out.name == 'bad' or (out / 'generate.json').write_text('{}'); "
+              "sys.exit(0 if out.name == 'good' else 'generate: planted failure')")
     monkeypatch.setattr(gen_bench, "command", lambda spec, out_dir, budget: [sys.executable, "-c", script, str(out_dir)])
     assert gen_bench.run_spec(SPEC_FILES[0], tmp_path / "good", 5) == "ran"
     assert "working" in (tmp_path / "good" / "generate.log").read_text()
+    # exit 2 with generate.json written (no kernel verified): the JSON says so, the run counts
+    assert gen_bench.run_spec(SPEC_FILES[0], tmp_path / "unverified", 5) == "ran"
+    assert "--- exit 1" in (tmp_path / "unverified" / "generate.log").read_text()
     assert gen_bench.run_spec(SPEC_FILES[0], tmp_path / "bad", 5) == "failed"
     failed = json.loads((tmp_path / "bad" / gen_bench.FAILED).read_text())
     assert failed["rc"] == 1 and failed["stderr_tail"] == ["generate: planted failure"]
@@ -306,7 +309,7 @@ def test_run_spec_keeps_the_log_and_records_a_failure(tmp_path, monkeypatch):
 
 def test_the_cli_command_for_a_spec(tmp_path):
     cmd = gen_bench.command(pathlib.Path("s.py"), tmp_path, 240)
-    assert cmd[1:] == ["-m", "tritune", "generate", "s.py", "--out", str(tmp_path), "--json", "--budget-s", "240"]
+    assert cmd[1:] == ["-m", "tritune", "generate", "s.py", "--out", str(tmp_path), "--budget-s", "240"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only failure path")

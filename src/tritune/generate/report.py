@@ -7,12 +7,14 @@ into one kernel; the verification of every case (shapes, verdict, worst element)
 fraction), or, without a GPU, that no time was measured; the optimization decisions; the LLM's
 attempts and cost; and the run's notes.
 
-``result`` keys read (all but ``name`` optional; see ``tritune.generate.run``): ``spec``,
-``name``, ``winner`` ("inductor" | "llm"), ``why`` (one line, when the caller knows it better),
-``paths`` (per path: a dict with ``module``, ``ok``, ``message``, or just the module's path),
-``check`` (``check_job``'s result), ``bench`` (``bench_job``'s result or None), ``bench_error``
-(why a GPU benchmark did not run), ``optimize`` (a dict: its scalars listed, a list of dicts as a
-table), ``llm`` (``generate_with_llm``'s result), ``fused``, ``kernels``, ``notes``.
+``result`` keys read (all optional; ``tritune.generate.run`` writes them): ``spec``, ``name``,
+``device``, ``winner`` ("inductor" | "llm"), ``paths`` (name -> module path; ``kernel`` is the
+emitted one; a dict with ``module``/``ok``/``message`` is read too), ``check`` (``check_job``'s
+result for the winner), ``bench`` (``bench_job``'s result, the winner's times also under
+``generated``, or None), ``optimize`` (a dict: its scalars listed, a dict as a list, a list of
+dicts as a table), ``llm`` (``generate_with_llm``'s result), ``fused``, ``kernels``, ``notes``;
+and, where the caller has them, ``why`` (one line: why the winner won) and ``bench_error`` (why
+a GPU benchmark did not run).
 
 The blocks, their Markdown/HTML rendering (with escaping of user text) and the plots' matplotlib
 loading are ``tritune.report``'s; this module only decides what is said.
@@ -27,6 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from tritune.bench.render import fmt_ms
 from tritune.generate import bench as gbench
+from tritune.generate.bench import GENERATED
 from tritune.llm.family import Cost
 from tritune.report import html, markdown, plots
 from tritune.report.document import Block, Heading, Image, Items, Para, Table, fmt_pct, fmt_x
@@ -70,11 +73,11 @@ def build(result: Mapping[str, Any], images: Sequence[Image] = (), plot_note: st
 def header_items(result: Mapping[str, Any]) -> list[str]:
     items = [f"spec: {result.get('spec') or '-'}", f"winner: {path_name(result.get('winner'))}"]
     if result.get("kernels"):
-        items.append(f"kernels in the emitted module: {', '.join(map(str, result['kernels']))}")
+        items.append(f"Inductor's kernels: {', '.join(map(str, result['kernels']))}")
     for name, entry in (result.get("paths") or {}).items():
         module = entry.get("module") if isinstance(entry, Mapping) else entry
         if module:
-            items.append(f"{path_name(name)}: {module}")
+            items.append(f"{'emitted module' if name == 'kernel' else path_name(name) + ' module'}: {module}")
     return items
 
 
@@ -83,35 +86,42 @@ def path_name(name: str | None) -> str:
 
 
 def winner_text(result: Mapping[str, Any]) -> str:
-    """Which path won and why: the caller's ``why``, else the times of both paths' modules, else
-    the other path's failure, else that only one path ran."""
+    """Which path won and why: the caller's ``why``; else both paths' times when both were
+    benchmarked (p50 summed over the cases, as ``run`` picks); else what became of the other path."""
     winner = result.get("winner")
     if not winner:
         return "No path produced a verified kernel."
     text = f"{path_name(winner)} won"
     if result.get("why"):
         return f"{text}: {result['why']}"
-    paths = result.get("paths") or {}
-    others = [name for name in paths if name != winner]
-    if not others:
-        return f"{text}: it was the only path run."
-    other = others[0]
-    entry = paths[other]
+    other = "llm" if winner == "inductor" else "inductor"
+    timed = _p50_sums(result.get("bench"), (winner, other))
+    if timed is not None:
+        return (f"{text}: both verified; p50 summed over the cases: {path_name(winner)} {timed[0]:.4f} ms, "
+                f"{path_name(other)} {timed[1]:.4f} ms.")
+    entry = (result.get("paths") or {}).get(other)
     if isinstance(entry, Mapping) and entry.get("ok") is False:
         return f"{text}: {path_name(other)} produced no verified kernel ({entry.get('message') or 'no reason given'})."
-    faster = _faster_cases(result.get("bench"), winner, other)
-    if faster is not None:
-        return (f"{text}: both verified; it was faster (p50) in {faster[0]} of {faster[1]} benchmarked case(s) "
-                f"than {path_name(other)}.")
-    return f"{text}: both verified; {path_name(other)} was not faster."
+    if other == "llm":
+        llm = result.get("llm")
+        if llm is None:
+            return f"{text}: it was the only path run (no --llm)."
+        if not llm.get("best"):
+            return f"{text}: the LLM produced no verified kernel in {len(llm.get('attempts') or [])} attempt(s)."
+        return f"{text}: both verified; without timings (no GPU) the model-free module is preferred."
+    if entry is None:
+        return f"{text}: the model-free path did not run (it needs a GPU)."
+    return f"{text}: the model-free module did not verify (see the notes)."
 
 
-def _faster_cases(bench: Mapping[str, Any] | None, winner: str, other: str) -> tuple[int, int] | None:
-    if not bench:
+def _p50_sums(bench: Mapping[str, Any] | None, names: Sequence[str]) -> list[float] | None:
+    """Each name's p50 summed over the cases where every one of ``names`` has a time; None when
+    no case has them all."""
+    cases = [case.get("times") or {} for case in (bench or {}).get("cases") or []]
+    cases = [times for times in cases if all(times.get(name) for name in names)]
+    if not cases:
         return None
-    ratios = [gbench.speedup(case.get("times") or {}, winner, other) for case in bench.get("cases") or []]
-    ratios = [r for r in ratios if r is not None]
-    return (sum(r > 1.0 for r in ratios), len(ratios)) if ratios else None
+    return [sum(times[name]["p50"] for times in cases) for name in names]
 
 
 def fusion_text(result: Mapping[str, Any]) -> str:
@@ -172,8 +182,8 @@ def bench_blocks(result: Mapping[str, Any], images: Sequence[Image], plot_note: 
     blocks: list[Block] = [Heading(2, "Benchmark")]
     bench = result.get("bench")
     if not bench:
-        error = result.get("bench_error")
-        return blocks + [Para(f"timings not measured: {error}" if error else NO_BENCH, warning=True)]
+        return blocks + [Para(no_bench_text(result), warning=True)]
+    bench = shown_bench(bench, result.get("winner"))
     blocks.append(Items([
         f"GPU: {bench.get('gpu')}; torch {bench.get('torch')}, triton {bench.get('triton')}",
         f"copy bandwidth (roofline): {bench['copy_gbps']:.0f} GB/s" if bench.get("copy_gbps") else "copy bandwidth: -",
@@ -181,7 +191,7 @@ def bench_blocks(result: Mapping[str, Any], images: Sequence[Image], plot_note: 
         "L2 cleared before each run; speedups and roofline from p50; bytes: each input read once, each output "
         "written once",
     ]))
-    blocks.append(Table(BENCH_HEADERS, [bench_row(r) for r in gbench.rows(bench)]))
+    blocks.append(Table(BENCH_HEADERS, [bench_row(r, result.get("winner")) for r in gbench.rows(bench)]))
     errors = [f"{case.get('label')} {name}: {line}" for case in bench.get("cases") or []
               for name, line in (case.get("errors") or {}).items()]
     if errors:
@@ -191,8 +201,29 @@ def bench_blocks(result: Mapping[str, Any], images: Sequence[Image], plot_note: 
     return blocks + list(images)
 
 
-def bench_row(row: Mapping[str, Any]) -> list[str]:
-    return [str(row["label"]), str(row["shapes"]), row["name"], fmt_ms(row["mean"]), fmt_ms(row["p50"]),
+def no_bench_text(result: Mapping[str, Any]) -> str:
+    if result.get("bench_error"):
+        return f"timings not measured: {result['bench_error']}"
+    if str(result.get("device") or "").startswith("cuda"):
+        return "timings not measured: the benchmark did not run (--no-bench, or it failed: see the log)"
+    return NO_BENCH
+
+
+def shown_bench(bench: Mapping[str, Any], winner: str | None) -> dict:
+    """``bench`` with the winner's own entry left out where ``generated`` holds the same times
+    (``run`` copies the winner's times there), so that the same module is not shown twice."""
+    cases = []
+    for case in bench.get("cases") or []:
+        times = dict(case.get("times") or {})
+        if winner and winner != GENERATED and GENERATED in times and times.get(winner) == times[GENERATED]:
+            del times[winner]
+        cases.append({**case, "times": times})
+    return {**bench, "cases": cases}
+
+
+def bench_row(row: Mapping[str, Any], winner: str | None = None) -> list[str]:
+    name = f"{GENERATED} ({winner})" if row["name"] == GENERATED and winner and winner != GENERATED else row["name"]
+    return [str(row["label"]), str(row["shapes"]), name, fmt_ms(row["mean"]), fmt_ms(row["p50"]),
             fmt_ms(row["p95"]), fmt_x(row["vs_eager"]), fmt_x(row["vs_compile"]), fmt_x(row["vs_max_autotune"]),
             fmt_pct(row["roofline"], 0)]
 
@@ -201,7 +232,8 @@ def optimize_blocks(optimize: Mapping[str, Any] | None) -> list[Block]:
     if not optimize:
         return []
     blocks: list[Block] = [Heading(2, "Optimization decisions")]
-    scalars = [f"{key}: {value}" for key, value in optimize.items() if not isinstance(value, (list, dict))]
+    scalars = [f"{key}: {value}" for key, value in optimize.items()
+               if value is not None and not isinstance(value, (list, dict))]
     if scalars:
         blocks.append(Items(scalars))
     for key, value in optimize.items():
@@ -252,7 +284,7 @@ def draw_plots(out_dir: Path, result: Mapping[str, Any]) -> tuple[list[Image], s
     if figure_class is None:
         return [], plots.SKIPPED_NO_MATPLOTLIB
     images = []
-    for n, case in enumerate(bench["cases"]):
+    for n, case in enumerate(shown_bench(bench, result.get("winner"))["cases"]):
         figure = figure_class(dpi=plots.DPI)
         if not case_plot(figure, case, title=f"{result.get('name')}: {case.get('label')} {case.get('shapes')}"
                                                f"\n{bench.get('gpu') or ''}"):
