@@ -167,14 +167,14 @@ def _case(number: int, plan: dict, launches: list[dict]) -> str:
             dtype, size = "uint8", 1
         lines.append(f"    buf{index} = torch.empty({buffer['nbytes'] // size}, dtype=torch.{dtype}, device=device)")
     for launch in launches:
-        args = [_tensor_expr(arg, buffer_dtype, plan["buffers"]) if ("input" in arg or "buffer" in arg) else repr(arg["value"])
+        args = [_tensor_expr(arg, buffer_dtype, plan) if ("input" in arg or "buffer" in arg) else repr(arg["value"])
                 for arg in launch["args"] if "constexpr" not in arg]
         keywords = [f"{k}={v!r}" for k, v in {**launch["constexprs"], **launch["options"]}.items()]
         grid = ", ".join(map(str, launch["grid"]))
         call = f"    {launch['kernel']}[({grid})]({', '.join(args + keywords)})"
         lines.append(textwrap.fill(call, 116, subsequent_indent=" " * 8, break_long_words=False,
                                    break_on_hyphens=False))
-    outs = [_tensor_expr(out, buffer_dtype, plan["buffers"]) for out in plan["outputs"]]
+    outs = [_tensor_expr(out, buffer_dtype, plan) for out in plan["outputs"]]
     if plan["single"]:
         lines.append(f"    return {outs[0]}")
     elif plan.get("sequence") == "list":
@@ -184,7 +184,7 @@ def _case(number: int, plan: dict, launches: list[dict]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _tensor_expr(arg: dict, buffer_dtype: dict[int, str], buffers: list[dict]) -> str:
+def _tensor_expr(arg: dict, buffer_dtype: dict[int, str], plan: dict) -> str:
     """The expression for a tensor argument: the input itself, or a view of an input or buffer."""
     if "input" in arg:
         base, dtype = f"in{arg['input']}", None
@@ -193,10 +193,16 @@ def _tensor_expr(arg: dict, buffer_dtype: dict[int, str], buffers: list[dict]) -
     else:
         base, dtype = f"buf{arg['buffer']}", buffer_dtype.get(arg["buffer"])
     shape, stride, offset = arg["view"]
+    if "input" in arg:  # the offset counts from the caller's view (``inductor._relative``)
+        start = f"{base}.storage_offset()" + (f" + {offset}" if offset else "")
+        if arg["dtype"] != plan["key"][arg["input"]][2]:
+            raise GenerateError(f"Inductor reads input {arg['input']} as {arg['dtype']}: kernel.py does not "
+                                "reinterpret a caller's tensor")
+        return f"{base}.as_strided({tuple(shape)!r}, {tuple(stride)!r}, {start})"
     if dtype is not None and arg["dtype"] != dtype:
         base = f"{base}.view(torch.{arg['dtype']})"
     elif "buffer" in arg and offset == 0 and list(stride) == _contiguous(shape) \
-            and math.prod(shape) * _itemsize(arg["dtype"]) == buffers[arg["buffer"]]["nbytes"]:
+            and math.prod(shape) * _itemsize(arg["dtype"]) == plan["buffers"][arg["buffer"]]["nbytes"]:
         return f"{base}.view({tuple(shape)!r})"
     return f"{base}.as_strided({tuple(shape)!r}, {tuple(stride)!r}, {offset})"
 

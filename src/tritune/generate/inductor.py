@@ -124,7 +124,8 @@ def input_key(inputs: tuple) -> list:
 def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]]) -> dict:
     """The case's plan: buffers to allocate, launches in order, what ``run`` returns.
 
-    An argument is ``{"input": i, "view": ...}``, ``{"buffer": b, "view": ..., "dtype": ...}``,
+    An argument is ``{"input": i, "view": ...}`` (None: the input itself; else its offset counts
+    from the input's own), ``{"buffer": b, "view": ..., "dtype": ...}``,
     ``{"value": v}`` (a scalar or None) or ``{"constexpr": name}``."""
     outputs_seq = list(result) if isinstance(result, (tuple, list)) else [result]
     by_ptr = {}
@@ -144,8 +145,9 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
             else:
                 seen = live[arg.name]
                 where = by_ptr.get(seen["ptr"])
+                reads = not arg.name.startswith("out_ptr")  # Inductor's names: in_ptr, in_out_ptr, out_ptr
                 if where is None:
-                    if not arg.written:
+                    if reads:
                         raise GenerateError(
                             f"{name}: {label}: Inductor's kernel {launch.kernel} reads {arg.name}, which no Triton "
                             "kernel wrote: part of this spec runs outside Triton (a library call or a fallback "
@@ -155,15 +157,14 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
                     buffers.append({"nbytes": seen["nbytes"]})
                 if where[0] == "buffer":
                     buffers[where[1]]["nbytes"] = max(buffers[where[1]]["nbytes"], seen["nbytes"])
-                    if arg.written:
-                        written.add(where[1])
-                    elif where[1] not in written:
+                    if reads and where[1] not in written:
                         raise GenerateError(
                             f"{name}: {label}: Inductor's kernel {launch.kernel} reads {arg.name} before any Triton "
                             "kernel wrote it: part of this spec runs outside Triton")
-                view = None if where[0] == "input" and seen["view"] == _view(inputs[where[1]]) \
-                    and seen["dtype"] == _dtype(inputs[where[1]]) else seen["view"]
-                args.append({where[0]: where[1], "view": view, "dtype": seen["dtype"]})
+                    if arg.written:
+                        written.add(where[1])
+                args.append({where[0]: where[1], "view": _relative(seen["view"], seen["dtype"], where, inputs),
+                             "dtype": seen["dtype"]})
         steps.append({"kernel": launch.kernel, "spec": launch.to_json(), "args": args})
     outputs = []
     for k, out in enumerate(outputs_seq):
@@ -173,10 +174,21 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
         if where is None or (where[0] == "buffer" and where[1] not in written):
             raise GenerateError(f"{name}: {label}: output {k} was not written by a Triton kernel: Inductor computes it "
                                 "outside Triton, which the model-free path cannot put in kernel.py")
-        same = where[0] == "input" and _view(out) == _view(inputs[where[1]]) and _dtype(out) == _dtype(inputs[where[1]])
-        outputs.append({where[0]: where[1], "view": None if same else _view(out), "dtype": _dtype(out)})
+        outputs.append({where[0]: where[1], "view": _relative(_view(out), _dtype(out), where, inputs),
+                        "dtype": _dtype(out)})
     return {"label": label, "key": input_key(inputs), "buffers": buffers, "steps": steps, "outputs": outputs,
             "single": not isinstance(result, (tuple, list)), "sequence": type(result).__name__}
+
+
+def _relative(view: list, dtype: str, where: tuple, inputs: tuple) -> list | None:
+    """A view of an input with its offset counted from the input's own (a caller's input may itself
+    be a view into a larger storage); None when it is the input itself."""
+    if where[0] != "input":
+        return view
+    own = inputs[where[1]]
+    if view == _view(own) and dtype == _dtype(own):
+        return None
+    return [view[0], view[1], view[2] - int(own.storage_offset())]
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     if settings.dry_run:
         folder = Path(settings.dry_run)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"generate-{spec.name}-{prompt_key(settings.model, first)[:10]}.md"
+        path = folder / f"generate-{spec.name}-{prompt_key(settings.model, first, prompts.version(prompts.GENERATE))[:10]}.md"
         path.write_text("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in first))
         log(f"{spec.name}: llm dry run: prompt written to {path}")
         return _result(None, None, [], session)

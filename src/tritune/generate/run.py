@@ -74,8 +74,10 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
         if settings.llm is not None:
             from tritune.generate.llm import generate_with_llm
 
+            reference_ms, time_module = _llm_timer(worker, spec.path) if on_gpu else (None, None)
             result["llm"] = generate_with_llm(spec, out, settings.llm, device=device, worker=worker,
-                                              max_iterations=settings.max_iterations, log=log)
+                                              max_iterations=settings.max_iterations, reference_ms=reference_ms,
+                                              time_module=time_module, log=log)
             if result["llm"].get("best"):
                 result["paths"]["llm"] = result["llm"]["best"]
                 checks["llm"] = _check(worker, Path(result["llm"]["best"]), spec.path, device)
@@ -85,7 +87,7 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
             raise GenerateError(f"{spec.name}: no verified kernel" + (f" ({result['notes'][-1]})" if result["notes"] else ""))
         bench = None
         if on_gpu and settings.bench:
-            bench = _bench(worker, verified, spec.path, log)
+            bench = _bench(worker, verified, spec.path, result, log)
         winner = _winner(verified, bench)
         for case in (bench or {}).get("cases", []):  # the report's "generated" is the module kernel.py holds
             for field in ("times", "roofline_fraction"):
@@ -136,14 +138,14 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     path.write_text(text)
     check = _check(worker, path, spec.path, device)
     if not check.get("ok") and decisions:
-        result["notes"].append(f"the optimized module failed verification ({check.get('message')}): "
+        result["notes"].append(f"the optimized module failed verification ({check.get('failure')}: {check.get('message')}): "
                                "kernel.py holds Inductor's configuration instead")
         text, _ = emit(body["plans"], capture, {}, name=spec.name, origin=origin.replace(
             "optimized by tritune's search", "as Inductor configured them"))
         path.write_text(text)
         check = _check(worker, path, spec.path, device)
     if not check.get("ok"):
-        result["notes"].append(f"model-free kernel.py failed verification: {check.get('message')}")
+        result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
     return path, check
 
 
@@ -187,16 +189,35 @@ def _check(worker: Any, module: Path, spec_path: Path, device: str) -> dict:
     return {"ok": False, "failure": kind, "message": message, "cases": [], "launches": 0}
 
 
-def _bench(worker: Any, modules: dict[str, Path], spec_path: Path, log: Callable[[str], None]) -> dict | None:
+def _bench(worker: Any, modules: dict[str, Path], spec_path: Path, result: dict,
+           log: Callable[[str], None]) -> dict | None:
     log("benchmarking against eager, torch.compile and max-autotune-no-cudagraphs (CUDA events, 10 + 200 runs)")
     outcome = worker.call("tritune.generate.bench:bench_job",
                           {"modules": {name: str(path) for name, path in modules.items()}, "spec": str(spec_path),
                            "device": "cuda", "modes": ["eager", "compile", "max-autotune-no-cudagraphs"],
                            "warmup": 10, "runs": 200}, timeout_s=BENCH_TIMEOUT_S)
     if not outcome.ok:
+        result["bench_error"] = outcome.failure.message
         log(f"benchmark failed: {outcome.failure.message}")
         return None
     return outcome.value
+
+
+def _llm_timer(worker: Any, spec_path: Path) -> tuple[dict, Callable[[Path], dict]]:
+    """For the LLM loop's "slower" (GPU only): eager's p50 per case, and a function timing a
+    verified candidate's p50 per case (50 timed runs; the model's code keeps its sandbox limits)."""
+    from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
+
+    def p50(modules: dict[str, str], name: str) -> dict:
+        outcome = worker.call("tritune.generate.bench:bench_job",
+                              {"modules": modules, "spec": str(spec_path), "device": "cuda", "modes": ["eager"],
+                               "warmup": 10, "runs": 50},
+                              timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S, memory_mb=SANDBOX_MEMORY_MB)
+        if not outcome.ok:
+            raise RuntimeError(outcome.failure.message)
+        return {case["label"]: case["times"][name]["p50"] for case in outcome.value["cases"] if name in case["times"]}
+
+    return p50({}, "eager"), lambda path: p50({"candidate": str(path)}, "candidate")
 
 
 def _winner(verified: dict[str, Path], bench: dict | None) -> str:

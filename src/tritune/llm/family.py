@@ -350,7 +350,7 @@ class LLMProposer:
 _MEASURED = re.compile(r"(?<![\w.])\d+\.\d+(?:[eE][-+]?\d+)?")
 
 
-def prompt_key(model: str, messages: list[dict]) -> str:
+def prompt_key(model: str, messages: list[dict], template: str | None = None) -> str:
     """The key a reply is stored under: the model, the template version and the messages, with
     the decimal numbers outside code blocks (times, speedups, measured bandwidth, ncu metrics)
     masked, so that a resumed run, which measures its baseline anew, finds the replies it paid
@@ -360,7 +360,7 @@ def prompt_key(model: str, messages: list[dict]) -> str:
         parts[::2] = [_MEASURED.sub("#", part) for part in parts[::2]]
         return "```".join(parts)
 
-    body = json.dumps({"model": model, "template": prompts.version(),
+    body = json.dumps({"model": model, "template": template or prompts.version(),
                        "messages": [{**m, "content": stable(m["content"])} for m in messages]}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
 

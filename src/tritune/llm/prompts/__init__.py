@@ -7,7 +7,9 @@ for ``tritune generate`` (``generate.llm``), ``generate.md`` (the spec, its shap
 module must define, the tolerance and the rules) and ``generate_fix.md`` (an attempt's failure class,
 its message cut to 300 characters, and a line of guidance for some classes).
 They are ``string.Template`` texts (``$name``), so the braces of code need no escaping.
-``VERSION`` is the hash of them all: a change of prompt shows in every stored exchange.
+``version(names)`` is the hash of a set of them (by default the proposer's, ``PROPOSER``): a change
+of prompt shows in every stored exchange, and a change of ``generate``'s prompts leaves the
+proposer's stored replies usable.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import hashlib
 import string
 from importlib import resources
 
-NAMES = ("system", "propose", "fix", "generate", "generate_fix")
+PROPOSER = ("system", "propose", "fix")
+GENERATE = ("generate", "generate_fix")
+NAMES = PROPOSER + GENERATE
 
 
 @functools.cache
@@ -26,9 +30,9 @@ def template(name: str) -> string.Template:
 
 
 @functools.cache
-def version() -> str:
+def version(names: tuple[str, ...] = PROPOSER) -> str:
     digest = hashlib.sha256()
-    for name in NAMES:
+    for name in names:
         digest.update(template(name).template.encode())
     return digest.hexdigest()[:12]
 

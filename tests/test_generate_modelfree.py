@@ -1,0 +1,154 @@
+"""``tritune generate``'s model-free path on the CPU: Inductor's real kernels for a spec (generated
+for CPU tensors and run on Triton's interpreter, ``inductor.on_interpreter``), captured with their
+plans, written into kernel.py, verified; decisions baked in, or refused when wrong or not bakeable.
+
+The interpreter has no libdevice (tanh, erf, rsqrt), so the specs here are relu and sums."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tritune.generate import run as flow  # noqa: E402
+from tritune.generate.inductor import GenerateError  # noqa: E402
+from tritune.generate.run import GenerateSettings, generate  # noqa: E402
+from tritune.replay.variant import Variant  # noqa: E402
+
+SPEC = '''
+import torch
+name = "bias_relu"
+
+def reference(x, bias):
+    return torch.relu(x + bias) * 2.0
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(8, 40, generator=g).to(device), torch.randn(40, generator=g).to(device))]
+'''
+
+MATMUL_SPEC = '''
+import torch
+
+def reference(x, w, bias):
+    return torch.relu(x @ w + bias)
+
+def inputs(device):
+    return [(torch.randn(16, 32, device=device), torch.randn(32, 16, device=device), torch.randn(16, device=device))]
+'''
+
+QUIET = GenerateSettings(budget_s=0, bench=False, interpret=True)
+
+
+def _spec(tmp_path: Path, text: str = SPEC) -> Path:
+    path = tmp_path / "spec.py"
+    path.write_text(text)
+    return path
+
+
+def _run_kernel(path: Path, body: str) -> str:
+    """Run ``body`` in a fresh interpreter with kernel.py imported as ``kernel`` (Triton's
+    interpreter must be on before Triton and Inductor's helpers are first imported)."""
+    code = (f"import importlib.util, torch\nspec = importlib.util.spec_from_file_location('kernel', {str(path)!r})\n"
+            "kernel = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(kernel)\n" + body)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+CHECK_RUN = """
+x, bias = torch.randn(8, 40), torch.randn(40)
+print(torch.equal(kernel.run(x, bias), torch.relu(x + bias) * 2.0))
+try:
+    kernel.run(torch.randn(5, 5), torch.randn(5))
+except ValueError as exc:
+    print(exc)
+"""
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def test_kernel_py_runs_without_torch_compile_and_matches_the_reference(tmp_path, interpreted):
+    result = generate(_spec(tmp_path), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["winner"] == "inductor" and result["fused"] and result["check"]["ok"]
+    labels = [case["label"] for case in result["check"]["cases"]]
+    assert len(labels) >= 3  # the spec's case and the derived odd shapes
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert "torch.compile(" not in text and "_dynamo" not in text and "triton_heuristics" not in text
+    assert "@triton.jit" in text
+    same, error = _run_kernel(tmp_path / "out" / "kernel.py", CHECK_RUN).splitlines()
+    assert same == "True" and error.startswith("bias_relu: no kernel for inputs")
+    saved = json.loads((tmp_path / "out" / "generate.json").read_text())
+    assert saved["winner"] == "inductor" and (tmp_path / "out" / "report.md").exists()
+
+
+def _planted(monkeypatch, make):
+    """The optimize loop replaced by one that 'decides' ``make(spec)`` for every launch."""
+    from tritune.capture.spec import LaunchSpec
+
+    def decide(capture, folder, body, settings, result, log):
+        out = {}
+        for plan in body["plans"]:
+            for step in plan["steps"]:
+                spec = LaunchSpec.from_json(step["spec"])
+                out[spec.id] = make(spec, capture)
+        result["optimize"] = {"decided": len(out)}
+        return out
+
+    monkeypatch.setattr(flow, "_optimize", decide)
+
+
+def test_a_decided_config_is_baked_in_with_its_grid(tmp_path, interpreted, monkeypatch):
+    _planted(monkeypatch, lambda spec, capture: Variant(name="x16", constexprs={"XBLOCK": 16}))
+    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+                      log=lambda line: None)
+    assert result["check"]["ok"]
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert "XBLOCK=16" in text and "[(20, 1, 1)]" in text  # 320 elements / 16
+    assert "optimized by tritune's search" in text
+
+
+def test_a_wrong_decision_is_caught_and_inductors_configuration_kept(tmp_path, interpreted, monkeypatch):
+    def wrong(spec, capture):  # a "rewrite" that computes relu(x + bias) * 3
+        source = (capture / spec.source).read_text()
+        assert "2.0" in source
+        return Variant(name="planted", source=source.replace("2.0", "3.0"))
+
+    _planted(monkeypatch, wrong)
+    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+                      log=lambda line: None)
+    assert result["check"]["ok"]
+    assert any("failed verification (wrong_result: case 'spec 0'" in note for note in result["notes"])
+    assert _run_kernel(tmp_path / "out" / "kernel.py", CHECK_RUN).splitlines()[0] == "True"
+
+
+def test_a_decision_that_needs_tritune_at_run_time_is_not_baked(tmp_path, interpreted, monkeypatch):
+    _planted(monkeypatch, lambda spec, capture: Variant(name="p", passes=("merge-redundant-loads",)))
+    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+                      log=lambda line: None)
+    assert result["check"]["ok"]
+    assert any("not baked in: compiler passes" in note for note in result["notes"])
+
+
+def test_work_outside_triton_is_one_line(tmp_path, interpreted):
+    with pytest.raises(GenerateError, match="outside Triton"):
+        generate(_spec(tmp_path, MATMUL_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+
+
+def test_without_a_gpu_or_a_model_the_cli_says_so_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tritune", "generate", str(_spec(tmp_path)), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "tritune generate: the model-free path needs a GPU (Inductor generates Triton kernels only for one); "
+        "without one, give --llm URL --llm-model NAME"]
