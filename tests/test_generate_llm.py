@@ -194,3 +194,30 @@ def test_an_unreachable_endpoint_is_one_line_and_no_best(spec, tmp_path, worker,
     assert result["best"] is None and result["attempts"] == [] and result["requests"] == 0
     [said] = lines
     assert "unreachable" in said and "\n" not in said and key not in said
+
+
+def test_the_command_without_a_gpu_runs_the_llm_path_and_writes_its_artefacts(tmp_path, key):
+    """`tritune generate SPEC --out DIR --llm URL` on the CPU: the model-free path says it needs a
+    GPU (a note), the model's verified module becomes DIR/kernel.py, and the report says so."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "bias_relu.py"
+    path.write_text(SPEC)
+    out = tmp_path / "out"
+    with ScriptedServer([WRONG, CORRECT]) as server:
+        done = subprocess.run([sys.executable, "-m", "tritune", "generate", str(path), "--out", str(out), "--llm",
+                               server.url, "--llm-model", "scripted"], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(server.requests) == 2
+    result = json.loads((out / "generate.json").read_text())
+    assert result["winner"] == "llm" and result["check"]["ok"]
+    assert any("model-free path needs a GPU" in note for note in result["notes"])
+    assert (out / "kernel.py").read_text() == (out / "llm" / "kernel.py").read_text()
+    assert "llm" in (out / "report.md").read_text().lower()
+    for file in out.rglob("*"):
+        if file.is_file():
+            assert key not in file.read_text(errors="replace"), file
