@@ -80,7 +80,7 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
                 launches.append((recorder.add(launch, values), _live(values)))
 
             inputs = tuple(case.tensors)
-            with inductor.recording(add):
+            with inductor.recording(add), torch.no_grad():  # kernel.py computes the forward only
                 result = compiled(*inputs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
