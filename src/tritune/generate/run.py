@@ -8,7 +8,9 @@
    ``DIR/inductor/kernel.py`` with the decisions baked in (``emit``). That module is verified
    against the reference on the spec's cases and the derived odd shapes (``check.check_job``);
    should the optimized one fail, the one without decisions is written instead, and the notes say so.
-3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``.
+3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``; where
+   the loop can run (a GPU), that module goes through it too and its decisions are baked into
+   ``DIR/llm/optimized.py`` (``modules``), kept only if it verifies.
 4. The faster verified module becomes ``DIR/kernel.py`` (on a GPU, by the benchmark's p50 summed
    over the spec's cases; without one the only verified module, the model-free one first), then the
    benchmark against eager, torch.compile and max-autotune (``bench.bench_job``, GPU only), and
@@ -79,8 +81,11 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
                                               max_iterations=settings.max_iterations, reference_ms=reference_ms,
                                               time_module=time_module, log=log)
             if result["llm"].get("best"):
-                result["paths"]["llm"] = result["llm"]["best"]
-                checks["llm"] = _check(worker, Path(result["llm"]["best"]), spec.path, device)
+                best = Path(result["llm"]["best"])
+                if modelfree and settings.budget_s > 0:
+                    best = _llm_optimized(spec, best, out, settings, worker, device, result, log)
+                result["paths"]["llm"] = str(best)
+                checks["llm"] = _check(worker, best, spec.path, device)
         verified = {name: Path(result["paths"][name]) for name, check in checks.items() if check.get("ok")}
         if not verified:
             _write(out, result)
@@ -151,30 +156,63 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
 
 def _optimize(capture: Path, folder: Path, body: dict, settings: GenerateSettings, result: dict,
               log: Callable[[str], None]) -> dict:
-    """The loop on the captured kernels; spec id -> the decided Variant."""
-    from tritune.capture.spec import LaunchSpec
+    """The loop on Inductor's captured kernels; spec id -> the decided Variant."""
+    decided = _loop_on(capture, folder, settings, len(body["kernels"]), result, "optimize", log)
+    return {spec.id: variant for spec, variant in decided}
+
+
+def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: int, result: dict, field: str,
+             log: Callable[[str], None]) -> list[tuple[Any, Any]]:
+    """tritune's loop on a capture (compiler passes left out: kernel.py cannot hold them), for at
+    most ``settings.budget_s``; the usable decisions as (LaunchSpec, Variant), summed up in
+    ``result[field]``."""
+    from tritune.generate.modules import decisions_for
     from tritune.loop.kernel import LoopSettings
     from tritune.loop.session import optimize
-    from tritune.store import DecisionStore, key_for
 
     store_path = folder / "decisions.db"
     loop = LoopSettings(budget_s=settings.per_kernel_s, jobs=settings.jobs, without=("passes",))
-    log(f"optimizing {len(body['kernels'])} kernel(s) for up to {settings.budget_s:g} s")
+    log(f"optimizing {kernels} kernel(s) for up to {settings.budget_s:g} s")
     runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
                     command="tritune generate")
-    target = {k: body["target"][k] for k in ("gpu", "capability", "triton_version")}
-    decisions = {}
-    with DecisionStore(store_path) as store:
-        for plan in body["plans"]:
-            for step in plan["steps"]:
-                spec = LaunchSpec.from_json(step["spec"])
-                decision = store.decision_for(key_for(spec, **target))
-                if decision is not None and decision.usable:
-                    decisions[spec.id] = decision.variant
-    result["optimize"] = {"kernels": len(runs.kernels), "decided": len(decisions),
-                          "decisions": {sid: v.describe() for sid, v in decisions.items()},
-                          "stopped": runs.stopped}
-    return decisions
+    decided = decisions_for(capture, store_path, runs.target)
+    result[field] = {"kernels": len(runs.kernels), "decided": len(decided),
+                     "decisions": {spec.id: variant.describe() for spec, variant in decided}, "stopped": runs.stopped}
+    return decided
+
+
+def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings, worker: Any, device: str,
+                   result: dict, log: Callable[[str], None]) -> Path:
+    """The model's verified module through the same loop, its decisions baked into
+    ``DIR/llm/optimized.py`` (``modules.bake``); the module itself when nothing was decided, the
+    capture failed, or the baked module does not verify."""
+    from tritune.generate.modules import bake
+    from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
+
+    folder = out / "llm"
+    capture = folder / "capture"
+    if capture.exists():
+        shutil.rmtree(capture)
+    captured = worker.call("tritune.generate.modules:capture_module_job",
+                           {"module": str(best), "spec": str(spec.path), "device": device, "capture": str(capture)},
+                           timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S, memory_mb=SANDBOX_MEMORY_MB)
+    if not captured.ok:
+        result["notes"].append(f"the model's module was not optimized: its launches could not be captured "
+                               f"({captured.failure.message})")
+        return best
+    decided = _loop_on(capture, folder, settings, len(captured.value["kernels"]), result, "llm_optimize", log)
+    if not decided:
+        return best
+    text, notes = bake(best.read_text(), decided)
+    result["notes"] += notes
+    path = folder / "optimized.py"
+    path.write_text(text)
+    check = _check(worker, path, spec.path, device)
+    if not check.get("ok"):
+        result["notes"].append(f"the model's module with its decisions baked in failed verification "
+                               f"({check.get('failure')}: {check.get('message')}): kept without them")
+        return best
+    return path
 
 
 def _check(worker: Any, module: Path, spec_path: Path, device: str) -> dict:

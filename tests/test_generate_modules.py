@@ -1,0 +1,137 @@
+"""A generated module through the model-free optimization: decisions baked into its text
+(``generate.modules.bake``), and the flow that captures it, bakes and re-verifies (``run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llm_server import ScriptedServer
+from test_generate_llm import CORRECT, SPEC
+from test_llm_loop import key  # noqa: F401 - the LLM key in the environment, shared
+
+from tritune.capture.spec import LaunchSpec
+from tritune.generate.modules import bake
+from tritune.replay.variant import Variant
+
+MODULE = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def run(x):  # a comment that stays
+    out = x.new_empty(x.shape)
+    k[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+'''
+META_GRID = MODULE.replace("k[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)",
+                           "k[lambda meta: (triton.cdiv(x.numel(), meta['BLOCK']),)](x, out, x.numel(), BLOCK=64,\n"
+                           "                                                            num_warps=4)")
+
+
+def _spec() -> LaunchSpec:
+    return LaunchSpec(kernel="k", kind="jit", module="m", source_file="m.py", source="sources/m.py", source_hash="0",
+                      args=[], constexprs={"BLOCK": 64}, options={"num_warps": 4}, grid=[1, 1, 1])
+
+
+def test_options_are_added_to_the_one_launch_and_the_rest_is_unchanged():
+    text, notes = bake(MODULE, [(_spec(), Variant(options={"num_warps": 8, "num_stages": 2}))])
+    assert notes == []
+    assert "x.numel(), BLOCK=64, num_warps=8, num_stages=2)" in text
+    assert text.replace(", num_warps=8, num_stages=2", "") == MODULE
+
+
+def test_an_option_already_written_is_replaced_in_place():
+    text, _ = bake(META_GRID, [(_spec(), Variant(options={"num_warps": 2}))])
+    assert "num_warps=2)" in text and "num_warps=4" not in text
+
+
+def test_a_constexpr_is_baked_only_where_the_grid_follows_it():
+    fixed, notes = bake(MODULE, [(_spec(), Variant(constexprs={"BLOCK": 128}))])
+    assert fixed == MODULE and any("BLOCK not baked in" in note for note in notes)
+    meta, notes = bake(META_GRID, [(_spec(), Variant(constexprs={"BLOCK": 128}))])
+    assert "BLOCK=128" in meta and notes == []
+
+
+def test_a_rewritten_kernel_is_spliced_in_by_name():
+    rewritten = MODULE.replace("tl.load(x_ptr + offs, mask=offs < n)",
+                               "tl.load(x_ptr + offs, mask=offs < n, eviction_policy='evict_first')")
+    text, notes = bake(MODULE, [(_spec(), Variant(source=rewritten))])
+    assert text == rewritten and notes == []
+
+
+@pytest.mark.parametrize("variant, why", [
+    (Variant(passes=("merge-redundant-loads",)), "compiler passes"),
+    (Variant(grid={"persistent": {"k": 4, "tiles": "_tritune_tiles"}}), "persistent grid"),
+    (Variant(options={"num_warps": 8}, assumes=("noalias",)), "noalias"),
+])
+def test_decisions_that_need_tritune_at_run_time_are_named_not_baked(variant, why):
+    text, notes = bake(MODULE, [(_spec(), variant)])
+    assert text == MODULE and len(notes) == 1 and why in notes[0]
+
+
+def test_two_launch_sites_leave_the_options_alone():
+    twice = MODULE.replace("    return out\n", "    k[(1,)](x, out, 1, BLOCK=64)\n    return out\n")
+    text, notes = bake(twice, [(_spec(), Variant(options={"num_warps": 8}))])
+    assert text == twice and "more or fewer than one place" in notes[0]
+
+
+# ------------------------------------------------------------------------------------ the flow
+
+DRIVER = '''
+import json, sys
+from pathlib import Path
+from tritune.capture.spec import read_launches
+from tritune.generate import run as flow
+from tritune.replay.variant import Variant
+
+mode = sys.argv[3]
+
+def planted(capture, folder, settings, kernels, result, field, log):
+    """The loop replaced: every captured launch 'decided' with a planted variant."""
+    out = []
+    for spec in read_launches(capture):
+        source = (Path(capture) / spec.source).read_text()
+        variant = Variant(options={"num_warps": 2}) if mode == "good" else \\
+            Variant(source=source.replace("tl.maximum(x + b, 0.0)", "tl.maximum(x + b, 0.5)"))
+        out.append((spec, variant))
+    result[field] = {"decided": len(out)}
+    return out
+
+flow._loop_on = planted
+from tritune.generate.run import GenerateSettings, generate
+from tritune.llm.family import LLMSettings
+result = generate(sys.argv[1], sys.argv[2], GenerateSettings(budget_s=1, bench=False, interpret=True,
+                  llm=LLMSettings(url=sys.argv[4], model="scripted")), log=lambda line: None)
+print(json.dumps({"paths": result["paths"], "notes": result["notes"], "ok": result["check"]["ok"],
+                  "winner": result["winner"]}))
+'''
+
+
+@pytest.mark.parametrize("mode", ["good", "wrong"])
+def test_the_models_module_is_optimized_and_reverified(tmp_path, key, mode):
+    """Matmul-free relu: Inductor's path runs too (on the interpreter); the model's module is
+    captured, 'decided' (planted), baked and verified; a wrong decision is refused."""
+    spec = tmp_path / "bias_relu.py"
+    spec.write_text(SPEC)
+    with ScriptedServer([CORRECT]) as server:
+        done = subprocess.run([sys.executable, "-c", DRIVER, str(spec), str(tmp_path / "out"), mode, server.url],
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"]
+    llm_path = Path(result["paths"]["llm"])
+    if mode == "good":
+        assert llm_path.name == "optimized.py" and "num_warps=2" in llm_path.read_text()
+    else:
+        assert llm_path.name == "kernel.py"
+        assert any("baked in failed verification (wrong_result" in note for note in result["notes"])
