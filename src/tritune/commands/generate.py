@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tritune.commands.checks import writable_dir
-from tritune.commands.optimize import _llm_settings, _price
+from tritune.commands.llm import endpoint_options, llm_settings
 
 
 @click.command()
@@ -16,22 +16,16 @@ from tritune.commands.optimize import _llm_settings, _price
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Where kernel.py, generate.json and report.md/html go.")
 @click.option("--budget-s", type=click.FloatRange(min=0), default=120.0, show_default=True,
-              help="Seconds the optimize loop may spend on the model-free kernels (0: none).")
+              help="Seconds the optimize loop may spend on each verified module's kernels (0: none).")
 @click.option("--per-kernel-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds per kernel at most within --budget-s.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16.")
-@click.option("--llm", "llm_url", default=None, metavar="URL",
-              help="An OpenAI-compatible endpoint: seed 004's loop writes a kernel too; the faster verified one wins. "
-                   "Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.")
-@click.option("--llm-model", default=None, metavar="NAME", help="The model to ask (required with --llm).")
+@endpoint_options("An OpenAI-compatible endpoint: seed 004's loop writes a kernel too; the faster verified one "
+                  "wins. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
+                  "Write the first prompt to OUT/llm-prompts/ instead of sending it.")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=15, show_default=True,
               help="Replies the model may give (each verified; failures go back to it).")
-@click.option("--llm-max-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Most tokens a reply may have.")
-@click.option("--llm-price", default=None, metavar="IN,OUT", callback=_price,
-              help="Dollars per million tokens in and out: the cost line then says dollars.")
-@click.option("--llm-dry-run", is_flag=True, help="Write the first prompt to OUT/llm-prompts/ instead of sending it.")
 @click.option("--bench/--no-bench", default=True, show_default=True,
               help="Benchmark against eager, torch.compile and max-autotune (GPU only).")
 @click.option("--interpret-inductor", is_flag=True, hidden=True,
@@ -54,7 +48,7 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
     from tritune.generate.spec import SpecError
     from tritune.loop.evaluate import default_jobs
 
-    llm = _llm_settings(llm_url, llm_model, 1, 0, llm_max_tokens, llm_price, llm_dry_run, out_dir, None)
+    llm = llm_settings(llm_url, llm_model, 1, 0, llm_max_tokens, llm_price, llm_dry_run, out_dir, None)
     settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=jobs or default_jobs(), llm=llm,
                                 max_iterations=max_iterations, bench=bench, interpret=interpret_inductor)
     try:

@@ -25,6 +25,7 @@ import click
 
 from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import writable_dir
+from tritune.commands.llm import endpoint_options, llm_settings
 
 
 def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -45,44 +46,6 @@ def _family_order(ctx: click.Context, param: click.Parameter, value: str | None)
     if not names:
         raise click.BadParameter("name at least one family")
     return _families(ctx, param, names)
-
-
-def _price(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    try:
-        price_in, price_out = (float(part) for part in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not IN,OUT (dollars per million tokens, e.g. 2.5,10)") from None
-    if price_in < 0 or price_out < 0:
-        raise click.BadParameter(f"{value!r}: prices cannot be negative")
-    return price_in, price_out
-
-
-def _llm_settings(url: str | None, model: str | None, rounds: int, fixes: int, max_tokens: int,
-                  price: tuple[float, float] | None, dry_run: bool, out_dir: Path,
-                  family_order: tuple[str, ...] | None):
-    """``LLMSettings`` from the options, or None without --llm; a usage error for options that
-    need --llm, or an endpoint URL that cannot be one."""
-    if url is None:
-        given = [name for name, value in (("--llm-model", model), ("--llm-price", price),
-                                          ("--llm-dry-run", dry_run)) if value]
-        if given:
-            raise click.UsageError(f"{given[0]} needs --llm URL")
-        if family_order and "llm" in family_order:
-            raise click.UsageError("--families names llm, which needs --llm URL and --llm-model NAME")
-        return None
-    if not model:
-        raise click.UsageError("--llm needs --llm-model NAME (the model the endpoint serves)")
-    from tritune.llm.client import LLMError, check_base_url
-    from tritune.llm.family import LLMSettings
-
-    try:
-        url = check_base_url(url)
-    except LLMError as exc:
-        raise click.UsageError(str(exc)) from None
-    return LLMSettings(url=url, model=model, rounds=rounds, max_tokens=max_tokens, fixes=fixes, price=price,
-                       dry_run=str(out_dir / "llm-prompts") if dry_run else None)
 
 
 @click.command(context_settings=RUNS_A_COMMAND)
@@ -121,19 +84,13 @@ def _llm_settings(url: str | None, model: str | None, rounds: int, fixes: int, m
               help="Leave this proposer family out (e.g. source-rewrite: a run with knobs only); repeatable.")
 @click.option("--families", "family_order", default=None, metavar="A,B,...", callback=_family_order,
               help="Only these proposer families, in this order (e.g. llm: the model alone).")
-@click.option("--llm", "llm_url", default=None, metavar="URL",
-              help="An OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1): its model proposes rewrites "
-                   "after the model-free families. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.")
-@click.option("--llm-model", default=None, metavar="NAME", help="The model to ask (required with --llm).")
+@endpoint_options("An OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1): its model proposes rewrites "
+                  "after the model-free families. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
+                  "Write the prompts to OUT/llm-prompts/ instead of sending them.")
 @click.option("--llm-rounds", type=click.IntRange(min=1), default=8, show_default=True,
               help="Proposals the model makes per kernel.")
 @click.option("--llm-fixes", type=click.IntRange(min=0), default=2, show_default=True,
               help="Times a failed proposal goes back to the model with its failure.")
-@click.option("--llm-max-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Most tokens a reply may have.")
-@click.option("--llm-price", default=None, metavar="IN,OUT", callback=_price,
-              help="Dollars per million tokens in and out: the cost lines then say dollars.")
-@click.option("--llm-dry-run", is_flag=True, help="Write the prompts to OUT/llm-prompts/ instead of sending them.")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -164,7 +121,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if len(given) != 1:
         raise click.UsageError("give exactly one of -- COMMAND, --launches DIR, --inductor-dir DIR"
                                + (f" (got {', '.join(given)})" if given else ""))
-    llm = _llm_settings(llm_url, llm_model, llm_rounds, llm_fixes, llm_max_tokens, llm_price, llm_dry_run,
+    llm = llm_settings(llm_url, llm_model, llm_rounds, llm_fixes, llm_max_tokens, llm_price, llm_dry_run,
                         out_dir, family_order)
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
