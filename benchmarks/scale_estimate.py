@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -43,9 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-try:
-    import tritune  # noqa: F401  (only: is it importable?)
-except ImportError:  # not installed: this tree's
+if importlib.util.find_spec("tritune") is None:  # not installed: this tree's
     sys.path.insert(0, str(HERE.parent / "src"))
 
 # The captures a model's key count is read from: a running program's capture where one was
@@ -311,8 +310,6 @@ def triton_cache_bytes(cache_dir: str | os.PathLike, probe: Sequence = CACHE_PRO
 
 
 def _compile_probe(cache_dir: str, probe: Sequence, warps: Sequence[int]) -> list[int]:
-    import importlib.util
-
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
