@@ -247,6 +247,7 @@ def store_bytes(path: str | os.PathLike) -> dict:
             out["tables"][table] = {"rows": rows, "data": data, "pages": used,
                                     "per_row": (used if used is not None else data) / rows if rows else None}
         out["tensors_per_key"] = _tensors_per_key(conn)
+        out["check_bytes"] = _check_bytes(conn)
         return out
     finally:
         conn.close()
@@ -261,6 +262,14 @@ def _pages(conn: sqlite3.Connection) -> dict[str, int] | None:
 
 def _indexes(conn: sqlite3.Connection, table: str) -> set:
     return {row[1] for row in conn.execute(f"PRAGMA index_list({table})")}
+
+
+def _check_bytes(conn: sqlite3.Connection) -> dict:
+    """The verification records' checks (one per tensor and input set): how many, mean JSON bytes."""
+    sizes = [len(json.dumps(check)) for (text,) in conn.execute("SELECT verification FROM candidates "
+                                                                "WHERE verification IS NOT NULL")
+             for check in (json.loads(text) or {}).get("checks", [])]
+    return {"checks": len(sizes), "mean": statistics.mean(sizes) if sizes else None}
 
 
 def _tensors_per_key(conn: sqlite3.Connection) -> list[dict]:
@@ -481,7 +490,10 @@ def render(found: Mapping, store: Mapping | None = None, contention: Mapping | N
                   "| table | rows | value bytes | file bytes (pages) | per row |", "|---|---|---|---|---|"]
         for table, t in store["tables"].items():
             lines.append(f"| {table} | {t['rows']} | {t['data']} | {_f(t['pages'])} | {_f(t['per_row'], 0)} |")
-        lines += ["", "| kernel | tensors | candidates | mean candidate bytes |", "|---|---|---|---|"]
+        checks = store["check_bytes"]
+        lines += ["", f"Verification checks (one per tensor and input set): {checks['checks']}, "
+                  f"{_f(checks['mean'], 0)} bytes each (mean).",
+                  "", "| kernel | tensors | candidates | mean candidate bytes |", "|---|---|---|---|"]
         lines += [f"| {k['kernel']} | {k['tensors']} | {k['candidates']} | {_f(k['mean_bytes'], 0)} |"
                   for k in store["tensors_per_key"]]
     if cache:

@@ -134,7 +134,7 @@ def make_store(path):
             cand = store.add_candidate(run, key, {"name": f"w{n}", "options": {"num_warps": n}, "constexprs": {},
                                                   "passes": [], "fast_math": False, "source": None})
             store.claim(cand.id, run)
-            store.finish_candidate(cand.id, "verified", verification={"ok": True, "checks": []},
+            store.finish_candidate(cand.id, "verified", verification={"ok": True, "checks": [{"name": "x"}] * n},
                                    timings={"median_ms": 1.0})
         store.finish_run(run)
 
@@ -145,6 +145,7 @@ def test_store_bytes_counts_rows_and_tensors(tmp_path):
     found = se.store_bytes(path)
     assert found["tables"]["candidates"]["rows"] == 3 and found["tables"]["keys"]["rows"] == 1
     assert found["tables"]["candidates"]["data"] > 0 and found["tables"]["decisions"]["per_row"] is None
+    assert found["check_bytes"] == {"checks": 7, "mean": len('{"name": "x"}')}
     assert found["tensors_per_key"] == [{"kernel": "kern", "tensors": 2, "candidates": 3,
                                          "mean_bytes": pytest.approx(found["tables"]["candidates"]["data"] / 3)}]
 
