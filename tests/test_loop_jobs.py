@@ -218,6 +218,7 @@ def test_a_round_takes_the_workers_that_ran_last(captured):  # noqa: F811
 
     class Stub:
         timeout_s = 60.0
+        pid = 1  # its process lives on (Evaluator starts a worker whose process ended again)
 
         def __init__(self, name, used):
             self.name, self.used = name, used

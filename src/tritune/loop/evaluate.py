@@ -17,6 +17,15 @@ Each candidate's wall seconds are split (``Evaluated.split``): ``verify_s`` comp
 verifying, ``time_s`` being timed, ``wait_s`` the rest (queued for a worker or for the timing
 worker, waiting for the GPU lock, a worker's restart after a crash).
 
+Lanes (``tritune optimize --workers``, ``loop.lanes``) run one evaluator each, in a thread of
+their own, and need two things of it. ``interrupt()``, from another thread (Ctrl-C reaches the
+main thread only), kills what its workers run and makes every call from then on raise
+``Interrupted``: a job cut short is never recorded as a candidate's crash. And a worker whose
+process cannot be started again (``START_TRIES`` tries after it ended; a GPU that fails at
+start counts, ``loop.device_ready``) raises ``WorkerLost`` rather than fail every candidate
+after it: its lane gives up and another lane takes the key. A worker whose process ended is
+started again at once for that check, not at its next call (same number of starts).
+
 Tests substitute the timing (``Evaluator.retime``): on the CPU the interpreter's times measure
 numpy, and the loop's decisions must still be exercised end to end. Building and verifying are
 never substituted.
@@ -57,15 +66,26 @@ MAX_DEFAULT_JOBS = 16  # past this, more compilers mostly queue on the one timin
 # and three verified input sets take seconds of CPU; a worker with torch and CUDA up holds a few GiB.
 SANDBOX_CPU_S = 300.0
 SANDBOX_MEMORY_MB = 16384.0
+START_TRIES = 2  # a worker whose process ended and cannot be started this many times more is lost
 
 
-def default_jobs() -> int:
-    """The CPU cores this process may use (compilation is CPU-bound), at most ``MAX_DEFAULT_JOBS``."""
+class Interrupted(BaseException):
+    """The evaluator was interrupted (``Evaluator.interrupt``): what its calls returned is not to
+    be recorded. A BaseException, like KeyboardInterrupt, so that nothing on the way catches it."""
+
+
+class WorkerLost(RuntimeError):
+    """A worker's process cannot be started again: this evaluator can evaluate nothing more."""
+
+
+def default_jobs(lanes: int = 1) -> int:
+    """The CPU cores this process may use (compilation is CPU-bound), shared by ``lanes`` lanes
+    (``optimize --workers``: each lane has its own verify workers), at most ``MAX_DEFAULT_JOBS``."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_JOBS, cores))
+    return max(1, min(MAX_DEFAULT_JOBS, cores // max(1, lanes)))
 
 
 @dataclasses.dataclass
@@ -121,7 +141,41 @@ class Evaluator:
             self._idle.put(verifier)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopping = threading.Event()
+        self._interrupted = threading.Event()
         self.progress_s = PROGRESS_S  # tests: 0 times one launch a call and logs each
+
+    def interrupt(self) -> None:
+        """From any thread: kill what the workers run; every call from now on raises ``Interrupted``."""
+        self._interrupted.set()
+        self._stopping.set()
+        for worker in {id(w): w for w in [*self.verifiers, self.worker]}.values():
+            worker.abort()
+
+    def call(self, job: str, payload: Any, **call: Any) -> Outcome:
+        """``job`` on the timing worker (e.g. ``loop.jobs.TARGET_JOB``), as every job here is called."""
+        return self._call(self.worker, job, payload, **call)
+
+    def _call(self, worker: Worker, job: str, payload: Any, **call: Any) -> Outcome:
+        """``worker.call``, then: ``Interrupted`` if ``interrupt`` came meanwhile; ``WorkerLost``
+        if the worker's process ended (or never started) and cannot be started again."""
+        if self._interrupted.is_set():
+            raise Interrupted()
+        outcome = worker.call(job, payload, **call)
+        if self._interrupted.is_set():
+            raise Interrupted()
+        if not outcome.ok and worker.pid is None and not self._stopping.is_set():  # not a round left early
+            self._revive(worker, outcome.failure)
+        return outcome
+
+    def _revive(self, worker: Worker, failure: Failure) -> None:
+        for _ in range(START_TRIES):
+            started = worker.start()
+            if self._interrupted.is_set():
+                raise Interrupted()
+            if started.ok:
+                return
+            failure = started.failure
+        raise WorkerLost(f"a worker cannot be started again ({START_TRIES} tries): {failure.kind}: {failure.message}")
 
     def close(self) -> None:
         if self._pool is not None:
@@ -185,8 +239,8 @@ class Evaluator:
         total, alone = len(pending), False
         while pending:
             batch = pending[:1] if alone else pending
-            outcome = self.worker.call(jobs.BASELINES_JOB, self._ranking(batch),
-                                       timeout_s=BASELINE_TIMEOUT_S * len(batch))
+            outcome = self._call(self.worker, jobs.BASELINES_JOB, self._ranking(batch),
+                                 timeout_s=BASELINE_TIMEOUT_S * len(batch))
             if outcome.ok:
                 for entry in outcome.value["timings"]:
                     spec = next(s for s in batch if s.id == entry[0])
@@ -234,8 +288,8 @@ class Evaluator:
         try:
             if self._stopping.is_set():
                 return None
-            outcome = verifier.call(jobs.COMPILE_JOB, {"spec": spec.to_json(), "root": self.root},
-                                    timeout_s=BASELINE_TIMEOUT_S)
+            outcome = self._call(verifier, jobs.COMPILE_JOB, {"spec": spec.to_json(), "root": self.root},
+                                 timeout_s=BASELINE_TIMEOUT_S)
         finally:
             self._idle.put(verifier)
         return None if outcome.ok else outcome.failure
@@ -282,12 +336,12 @@ class Evaluator:
             if self._stopping.is_set():
                 return _Ran(None, None, time.perf_counter() - submitted)
             limit = {} if verify_timeout_s is None else {"timeout_s": min(verify_timeout_s, verifier.timeout_s or math.inf)}
-            verified = verifier.call(jobs.VERIFY_JOB, payload, **limit, **sandboxed(variant))
+            verified = self._call(verifier, jobs.VERIFY_JOB, payload, **limit, **sandboxed(variant))
         finally:
             self._idle.put(verifier)
         timed = None
         if verified.ok and verified.value["verification"]["ok"] and not self._stopping.is_set():
-            timed = self.worker.call(jobs.TIME_JOB, payload, **sandboxed(variant))
+            timed = self._call(self.worker, jobs.TIME_JOB, payload, **sandboxed(variant))
         return _Ran(verified, timed, time.perf_counter() - submitted)
 
     def _abandon(self, futures: list[concurrent.futures.Future]) -> None:
@@ -377,7 +431,7 @@ class Evaluator:
 
     def _exclusive(self, job: str, payload: dict, **call: Any) -> Outcome:
         """``job`` on the timing worker, holding the GPU to itself (``loop.jobs.exclusive_job``)."""
-        return self.worker.call(jobs.EXCLUSIVE_JOB, {"job": job, "payload": payload}, **call)
+        return self._call(self.worker, jobs.EXCLUSIVE_JOB, {"job": job, "payload": payload}, **call)
 
 
 def sandboxed(variant: Variant) -> dict:
