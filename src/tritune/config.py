@@ -73,6 +73,9 @@ Other programs' variables tritune reads or sets:
     Set to ``1`` in worker processes, so that a print just before a crash reaches their log.
 ``PATH``
     Where ``ncu`` is looked for (``search_path()``).
+``CUDA_VISIBLE_DEVICES``
+    The GPUs this process may use (``visible_devices()``): ``tritune optimize --devices`` counts
+    from them, and sets it for each lane's workers, one GPU each (``tritune.loop.lanes``).
 
 Code reads ``config.current()`` for the pass settings. The scoped switch is
 ``tritune.compiler.enabled()``: it works through these variables so that processes started
@@ -111,6 +114,7 @@ ENV_DISABLE_CACHES = "TORCHINDUCTOR_FORCE_DISABLE_CACHES"
 ENV_PYTHONPATH = "PYTHONPATH"
 ENV_UNBUFFERED = "PYTHONUNBUFFERED"
 ENV_PATH = "PATH"
+ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 DEFAULT_HOME = "~/.tritune"
 _TRUE = {"1", "true", "yes", "on"}
@@ -194,6 +198,16 @@ def cache_manager(environ: Mapping[str, str] | None = None) -> str | None:
 def interpreting(environ: Mapping[str, str] | None = None) -> bool:
     """Whether Triton runs kernels decorated now on the CPU (``TRITON_INTERPRET``)."""
     return _env(environ).get(ENV_INTERPRET, "").lower() in _TRITON_TRUE
+
+
+def visible_devices(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` leaves this process (indices or UUIDs), in its order;
+    None when it is unset (every GPU). Not checked against the host: a worker reports what CUDA
+    makes of it."""
+    value = _env(environ).get(ENV_VISIBLE_DEVICES)
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:

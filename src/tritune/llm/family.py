@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -123,6 +124,11 @@ class LLMSession:
         self.total = Cost()
         self.broken: str | None = None  # why the endpoint is no longer asked
         self._chat = chat  # tests: a replacement for the HTTP client
+        self._lock = threading.Lock()  # the lanes of ``optimize --workers`` add to one total
+
+    def spend(self, usage: dict, seconds: float, reused: bool) -> None:
+        with self._lock:
+            self.total.add(usage, seconds, reused)
 
     def chat(self, messages: list[dict]) -> Any:
         """The model's ``Reply`` (``llm.client``); ``LLMError`` when the endpoint cannot be used."""
@@ -140,6 +146,19 @@ class LLMSession:
 
     def proposer(self, store: Any, key: Any, run_id: int | None) -> "LLMProposer":
         return LLMProposer(self, store, key, run_id)
+
+
+def totals_of(sessions: list[LLMSession]) -> dict:
+    """The ``totals`` of a run's sessions together (a mixed host has one per kind of GPU, each
+    telling its model about its own GPU)."""
+    if len(sessions) == 1:
+        return sessions[0].totals()
+    total = Cost()
+    for session in sessions:
+        total.merge(session.total)
+    first = sessions[0]
+    return {"model": first.settings.model, "cost": total.to_json(first.settings.price),
+            "line": total.line(first.settings.price), "broken": next((s.broken for s in sessions if s.broken), None)}
 
 
 class LLMProposer:
@@ -269,7 +288,7 @@ class LLMProposer:
 
     def _count(self, usage: dict, seconds: float, reused: bool) -> None:
         self.cost.add(usage, seconds, reused)
-        self.session.total.add(usage, seconds, reused)
+        self.session.spend(usage, seconds, reused)
 
     def _outcome(self, attempt: dict) -> None:
         if self.store is not None and attempt.get("prompt_sha"):

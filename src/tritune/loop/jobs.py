@@ -51,6 +51,7 @@ BASELINES_JOB = "tritune.loop.jobs:baselines_job"  # holds the lock itself, per 
 BASELINE_JOB = "tritune.bench.run:bench_job"  # run through EXCLUSIVE_JOB
 CONFIRM_JOB = "tritune.arbiter.confirm:confirm_job"  # run through EXCLUSIVE_JOB
 TARGET_JOB = "tritune.loop.jobs:target_job"
+DEVICES_JOB = "tritune.loop.jobs:devices_job"
 INDUCTOR_LAUNCHES_JOB = "tritune.loop.jobs:inductor_launches_job"
 COMPILE_JOB = "tritune.loop.jobs:compile_job"
 BENCH_METHODS = ("median", "graph")  # the median decides; the graph time tells launch-bound kernels apart
@@ -233,6 +234,23 @@ def target_job(payload: dict) -> dict:
                 target[name] = value
     target["meaningful"] = on_gpu
     return target
+
+
+def devices_job(payload: dict) -> list[dict]:
+    """``{}`` -> ``[{"name", "capability"}]``: the GPUs this worker sees, in CUDA's order (none
+    under the interpreter), so that the parent, which never initialises CUDA, knows how many
+    lanes ``tritune optimize`` can have and which kinds of GPU they are."""
+    import torch
+
+    from tritune.replay.inputs import interpreting
+
+    if interpreting() or not torch.cuda.is_available():
+        return []
+    found = []
+    for index in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(index)
+        found.append({"name": torch.cuda.get_device_name(index), "capability": major * 10 + minor})
+    return found
 
 
 def inductor_launches_job(payload: dict) -> dict:

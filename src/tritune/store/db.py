@@ -136,21 +136,33 @@ class DecisionStore(DecisionsMixin, ExchangesMixin):
         if not force and self.is_live(run) and not (run.pid == os.getpid() and run.host == socket.gethostname()):
             raise StoreError(f"{self.path}: run {run_id} is still running (pid {run.pid} on {run.host}): "
                              "stop it first, or resume with force=True")
-        now = time.time()
         with self._db.write() as conn:
             conn.execute("UPDATE runs SET status = 'running', finished = NULL, host = ?, pid = ?, "
                          "resumed = resumed + 1 WHERE id = ?", (socket.gethostname(), os.getpid(), run_id))
-            given_up = [row[0] for row in conn.execute(
-                "SELECT id FROM candidates WHERE run_id = ? AND status = 'running' AND attempts >= ?",
-                (run_id, MAX_ATTEMPTS))]
-            for candidate_id in given_up:
-                conn.execute("UPDATE candidates SET status = 'rejected', failure_kind = ?, message = ?, updated = ? "
-                             "WHERE id = ?", (INTERRUPTED, f"the optimizer stopped {MAX_ATTEMPTS} times while "
-                                              "evaluating it", now, candidate_id))
-                self._sign_outcome(conn, candidate_id)
-            conn.execute("UPDATE candidates SET status = 'pending', updated = ? "
-                         "WHERE run_id = ? AND status = 'running'", (now, run_id))
+            self._put_back(conn, "run_id = ?", (run_id,))
         return self.run(run_id)
+
+    def release(self, run_id: int, key: DecisionKey | str) -> int:
+        """The candidates of ``key`` that ``run_id`` was evaluating back to ``pending``, as a resume
+        puts them (``MAX_ATTEMPTS`` applies): the lane evaluating them died, and another lane of
+        the same run takes the key over. Returns how many went back."""
+        with self._db.write() as conn:
+            return self._put_back(conn, "run_id = ? AND key_sha = ?", (run_id, key_sha(key)))
+
+    def _put_back(self, conn, where: str, params: tuple) -> int:
+        """Running candidates (``where``) back to pending; those interrupted ``MAX_ATTEMPTS`` times rejected."""
+        now = time.time()
+        given_up = [row[0] for row in conn.execute(
+            f"SELECT id FROM candidates WHERE {where} AND status = 'running' AND attempts >= ?",
+            (*params, MAX_ATTEMPTS))]
+        for candidate_id in given_up:
+            conn.execute("UPDATE candidates SET status = 'rejected', failure_kind = ?, message = ?, updated = ? "
+                         "WHERE id = ?", (INTERRUPTED, f"the optimizer stopped {MAX_ATTEMPTS} times while "
+                                          "evaluating it", now, candidate_id))
+            self._sign_outcome(conn, candidate_id)
+        cursor = conn.execute(f"UPDATE candidates SET status = 'pending', updated = ? WHERE {where} "
+                              "AND status = 'running'", (now, *params))
+        return cursor.rowcount
 
     # ------------------------------------------------------------------------- candidates
 
