@@ -11,6 +11,10 @@ DIR gets ``decisions.db`` (unless ``--store``), ``optimize.json``, ``kernels.jso
 interrupted run. Apply the decisions with ``tritune run --store DIR/decisions.db -- python
 script.py`` or ``tritune.enable("DIR/decisions.db")`` in the program.
 
+``--workers N`` / ``--devices 0,2,3``: that many lanes, one GPU each, keys handed out costliest
+first to whichever lane is free, all writing the one store (``tritune.loop.lanes``); the result
+is the one a single lane finds, with a line per lane (kernels, busy and idle time).
+
 Exit status: 0 when the run finished; 1 when no launch could be optimized; 2 for a usage error or
 an unusable input (a one-line message); 130 when interrupted (resumable).
 """
@@ -48,6 +52,18 @@ def _family_order(ctx: click.Context, param: click.Parameter, value: str | None)
     return _families(ctx, param, names)
 
 
+def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        devices = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not GPU indices separated by commas (e.g. 0,2,3)") from None
+    if any(d < 0 for d in devices):
+        raise click.BadParameter(f"{value!r}: a GPU index cannot be negative")
+    return devices
+
+
 @click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Results directory: store, optimize.json, report.")
@@ -78,8 +94,14 @@ def _family_order(ctx: click.Context, param: click.Parameter, value: str | None)
 @click.option("--ncu", "use_ncu", type=click.Choice(["auto", "never", "require"]), default="auto", show_default=True,
               help="Profile with Nsight Compute (auto: when available).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Workers building and verifying candidates at once (one times them). "
-                   "Default: the usable CPU cores, at most 16.")
+              help="Workers building and verifying candidates at once (one times them), per lane. "
+                   "Default: the usable CPU cores shared by the lanes, at most 16 a lane.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Lanes: GPUs optimizing keys at once, one worker set pinned to each (costliest keys first, "
+                   "to whichever is free). Default: one per visible GPU; under TRITON_INTERPRET=1, N interpreter "
+                   "lanes (default 1).")
+@click.option("--devices", default=None, metavar="I,J,...", callback=_devices,
+              help="The GPUs to use, by index (within CUDA_VISIBLE_DEVICES when set): one lane each.")
 @click.option("--without", "without", multiple=True, metavar="FAMILY", callback=_families,
               help="Leave this proposer family out (e.g. source-rewrite: a run with knobs only); repeatable.")
 @click.option("--families", "family_order", default=None, metavar="A,B,...", callback=_family_order,
@@ -98,7 +120,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
              budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None,
-             without: tuple[str, ...], family_order: tuple[str, ...], llm_url: str | None, llm_model: str | None,
+             workers: int | None, devices: tuple[int, ...] | None, without: tuple[str, ...],
+             family_order: tuple[str, ...], llm_url: str | None, llm_model: str | None,
              llm_rounds: int, llm_fixes: int, llm_max_tokens: int, llm_price: tuple[float, float] | None,
              llm_dry_run: bool, fresh: bool, report: bool, command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
@@ -114,6 +137,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     from tritune.loop import LoopSettings, OptimizeError
     from tritune.loop import optimize as run_loop
     from tritune.loop.evaluate import default_jobs
+    from tritune.loop.lanes import LaneError, lane_devices
     from tritune.store import StoreError
 
     given = [name for name, value in (("-- COMMAND", command), ("--launches", launches),
@@ -123,14 +147,19 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                                + (f" (got {', '.join(given)})" if given else ""))
     llm = llm_settings(llm_url, llm_model, llm_rounds, llm_fixes, llm_max_tokens, llm_price, llm_dry_run,
                         out_dir, family_order)
+    _check_inputs(out_dir, launches, store_path, kernels)
+    try:
+        picked = lane_devices(workers, devices)  # on a GPU host, a worker counts the GPUs
+    except LaneError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        sys.exit(2)
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
-                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs(),
+                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs(len(picked)),
                                 without=tuple(without), families=family_order or (), llm=llm)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _check_inputs(out_dir, launches, store_path, kernels)
     out_dir.mkdir(parents=True, exist_ok=True)
     root = launches or _launches_from(command, inductor_dir, out_dir)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
@@ -141,7 +170,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         with _progress(console) as (progress, log):
             results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
                                max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, cover=cover, command=text,
-                               fresh=fresh, progress=progress, log=log)
+                               fresh=fresh, devices=picked, progress=progress, log=log)
     except (OptimizeError, SpecError, StoreError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
@@ -283,9 +312,19 @@ def _summary(console, results, out_dir: Path) -> None:
     if waited:
         console.print(f"{waited} candidates were being evaluated by another optimize run on this store: waited "
                       f"for them; {busy} still held when the budget ran out were not evaluated", highlight=False)
+    for line in lane_lines(results):
+        console.print(line, highlight=False)
     if not results.meaningful:
         console.print("NOT meaningful: no GPU (Triton interpreter); times measure the CPU, not a kernel, and "
                       "nothing is accepted on them", style="bold red")
+
+
+def lane_lines(results) -> list[str]:
+    """A line per lane when there was more than one: its GPU, kernels, busy and idle time."""
+    if len(results.lanes) < 2:
+        return []
+    return [f"lane {lane.name} ({lane.gpu or 'did not start'}): {lane.kernels} kernel(s), {lane.busy_s:.0f} s busy, "
+            f"{lane.idle_s:.0f} s idle" + (f"; died: {lane.died}" if lane.died else "") for lane in results.lanes]
 
 
 def llm_lines(results) -> list[str]:

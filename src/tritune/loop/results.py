@@ -15,6 +15,12 @@ before anything is proposed (``KeyTime``); its ``time_share`` is launches x time
 all keys. ``coverage`` is the share of the program's kernel time held by the keys the loop ran on,
 ``expected_gain`` the fraction of kernel time the decisions save if each key's speedup holds in
 the program (Amdahl: sum of share x (1 - 1/speedup) over improved keys).
+
+Lanes (``tritune optimize --workers``, ``loop.lanes``): ``lanes`` has a ``LaneLine`` per lane
+(its GPU, the keys it optimized, its busy and idle seconds, why it died if it did), and each
+kernel names the lane that ran it. On a host with two kinds of GPU every key is optimized once per
+kind: ``targets`` lists the kinds, and each key time and kernel names its ``gpu``; each kind's
+shares sum to 1, so ``program_ms``, ``coverage`` and ``expected_gain`` are the mean over kinds.
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ class KeyTime:
     time_share: float | None = None  # launches x time / the program's kernel time
     failure: str | None = None
     message: str = ""
+    gpu: str | None = None  # the kind of GPU it was timed on, on a host with several kinds only
 
     @property
     def total_ms(self) -> float | None:
@@ -103,7 +110,7 @@ class KeyTime:
         return cls(key_sha=text(data.get("key_sha")), id=text(data.get("id")), kernel=text(data.get("kernel")),
                    launches=count(data.get("launches"), 1), baseline_ms=positive(data.get("baseline_ms")),
                    time_share=nonnegative(data.get("time_share")), failure=text(data.get("failure")) or None,
-                   message=text(data.get("message")))
+                   message=text(data.get("message")), gpu=text(data.get("gpu")) or None)
 
 
 def shares(times: list[KeyTime]) -> list[KeyTime]:
@@ -151,6 +158,8 @@ class KernelResult:
     failure: str | None = None
     message: str = ""
     llm: dict | None = None  # the LLM family's rounds, replies, failure classes and cost (``llm.family``)
+    lane: str | None = None  # the lane that ran it (None: resumed from an earlier run's record)
+    gpu: str | None = None  # the kind of GPU it was optimized on, on a host with several kinds only
 
     @property
     def ran(self) -> bool:
@@ -189,7 +198,29 @@ class KernelResult:
             busy=count(data.get("busy")), wall_s=nonnegative(data.get("wall_s")),
             failure=text(data.get("failure")) or None, message=text(data.get("message")),
             llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
+            lane=text(data.get("lane")) or None, gpu=text(data.get("gpu")) or None,
         )
+
+
+@dataclasses.dataclass
+class LaneLine:
+    """One lane of the run: a GPU's workers (or an interpreter's), driven by a thread of its own."""
+
+    name: str = ""  # "cuda:0", "interpreter:1"
+    gpu: str = ""
+    kernels: int = 0  # keys it optimized
+    busy_s: float = 0.0  # running jobs: its share of the ranking, then its keys
+    idle_s: float = 0.0  # waiting, with nothing it could take (the others' last keys, a cover reached)
+    died: str | None = None  # why it stopped taking keys (its key went to another lane)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "LaneLine":
+        return cls(name=text(data.get("name")), gpu=text(data.get("gpu")), kernels=count(data.get("kernels")),
+                   busy_s=nonnegative(data.get("busy_s")) or 0.0, idle_s=nonnegative(data.get("idle_s")) or 0.0,
+                   died=text(data.get("died")) or None)
 
 
 # ---------------------------------------------------------------------------------- the run
@@ -214,8 +245,10 @@ class RunResults:
     jobs: int | None = None  # workers that built and verified candidates at once (--jobs)
     llm: dict | None = None  # the LLM family's total cost, and why the endpoint stopped being asked
     stopped: str | None = None
-    timed: list[KeyTime] = dataclasses.field(default_factory=list)  # every key, costliest first
-    kernels: list[KernelResult] = dataclasses.field(default_factory=list)
+    targets: list[dict] = dataclasses.field(default_factory=list)  # every kind of GPU, when more than one
+    lanes: list[LaneLine] = dataclasses.field(default_factory=list)
+    timed: list[KeyTime] = dataclasses.field(default_factory=list)  # every key, costliest first (per kind)
+    kernels: list[KernelResult] = dataclasses.field(default_factory=list)  # in the order of ``timed``
 
     # ------------------------------------------------------------------------ derived figures
 
@@ -231,16 +264,21 @@ class RunResults:
         return DEFAULT_THRESHOLD
 
     @property
+    def kinds(self) -> int:
+        """How many kinds of GPU the keys were timed on (1 but on a mixed host)."""
+        return max(1, len({t.gpu for t in self.timed}))
+
+    @property
     def program_ms(self) -> float | None:
         """The program's kernel time per captured run: launches x baseline over every timed key."""
         totals = [t.total_ms for t in self.timed if t.total_ms is not None]
-        return sum(totals) if totals else None
+        return sum(totals) / self.kinds if totals else None
 
     @property
     def coverage(self) -> float | None:
         """The share of kernel time held by the keys the loop ran on (None without shares)."""
         held = [k.time_share for k in self.kernels if k.ran and k.time_share is not None]
-        return sum(held) if self.timed else None
+        return sum(held) / self.kinds if self.timed else None
 
     @property
     def expected_gain(self) -> float | None:
@@ -248,15 +286,16 @@ class RunResults:
         if not self.timed:
             return None
         return sum(k.time_share * (1 - 1 / k.speedup) for k in self.kernels
-                   if k.improved(self.threshold) and k.time_share is not None and k.speedup)
+                   if k.improved(self.threshold) and k.time_share is not None and k.speedup) / self.kinds
 
     # ------------------------------------------------------------------------------- the file
 
     def to_json(self) -> dict[str, Any]:
         body = {FORMAT_KEY: FORMAT_VERSION}
         for field in dataclasses.fields(self):
-            if field.name not in ("timed", "kernels"):
+            if field.name not in ("timed", "kernels", "lanes"):
                 body[field.name] = getattr(self, field.name)
+        body["lanes"] = [lane.to_json() for lane in self.lanes]
         body.update(program_ms=self.program_ms, coverage=self.coverage, expected_gain=self.expected_gain,
                     timed=[t.to_json() for t in self.timed], kernels=[k.to_json() for k in self.kernels])
         return body
@@ -291,6 +330,7 @@ class RunResults:
             cover=positive(data.get("cover")), jobs=count(data.get("jobs")) or None,
             llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
             stopped=text(data.get("stopped")) or None,
+            targets=records(data.get("targets")), lanes=[LaneLine.from_json(x) for x in records(data.get("lanes"))],
             timed=[KeyTime.from_json(t) for t in records(data.get("timed"))],
             kernels=[KernelResult.from_json(k) for k in kernels],
         )

@@ -10,6 +10,14 @@ proportion to its share of what is left (``budget_for``: at least ``floor_s``, a
 ``LoopSettings.budget_s``, never past the deadline), and the run stops once the keys it ran on
 hold ``cover`` of the kernel time (``--cover``, default 95%).
 
+The keys run on lanes (``loop.lanes``: one per GPU, ``--workers``/``--devices``), handed out in
+rank order to whichever lane of their kind of GPU is free, each key's budget computed when it is
+handed out; with one lane, one key after another as before. ``results.kernels`` stays in rank
+order whatever finished first, so a run on N lanes decides and reports what a run on one does.
+A lane that dies gives its key back (its candidates in flight go back to ``pending``) and the
+others go on. On a host with two kinds of GPU each key is planned, ranked and optimized once per
+kind (its decision key names the GPU), by that kind's lanes.
+
 Resumable at three levels: ``OUT/baselines.json`` keeps the timed keys (a resumed run does not
 time them again), the store holds every candidate (``KernelLoop`` reuses them), and
 ``OUT/kernels.jsonl`` holds every finished kernel's result for the run, so a resumed run skips
@@ -20,6 +28,7 @@ an interrupted run leaves a readable partial result (``finished: null``). Ctrl-C
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import hashlib
@@ -29,13 +38,15 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from tritune.capture.spec import LaunchSpec, read_launches
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB, full_timing
-from tritune.loop.kernel import KernelLoop, LoopSettings
+from tritune.loop.kernel import LoopSettings
+from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LanePool, LocalLane, Task, lane_devices,
+                                local_lanes)
 from tritune.loop.results import FILE_NAME as RESULTS_FILE
 from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
 from tritune.store import DecisionKey, DecisionStore, key_for
@@ -89,6 +100,7 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
              settings: LoopSettings = LoopSettings(), kernels: Iterable[str] = (), max_kernels: int | None = None,
              sample: int | None = None, deadline_s: float | None = None, cover: float = DEFAULT_COVER,
              floor_s: float = FLOOR_S, command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
+             lanes: Sequence[Lane] | None = None, devices: Sequence[Device] | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              log: Callable[[str], None] | None = None,
              families: Callable[[LaunchSpec], list] | None = None) -> RunResults:
@@ -96,7 +108,11 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
     ``deadline_s``: no kernel is started after that many seconds, and none runs past it by more
     than the round it is in; the run stays resumable. ``cover`` (0..1]: stop once the keys the
     loop ran on hold that share of the kernel time. ``families(spec)`` replaces the proposer
-    families (tests plant candidates through it)."""
+    families (tests plant candidates through it).
+
+    Where the keys run: ``lanes`` (the caller's, not closed here), else one lane on
+    ``evaluator`` (the caller's), else a ``LocalLane`` per ``devices`` (``lanes.lane_devices``:
+    by default one per GPU this host shows)."""
     if not 0 < cover <= 1:
         raise OptimizeError(f"--cover must be in (0, 1], not {cover}")
     root, out = Path(root), Path(out)
@@ -107,101 +123,244 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
                deadline_s=deadline_s, cover=cover, floor_s=floor_s, command=command, fresh=fresh, progress=progress,
                log=log, families=families)
     if evaluator is not None:
-        return _optimize(root, out, specs, evaluator, **job)
-    owned = Evaluator(root, use_ncu=settings.use_ncu, jobs=settings.jobs)
+        lanes = [LocalLane(None, root, evaluator=evaluator)]
+    if lanes is not None:
+        return _optimize(root, out, specs, list(lanes), **job)
+    try:
+        owned = local_lanes(root, settings, devices if devices is not None else lane_devices())
+    except LaneError as exc:
+        raise OptimizeError(str(exc)) from None
     try:
         return _optimize(root, out, specs, owned, **job)
     finally:
-        owned.close()
+        for lane in owned:
+            lane.close()
 
 
-def _optimize(root: Path, out: Path, specs: list[LaunchSpec], evaluator: Evaluator, *, store_path, settings,
+@dataclasses.dataclass
+class _Kind:
+    """One kind of GPU among the lanes (all of them but on a mixed host): its target, its lanes,
+    its keys ranked, and how the key phase stands for it."""
+
+    target: dict
+    lanes: list
+    plan: Plan | None = None
+    timings: dict = dataclasses.field(default_factory=dict)  # key sha -> (timing, failure)
+    timed: list[KeyTime] = dataclasses.field(default_factory=list)
+    items: list[tuple[LaunchSpec, DecisionKey]] = dataclasses.field(default_factory=list)
+    llm: Any = None
+    share_of: dict[str, float | None] = dataclasses.field(default_factory=dict)  # key sha -> time share
+    pending: list[int] = dataclasses.field(default_factory=list)  # indices in ``items`` not handed out
+    running: dict[int, float | None] = dataclasses.field(default_factory=dict)  # handed out: index -> share
+    finished: dict[int, KernelResult] = dataclasses.field(default_factory=dict)
+    covered: float = 0.0  # shares of the finished keys the loop ran on
+    left: float = 0.0  # shares of the keys not finished
+    blocked: str | None = None  # why nothing was handed out the last time: "cover" or "deadline"
+
+    @property
+    def gpu(self) -> str:
+        return str(self.target["gpu"])
+
+    @property
+    def key_target(self) -> dict:
+        return {k: self.target[k] for k in ("gpu", "capability", "triton_version")}
+
+
+def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane], *, store_path, settings,
               kernels, max_kernels, sample, deadline_s, cover, floor_s, command, fresh, progress, log,
               families) -> RunResults:
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     store_path = Path(store_path) if store_path else out / "decisions.db"
-    target = machine(evaluator.worker)  # the same warm worker then builds the candidates
-    if evaluator.copy_gbps is None:
-        evaluator.copy_gbps = target.get("copy_gbps")
-    chosen = plan(specs, target, kernels=kernels, sample=sample)
-    if not chosen.items:
-        raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
-    key_target = {k: target[k] for k in ("gpu", "capability", "triton_version")}
-    run_settings = {"loop": settings.to_json(), "launches": _digest(root), "kernels": sorted(kernels),
-                    "max_kernels": max_kernels, "sample": sample, "cover": cover, "target": key_target}
-    results = RunResults(command=command, started=_now(), target=key_target, settings=settings.to_json(),
-                         meaningful=target["meaningful"], copy_gbps=target.get("copy_gbps"), store=str(store_path),
-                         launches=str(root), keys=chosen.keys, cover=cover, jobs=evaluator.jobs)
-    with DecisionStore(store_path) as store:
-        for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
-            (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) in "
-                             f"{store_path} not signed by this user: candidates are evaluated again here, "
-                             "decisions ignored (`tritune store import` judges them)")
-        run_id, done = _start(store, run_settings, command, out, fresh)
-        results.run_id = run_id
-        try:
-            timings = _timed_baselines(chosen.items, evaluator, out, run_settings, log)
-            results.timed = shares([timing_to_key(spec, key, timings.get(key.sha)) for spec, key in chosen.items])
-            items = ranked(chosen.items, results.timed, max_kernels=max_kernels)
-            results.planned = len(items)
-            llm = _llm_session(settings, target, log)
-            _loop(items, results, timings, evaluator, store, run_id, done, out, root, settings, deadline_s, cover,
-                  floor_s, started, progress, log, families, llm)
-        except BaseException:
-            store.finish_run(run_id, "interrupted")
-            results.write(out / RESULTS_FILE)
-            raise
-        store.finish_run(run_id, "interrupted" if results.stopped and results.stopped.startswith("deadline")
-                         else "finished")
-    if not (results.stopped or "").startswith("deadline"):
+    pool = LanePool(lanes)
+    try:
+        kinds = _start_lanes(pool, log)
+        for kind in kinds:
+            kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
+        chosen = kinds[0].plan
+        if not chosen.items:
+            raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
+        mixed = len(kinds) > 1
+        run_settings = {"loop": settings.to_json(), "launches": _digest(root), "kernels": sorted(kernels),
+                        "max_kernels": max_kernels, "sample": sample, "cover": cover, "target": kinds[0].key_target}
+        if mixed:
+            run_settings["targets"] = [kind.key_target for kind in kinds]
+        first = kinds[0].target
+        results = RunResults(command=command, started=_now(), target=kinds[0].key_target, settings=settings.to_json(),
+                             meaningful=first["meaningful"], copy_gbps=first.get("copy_gbps"), store=str(store_path),
+                             launches=str(root), keys=chosen.keys, cover=cover,
+                             jobs=getattr(lanes[0], "jobs", settings.jobs),  # a lane's verify workers
+                             targets=run_settings.get("targets", []))
+        with DecisionStore(store_path) as store:
+            for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
+                (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) "
+                                 f"in {store_path} not signed by this user: candidates are evaluated again here, "
+                                 "decisions ignored (`tritune store import` judges them)")
+            run_id, done = _start(store, run_settings, command, out, fresh)
+            results.run_id = run_id
+            resumable = False
+            try:
+                _timed_baselines(kinds, pool, out, run_settings, log)
+                for kind in kinds:
+                    kind.timed = shares([timing_to_key(spec, key, kind.timings.get(key.sha))
+                                         for spec, key in kind.plan.items])
+                    if mixed:
+                        for t in kind.timed:
+                            t.gpu = kind.gpu
+                    kind.items = ranked(kind.plan.items, kind.timed, max_kernels=max_kernels)
+                    kind.llm = _llm_session(settings, kind.target, log)
+                results.timed = [t for kind in kinds for t in kind.timed]
+                results.planned = sum(len(kind.items) for kind in kinds)
+                resumable = _loop(kinds, pool, results, store, run_id, done, out, root, settings, deadline_s, cover,
+                                  floor_s, started, progress, log, families)
+            except BaseException:
+                store.finish_run(run_id, "interrupted")
+                results.lanes = pool.lines()
+                results.write(out / RESULTS_FILE)
+                raise
+            store.finish_run(run_id, "interrupted" if resumable else "finished")
+    finally:
+        pool.close()
+    if not resumable:
         results.finished = _now()
+    results.lanes = pool.lines()
     results.write(out / RESULTS_FILE)
     return results
 
 
-def _loop(items, results: RunResults, timings: dict, evaluator: Evaluator, store: DecisionStore, run_id: int,
-          done: dict, out: Path, root: Path, settings: LoopSettings, deadline_s, cover: float, floor_s: float,
-          started: float, progress, log, families, llm=None) -> None:
-    """The keys in share order, each through ``KernelLoop`` with its budget, until covered."""
-    share_of = {t.key_sha: t.time_share for t in results.timed}
-    left = sum(share_of.get(key.sha) or 0.0 for _, key in items)
-    covered = 0.0
-    for index, (spec, key) in enumerate(items):
-        if progress:
-            progress(spec.kernel, index, len(items))
-        share = share_of.get(key.sha)
-        if results.timed and covered >= cover - 1e-9 and share is not None:
-            results.stopped = (f"cover: the {index} kernels optimized hold {covered:.1%} of the kernel time "
-                               f"(--cover {cover:.0%}); {len(items) - index} kernels left")
-            break
-        if key.sha in done:
-            result = KernelResult.from_json(done[key.sha])
+def _start_lanes(pool: LanePool, log) -> list[_Kind]:
+    """Every lane started (its target, from its own worker), grouped by kind of GPU, in lane order."""
+    failed = pool.start()
+    if not pool.live:
+        if len(failed) == 1:
+            raise OptimizeError(str(failed[0][1]))
+        raise OptimizeError("no lane could start: " + "; ".join(f"{lane.name}: {exc}" for lane, exc in failed))
+    for lane, exc in failed:
+        (log or _stderr)(f"tritune optimize: lane {lane.name} could not start: {exc}; going on with "
+                         f"{len(pool.live)} lane(s)")
+    kinds: list[_Kind] = []
+    for lane in pool.live:
+        target = lane.target
+        kind = next((k for k in kinds if k.key_target == {n: target[n] for n in k.key_target}), None)
+        if kind is None:
+            kinds.append(_Kind(target, [lane]))
         else:
+            kind.lanes.append(lane)
+    return kinds
+
+
+def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: DecisionStore, run_id: int, done: dict,
+          out: Path, root: Path, settings: LoopSettings, deadline_s, cover: float, floor_s: float, started: float,
+          progress, log, families) -> bool:
+    """The keys in share order, each through ``KernelLoop`` with its budget on a free lane of its
+    kind, until covered. With one lane: one key after another, as before lanes. With more: a key
+    is handed out as a lane frees (its budget computed then), no key is handed out once the keys
+    finished and running hold ``cover`` (one that ends without running gives its share back),
+    and ``results.kernels`` stays in rank order whatever finished first. True when the run
+    stopped early and can be resumed (the deadline, or every lane of a kind died)."""
+    total = sum(len(kind.items) for kind in kinds)
+    mixed = len(kinds) > 1
+    kind_of = {id(lane): kind for kind in kinds for lane in kind.lanes}
+    for kind in kinds:
+        kind.share_of = {t.key_sha: t.time_share for t in kind.timed}
+        kind.left = sum(kind.share_of.get(key.sha) or 0.0 for _, key in kind.items)
+        kind.pending = list(range(len(kind.items)))
+    llms = [kind.llm for kind in kinds if kind.llm is not None]
+
+    def write() -> None:
+        results.lanes = pool.lines()
+        results.write(out / RESULTS_FILE)
+
+    def settle(kind: _Kind, index: int, result: KernelResult, part: float | None) -> None:
+        kind.finished[index] = result
+        results.kernels = [k.finished[i] for k in kinds for i in sorted(k.finished)]
+        write()
+        if part is not None:
+            kind.covered += part if result.ran else 0.0
+            kind.left -= part
+
+    def take(lane: Lane) -> Task | None:
+        kind = kind_of[id(lane)]
+        kind.blocked = None
+        while kind.pending:
+            index = kind.pending[0]
+            spec, key = kind.items[index]
+            part = kind.share_of.get(key.sha)
+            if progress:
+                progress(spec.kernel, sum(len(k.finished) for k in kinds), total)
+            claimed = kind.covered + sum(s or 0.0 for s in kind.running.values())
+            if kind.timed and claimed >= cover - 1e-9 and part is not None:
+                kind.blocked = "cover"
+                return None
+            if key.sha in done:
+                kind.pending.pop(0)
+                settle(kind, index, KernelResult.from_json(done[key.sha]), part)
+                continue
             elapsed = time.monotonic() - started
             if deadline_s is not None and elapsed > deadline_s:
-                results.stopped = (f"deadline: {deadline_s:.0f} s spent, {len(items) - index} kernels left; "
-                                   "run the same command again to go on")
-                break
-            budget = budget_for(share, left, settings.budget_s, floor_s,
-                                None if deadline_s is None else deadline_s - elapsed)
-            loop = KernelLoop(spec, key, store=store, run_id=run_id, evaluator=evaluator,
-                              settings=dataclasses.replace(settings, budget_s=budget), category=category_of(spec, root),
-                              log=log, families=families(spec) if families is not None else None,
-                              baseline=loop_baseline(timings.get(key.sha)), llm=llm)
-            result = KernelResult.from_json(loop.run())
-            if llm is not None:
-                results.llm = llm.totals()
-            result.time_share, result.budget_s = share, budget
-            _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result.to_json()})
-        results.kernels.append(result)
-        results.write(out / RESULTS_FILE)
-        if share is not None:
-            covered += share if result.ran else 0.0
-            left -= share
-    else:
-        if progress:
-            progress("", len(items), len(items))
+                kind.blocked = "deadline"
+                return None
+            kind.pending.pop(0)
+            budget = budget_for(part, kind.left, settings.budget_s, floor_s,
+                                None if deadline_s is None else deadline_s - elapsed,
+                                lanes=sum(lane in pool.live for lane in kind.lanes))
+            kind.running[index] = part
+            job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
+                         store_path=str(store.path), root=str(root), category=category_of(spec, root),
+                         baseline=loop_baseline(kind.timings.get(key.sha)),
+                         families=families(spec) if families is not None else None, llm=kind.llm, log=log)
+            return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
+        return None
+
+    def finished(lane: Lane, task: Task, value: dict) -> None:
+        kind, index, budget = task.what
+        part = kind.running.pop(index)
+        result = KernelResult.from_json(value)
+        if llms:
+            from tritune.llm.family import totals_of
+
+            results.llm = totals_of(llms)
+        result.time_share, result.budget_s, result.lane = part, budget, lane.name
+        if mixed:
+            result.gpu = kind.gpu
+        _append(out / PROGRESS_FILE, {"run_id": run_id, "result": result.to_json()})
+        pool.line(lane).kernels += 1
+        settle(kind, index, result, part)
+
+    def lost(lane: Lane, task: Task, exc: LaneDied) -> None:
+        kind, index, _ = task.what
+        kind.running.pop(index)
+        bisect.insort(kind.pending, index)
+        spec, key = kind.items[index]
+        store.release(run_id, key)
+        left = sum(other in pool.live for other in kind.lanes)
+        (log or _stderr)(f"tritune optimize: lane {lane.name} ({lane.gpu}) died: {exc}; {spec.kernel} goes back to "
+                         f"the queue ({left} lane(s) of {kind.gpu} left)")
+        write()
+
+    pool.drive(take, finished, lost)
+    stops, resumable = [], False
+    for kind in kinds:
+        if not kind.pending:
+            continue
+        unfinished = len(kind.items) - len(kind.finished)
+        if not any(lane in pool.live for lane in kind.lanes):
+            why = "; ".join(filter(None, (pool.line(lane).died for lane in kind.lanes)))
+            stop = (f"lanes: every lane of {kind.gpu} died ({why}); {unfinished} kernels left; "
+                    "run the same command again to go on")
+            resumable = True
+        elif kind.blocked == "deadline":
+            stop = (f"deadline: {deadline_s:.0f} s spent, {len(kind.pending)} kernels left; "
+                    "run the same command again to go on")
+            resumable = True
+        else:
+            stop = (f"cover: the {len(kind.finished)} kernels optimized hold {kind.covered:.1%} of the kernel time "
+                    f"(--cover {cover:.0%}); {unfinished} kernels left")
+        stops.append(f"{stop} [{kind.gpu}]" if mixed else stop)
+    results.stopped = " | ".join(stops) or None
+    if not stops and progress:
+        progress("", total, total)
+    return resumable
 
 
 def _llm_session(settings: LoopSettings, target: dict, log) -> Any:
@@ -214,17 +373,18 @@ def _llm_session(settings: LoopSettings, target: dict, log) -> Any:
 
 
 def budget_for(share: float | None, left: float, cap_s: float, floor_s: float,
-               remaining_s: float | None) -> float:
+               remaining_s: float | None, lanes: int = 1) -> float:
     """A key's wall budget: its share of the time still to cover, times the time still left
-    (``remaining_s``, None: no deadline), between ``floor_s`` and ``cap_s``, and never past the
-    deadline. Without a deadline every key may use the cap (the candidate cap then bounds it); a
-    key that finishes early leaves its time to the keys after it."""
+    (``remaining_s``, None: no deadline) on the ``lanes`` that run keys at once, between
+    ``floor_s`` and ``cap_s``, and never past the deadline. Without a deadline every key may use
+    the cap (the candidate cap then bounds it); a key that finishes early leaves its time to the
+    keys after it."""
     if remaining_s is None:
         return cap_s
     if share is None or left <= 0:
         proportional = floor_s
     else:
-        proportional = remaining_s * min(1.0, share / left)
+        proportional = remaining_s * min(1.0, max(1, lanes) * share / left)
     return max(1e-3, min(cap_s, max(floor_s, proportional), remaining_s))
 
 
@@ -256,32 +416,73 @@ def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, 
                    message=failure.message if failure is not None else (timing or {}).get("message") or "no time")
 
 
-def _timed_baselines(items: list[tuple[LaunchSpec, DecisionKey]], evaluator: Evaluator, out: Path,
-                     run_settings: dict, log) -> dict[str, tuple[dict | None, Failure | None]]:
-    """Every key's baseline timed once, by key sha: ``(timing, failure)``. Kept in
-    ``OUT/baselines.json`` for the same capture and target, so a resumed run reuses them."""
-    path = out / BASELINES_FILE
-    stamp = {"launches": run_settings["launches"], "target": run_settings["target"]}
-    kept: dict[str, Any] = {}
-    try:
-        body = json.loads(path.read_text())
-        if isinstance(body, dict) and body.get("stamp") == stamp and isinstance(body.get("keys"), dict):
-            kept = body["keys"]
-    except (OSError, json.JSONDecodeError):
-        pass
-    missing = [(spec, key) for spec, key in items if key.sha not in kept]
-    if missing:
-        (log or (lambda line: None))(f"timing {len(missing)} baseline(s) to rank the kernels by their share of time")
-    for start in range(0, len(missing), RANK_CHUNK):  # saved after each chunk: Ctrl-C keeps what was timed
-        part = missing[start:start + RANK_CHUNK]
-        found = evaluator.baselines([spec for spec, _ in part], log=log)
+def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings: dict, log) -> None:
+    """Every key's baseline timed once, per kind of GPU: ``kind.timings``, by key sha, ``(timing,
+    failure)``. Kept in ``OUT/baselines.json`` (a file per kind on a mixed host) for the same
+    capture and target, so a resumed run reuses them. The keys go out in chunks to the kind's
+    lanes as they free (one lane: one chunk after another), each chunk saved when it is back."""
+    say = log or (lambda line: None)
+    mixed = len(kinds) > 1
+    work: dict[int, tuple[Path, dict, dict, list]] = {}
+    for kind in kinds:
+        path = out / (f"baselines.{_slug(kind)}.json" if mixed else BASELINES_FILE)
+        stamp = {"launches": run_settings["launches"], "target": kind.key_target}
+        kept = _kept_baselines(path, stamp)
+        missing = [(spec, key) for spec, key in kind.plan.items if key.sha not in kept]
+        if missing:
+            say(f"timing {len(missing)} baseline(s) to rank the kernels by their share of time"
+                + (f" on {kind.gpu}" if mixed else ""))
+        size = max(1, min(RANK_CHUNK, -(-len(missing) // len(kind.lanes))))  # Ctrl-C keeps what was timed
+        work[id(kind)] = (path, stamp, kept, [missing[i:i + size] for i in range(0, len(missing), size)])
+    kind_of = {id(lane): kind for kind in kinds for lane in kind.lanes}
+
+    def take(lane: Lane) -> Task | None:
+        kind = kind_of[id(lane)]
+        chunks = work[id(kind)][3]
+        if not chunks:
+            return None
+        part = chunks.pop(0)
+        return Task((kind, part), lambda lane: lane.baselines([spec for spec, _ in part], log=log))
+
+    def done(lane: Lane, task: Task, found: dict) -> None:
+        kind, part = task.what
+        path, stamp, kept, _ = work[id(kind)]
         for spec, key in part:
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"stamp": stamp, "keys": kept}, default=str))
         os.replace(tmp, path)
-    return {sha: (pair[0], Failure.from_json(pair[1]) if pair[1] else None) for sha, pair in kept.items()}
+
+    def lost(lane: Lane, task: Task, exc: LaneDied) -> None:
+        kind, part = task.what
+        work[id(kind)][3].insert(0, part)
+        (log or _stderr)(f"tritune optimize: lane {lane.name} ({lane.gpu}) died: {exc}; its baselines go back to "
+                         "the queue")
+
+    pool.drive(take, done, lost)
+    for kind in kinds:
+        _, _, kept, chunks = work[id(kind)]
+        if chunks:
+            why = "; ".join(filter(None, (pool.line(lane).died for lane in kind.lanes)))
+            raise OptimizeError(f"every lane of {kind.gpu} died while timing the baselines ({why}); "
+                                "run the same command again to go on")
+        kind.timings = {sha: (pair[0], Failure.from_json(pair[1]) if pair[1] else None) for sha, pair in kept.items()}
+
+
+def _kept_baselines(path: Path, stamp: dict) -> dict[str, Any]:
+    """The timings ``path`` holds for this capture and target (none for another)."""
+    try:
+        body = json.loads(path.read_text())
+        if isinstance(body, dict) and body.get("stamp") == stamp and isinstance(body.get("keys"), dict):
+            return body["keys"]
+    except (OSError, json.JSONDecodeError):
+        pass
+    return {}
+
+
+def _slug(kind: _Kind) -> str:
+    return "".join(c if c.isalnum() else "-" for c in kind.gpu) + f"-sm{kind.target['capability']}"
 
 
 def _stderr(line: str) -> None:

@@ -99,7 +99,17 @@ def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFac
     blocks += [Heading(2, "Optimizer wall time"),
                Items([f"total: {fmt_s(wall['total'])}", f"median per kernel: {fmt_s(wall['median'])}"])]
     blocks += image("wall_time", "Optimizer wall time per kernel")
+    blocks += lane_blocks(summary["lanes"])
     return blocks
+
+
+def lane_blocks(lanes: Sequence[Mapping[str, Any]]) -> list[Block]:
+    """A line per lane (``optimize --workers``), when there was more than one."""
+    if len(lanes) < 2:
+        return []
+    rows = [[lane["name"], lane["gpu"] or "-", str(lane["kernels"]), fmt_s(lane["busy_s"]), fmt_s(lane["idle_s"]),
+             lane["died"] or "-"] for lane in lanes]
+    return [Heading(2, "Lanes"), Table(("lane", "GPU", "kernels", "busy", "idle", "died"), rows)]
 
 
 def speedup_cut(facts: list[KernelFacts]) -> str:

@@ -70,6 +70,7 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
         "held_elsewhere": held_elsewhere(results),
         "program": program_figures(results),
+        "lanes": [lane.to_json() for lane in results.lanes],
         "by_category": grouped(facts, lambda k: k.category, CATEGORY_ORDER),
         "by_kind": grouped(facts, lambda k: k.kind, KIND_ORDER),
     }

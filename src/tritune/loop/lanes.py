@@ -1,0 +1,413 @@
+"""Lanes: where ``optimize`` runs its keys (``tritune optimize --workers N``, ``--devices 0,2,3``).
+
+A *lane* takes one job at a time: its start (the target it optimizes for, from its own worker),
+a chunk of the ranking's baselines, then one key after another (``KeyJob`` -> the KernelResult
+JSON that ``KernelLoop.run`` returns). ``LocalLane`` is one GPU of this host: its own
+``Evaluator``, whose workers all run with ``CUDA_VISIBLE_DEVICES`` set to that GPU (nothing set
+under the interpreter), and its own connection to the decision store, opened in the thread that
+runs the key (sqlite3 connections stay in the thread that made them). Another kind of lane (Ray,
+``optimize --ray``) is one more class with the same methods (``Lane``).
+
+``LanePool`` drives the lanes for the session (``loop.session``), which decides what to hand
+out. Each lane has a thread of its own that runs its jobs; the caller's thread alone hands jobs
+out and handles what comes back (results, the store's run, ``optimize.json``), so its
+bookkeeping needs no lock. With a single lane there is no thread: the job runs in the caller's
+thread, exactly as before lanes existed (a Ctrl-C goes through the loop as it always did).
+
+A lane that raises ``LaneDied`` is done: its job goes back to the session (a key to the queue,
+for another lane of its kind), the pool records why (``LaneLine.died``), and the run goes on
+with the others. ``LocalLane`` dies when a worker's process cannot be started again
+(``evaluate.WorkerLost``: a GPU that faults whenever a context is made counts, since its
+workers bring the GPU up at start, ``loop.device_ready``). Ctrl-C (in the caller's thread)
+interrupts every lane (``Lane.interrupt``): what they run is killed, nothing it returned is
+recorded, and the run is left resumable as before.
+
+Which GPUs (``lane_devices``): one lane per GPU this host shows, counted by a worker
+(``jobs.DEVICES_JOB``) so that the parent never initialises CUDA; ``--devices`` picks them by
+index (counted within ``CUDA_VISIBLE_DEVICES`` when that is set); ``--workers N`` takes the
+first N. Under ``TRITON_INTERPRET=1`` there is no GPU: one lane by default, ``--workers N`` runs
+N interpreter lanes (CI tests the scheduling so). A lone lane without ``--devices`` sets no
+``CUDA_VISIBLE_DEVICES``: its workers see what the parent sees, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
+
+from tritune import config
+from tritune.capture.spec import LaunchSpec
+from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
+from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
+from tritune.loop.kernel import KernelLoop, LoopSettings
+from tritune.loop.results import LaneLine
+from tritune.store import DecisionKey, DecisionStore
+from tritune.worker import Worker
+from tritune.worker.failures import Failure
+
+READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
+DEVICES_TIMEOUT_S = 120.0
+JOIN_S = 30.0  # after Ctrl-C, how long a lane's thread is waited for (an LLM request may still run)
+POLL_S = 0.5
+
+
+class LaneDied(RuntimeError):
+    """The lane can take no more jobs; the one it was running goes back to the session."""
+
+
+class LaneError(ValueError):
+    """``--workers``/``--devices`` cannot be met on this host; the message is one line."""
+
+
+@dataclasses.dataclass
+class KeyJob:
+    """One key for a lane: everything ``KernelLoop`` needs besides the store and the evaluator,
+    which are the lane's."""
+
+    spec: LaunchSpec
+    key: DecisionKey
+    settings: LoopSettings  # ``budget_s`` is this key's budget (``session.budget_for``)
+    run_id: int
+    store_path: str
+    root: str  # the capture's folder (the lane's evaluator was made for it)
+    category: str = "other"
+    baseline: tuple[dict | None, Failure | None] | None = None  # ``session.loop_baseline``
+    # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
+    families: list | None = None
+    llm: Any = None
+    log: Callable[[str], None] | None = None
+
+    @property
+    def budget_s(self) -> float:
+        return self.settings.budget_s
+
+
+class Lane(Protocol):
+    """What the session needs of a lane. Every method but ``interrupt`` is called from the
+    lane's own thread (the caller's, with one lane); ``start``, ``baselines`` and ``run_key``
+    raise ``LaneDied`` when the lane can do no more."""
+
+    name: str  # "cuda:0", "interpreter:1"; later "ray:<node>/<gpu>"
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name (``target["gpu"]``), known once ``start`` returned."""
+
+    @property
+    def target(self) -> dict:
+        """What ``jobs.target_job`` reports from the lane's own worker (gpu, capability,
+        triton_version, copy_gbps, meaningful, ...); ``{}`` before ``start``."""
+
+    def start(self) -> dict:
+        """Find the target (decisions are keyed by its GPU name and capability) and return it."""
+
+    def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
+                  ) -> dict[str, tuple[dict | None, Failure | None]]:
+        """The ranking's timings of ``specs``, by spec id (``Evaluator.baselines``)."""
+
+    def run_key(self, job: KeyJob) -> dict:
+        """``KernelLoop(...).run()`` for the key: the KernelResult JSON."""
+
+    def interrupt(self) -> None:
+        """From another thread: stop what runs now; the call running raises, nothing it did
+        after is recorded. The lane is not used again."""
+
+    def close(self) -> None:
+        """Free what the lane holds (its workers)."""
+
+
+class LocalLane:
+    """One GPU of this host (``device``: its ``CUDA_VISIBLE_DEVICES`` value, None: what the parent
+    sees, or the interpreter). ``evaluator``: use that one instead (tests: scripted times, warm
+    workers); it is the caller's to close."""
+
+    def __init__(self, device: str | None, root: str | Path, *, index: int = 0, jobs: int = 1,
+                 use_ncu: str = "auto", evaluator: Evaluator | None = None) -> None:
+        self.device = device
+        self.name = f"{'interpreter' if config.interpreting() else 'cuda'}:{index}"
+        self._owned = evaluator is None
+        if evaluator is None:
+            env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
+            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,))
+            evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker)
+        self.evaluator = evaluator
+        self._target: dict = {}
+
+    @property
+    def gpu(self) -> str:
+        return str(self._target.get("gpu", ""))
+
+    @property
+    def jobs(self) -> int:
+        """Its verify workers (``--jobs``)."""
+        return self.evaluator.jobs
+
+    @property
+    def target(self) -> dict:
+        return self._target
+
+    def start(self) -> dict:
+        outcome = self._guard(self.evaluator.call, TARGET_JOB, {})
+        if not outcome.ok:
+            raise LaneDied(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
+        target = dict(outcome.value)
+        if self.device is not None and not config.interpreting() and not target.get("meaningful"):
+            raise LaneDied(f"{config.ENV_VISIBLE_DEVICES}={self.device}: its workers see no GPU")
+        if self.evaluator.copy_gbps is None:
+            self.evaluator.copy_gbps = target.get("copy_gbps")
+        self._target = target
+        return target
+
+    def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
+                  ) -> dict[str, tuple[dict | None, Failure | None]]:
+        return self._guard(self.evaluator.baselines, specs, log=log)
+
+    def run_key(self, job: KeyJob) -> dict:
+        with DecisionStore(job.store_path) as store:  # this thread's own connection
+            loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
+                              settings=job.settings, category=job.category, log=job.log, families=job.families,
+                              baseline=job.baseline, llm=job.llm)
+            return self._guard(loop.run)
+
+    def interrupt(self) -> None:
+        self.evaluator.interrupt()
+
+    def close(self) -> None:
+        if self._owned:
+            self.evaluator.close()
+
+    def _guard(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except WorkerLost as exc:
+            raise LaneDied(str(exc)) from None
+
+
+# ----------------------------------------------------------------------------- which GPUs
+
+class Device(NamedTuple):
+    index: int  # as the user counts (``--devices``), within CUDA_VISIBLE_DEVICES when set
+    visible: str | None  # what the lane's CUDA_VISIBLE_DEVICES is set to (None: left as it is)
+
+
+def visible_gpus() -> list[dict]:
+    """The GPUs this host shows (``[{"name", "capability"}]``), asked of a worker: the parent never
+    initialises CUDA."""
+    with Worker(DEVICES_TIMEOUT_S, preload=("torch",)) as worker:
+        outcome = worker.call(DEVICES_JOB, {})
+    if not outcome.ok:
+        raise LaneError(f"cannot tell which GPUs this host has: {outcome.failure.kind}: {outcome.failure.message}")
+    return list(outcome.value)
+
+
+def lane_devices(workers: int | None = None, devices: Sequence[int] | None = None, *,
+                 gpus: Callable[[], list[dict]] | None = None) -> list[Device]:
+    """The lanes' devices for ``--workers``/``--devices`` (module docstring); ``LaneError`` for
+    values this host cannot meet. ``gpus`` asks the host (default ``visible_gpus``)."""
+    if workers is not None and workers < 1:
+        raise LaneError(f"--workers must be at least 1, not {workers}")
+    if devices is not None and len(set(devices)) != len(devices):
+        raise LaneError(f"--devices {','.join(map(str, devices))}: a GPU is named twice")
+    if config.interpreting():
+        if devices:
+            raise LaneError("--devices picks GPUs, and under TRITON_INTERPRET=1 there are none: "
+                            "--workers N runs N interpreter lanes")
+        return [Device(i, None) for i in range(workers or 1)]
+    found = (gpus or visible_gpus)()
+    visible = config.visible_devices()
+    ids = visible[:len(found)] if visible is not None else [str(i) for i in range(len(found))]
+    shown = f"{len(found)} GPU(s)" + (f" ({', '.join(map(str, range(len(found))))})" if found else "")
+    if devices:
+        missing = [d for d in devices if not 0 <= d < len(found)]
+        if missing:
+            raise LaneError(f"--devices {missing[0]}: no such GPU; this host shows {shown}")
+        if workers is not None and workers > len(devices):
+            raise LaneError(f"--workers {workers} is more than the {len(devices)} GPU(s) --devices names")
+        return [Device(d, ids[d]) for d in list(devices)[:workers or len(devices)]]
+    if workers is not None and workers > max(1, len(found)):
+        raise LaneError(f"--workers {workers}: this host shows {shown}, and a lane is one GPU "
+                        "(TRITON_INTERPRET=1 runs interpreter lanes)")
+    count = workers or max(1, len(found))
+    if count == 1:
+        return [Device(0, None)]
+    return [Device(i, ids[i]) for i in range(count)]
+
+
+def local_lanes(root: str | Path, settings: LoopSettings, devices: Sequence[Device]) -> list[LocalLane]:
+    """A ``LocalLane`` per device, each with ``settings.jobs`` verify workers."""
+    return [LocalLane(d.visible, root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu)
+            for d in devices]
+
+
+# ------------------------------------------------------------------------------- the pool
+
+@dataclasses.dataclass
+class Task:
+    """One job for a lane: ``run(lane)`` in the lane's thread; ``what`` is the session's."""
+
+    what: Any
+    run: Callable[[Lane], Any]
+
+
+class _Event(NamedTuple):
+    lane: Any
+    task: Task
+    status: str  # "ok" | "died" | "error" | "interrupted"
+    value: Any  # the job's value, or the exception
+    seconds: float
+
+
+class LanePool:
+    """The lanes of a run, each driven by a thread of its own (none with a single lane)."""
+
+    def __init__(self, lanes: Sequence[Lane]) -> None:
+        if not lanes:
+            raise ValueError("a pool needs at least one lane")
+        self.lanes = list(lanes)
+        self.live = list(lanes)
+        self.inline = len(lanes) == 1
+        self._lines = {id(lane): LaneLine(name=lane.name) for lane in lanes}
+        self._ended: dict[int, float] = {}  # lane -> when it died
+        self._began = time.monotonic()
+        self._events: queue.Queue[_Event] = queue.Queue()
+        self._threads: dict[int, tuple[threading.Thread, queue.Queue]] = {}
+
+    # ------------------------------------------------------------------------------- driving
+
+    def drive(self, take: Callable[[Lane], Task | None], done: Callable[[Lane, Task, Any], None],
+              lost: Callable[[Lane, Task, LaneDied], None]) -> None:
+        """Hand ``take(lane)``'s tasks to idle lanes, lowest lane first, until no task runs and
+        ``take`` has none for any idle lane. ``done`` gets each value, ``lost`` each task whose
+        lane died (that lane takes nothing more); both run in this thread. A job's other
+        exception is raised here, after every lane was interrupted; so is Ctrl-C."""
+        idle = list(self.live)
+        running = 0
+        try:
+            while True:
+                for lane in list(idle):
+                    task = take(lane)
+                    if task is None:
+                        continue
+                    idle.remove(lane)
+                    running += 1
+                    self._dispatch(lane, task)
+                if not running:
+                    return
+                event = self._next_event()
+                running -= 1
+                self.line(event.lane).busy_s += event.seconds
+                if event.status == "ok":
+                    done(event.lane, event.task, event.value)
+                    idle = [lane for lane in self.live if lane in idle or lane is event.lane]
+                elif event.status == "died":
+                    self._bury(event.lane, event.value)
+                    lost(event.lane, event.task, event.value)
+                else:  # an error of the job (or an interruption nobody asked for): the run stops
+                    raise event.value
+        except BaseException:
+            if not self.inline:  # inline, the exception came out of the one job there was
+                self.interrupt()
+            raise
+
+    def start(self) -> list[tuple[Lane, LaneDied]]:
+        """Every lane's ``start``, at once; the lanes that could not start, with why."""
+        waiting, failed = list(self.live), []
+
+        def take(lane: Lane) -> Task | None:
+            if lane not in waiting:
+                return None
+            waiting.remove(lane)
+            return Task(None, lambda lane: lane.start())
+
+        self.drive(take, lambda lane, task, value: None, lambda lane, task, exc: failed.append((lane, exc)))
+        for lane in self.live:
+            self.line(lane).gpu = lane.gpu
+        return failed
+
+    def _dispatch(self, lane: Lane, task: Task) -> None:
+        if self.inline:
+            self._events.put(self._run(lane, task, inline=True))
+            return
+        if id(lane) not in self._threads:
+            inbox: queue.Queue[Task | None] = queue.Queue()
+            thread = threading.Thread(target=self._serve, args=(lane, inbox), name=f"tritune-lane-{lane.name}",
+                                      daemon=True)
+            self._threads[id(lane)] = (thread, inbox)
+            thread.start()
+        self._threads[id(lane)][1].put(task)
+
+    def _serve(self, lane: Lane, inbox: queue.Queue) -> None:
+        while True:
+            task = inbox.get()
+            if task is None:
+                return
+            self._events.put(self._run(lane, task, inline=False))
+
+    def _run(self, lane: Lane, task: Task, *, inline: bool) -> _Event:
+        begin = time.monotonic()
+        try:
+            value, status = task.run(lane), "ok"
+        except LaneDied as exc:
+            value, status = exc, "died"
+        except Interrupted as exc:
+            if inline:
+                raise
+            value, status = exc, "interrupted"
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread (``drive``)
+            if inline:
+                raise
+            value, status = exc, "error"
+        return _Event(lane, task, status, value, time.monotonic() - begin)
+
+    def _next_event(self) -> _Event:
+        while True:  # a timeout, so that Ctrl-C reaches this thread while it waits
+            try:
+                return self._events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+
+    def _bury(self, lane: Lane, exc: LaneDied) -> None:
+        self.line(lane).died = str(exc) or type(exc).__name__
+        self._ended[id(lane)] = time.monotonic()
+        self.live.remove(lane)
+        self._stop_thread(lane)
+
+    # ---------------------------------------------------------------------------- accounting
+
+    def line(self, lane: Lane) -> LaneLine:
+        return self._lines[id(lane)]
+
+    def lines(self) -> list[LaneLine]:
+        """Every lane's line, its idle time up to now (or its death)."""
+        now = time.monotonic()
+        for lane in self.lanes:
+            line = self.line(lane)
+            line.gpu = line.gpu or lane.gpu
+            line.idle_s = max(0.0, self._ended.get(id(lane), now) - self._began - line.busy_s)
+        return [dataclasses.replace(self.line(lane)) for lane in self.lanes]
+
+    # ------------------------------------------------------------------------------- the end
+
+    def interrupt(self) -> None:
+        """Every live lane interrupted, and its thread waited for (at most ``JOIN_S`` each)."""
+        for lane in self.live:
+            lane.interrupt()
+        self.close()
+
+    def close(self) -> None:
+        """The lanes' threads told to end and waited for; the lanes themselves are the caller's."""
+        for lane in self.lanes:
+            self._stop_thread(lane)
+
+    def _stop_thread(self, lane: Lane) -> None:
+        found = self._threads.pop(id(lane), None)
+        if found is None:
+            return
+        thread, inbox = found
+        inbox.put(None)
+        if thread is not threading.current_thread():
+            thread.join(JOIN_S)

@@ -1,0 +1,538 @@
+"""Lanes (``tritune optimize --workers N``): keys handed out in rank order to whichever lane is
+free, on the CPU. Real lanes run interpreter workers with scripted times (``Evaluator.retime``),
+so that ``--workers 2`` must decide exactly what ``--workers 1`` does; planted lanes (no workers)
+make the scheduling itself deterministic: cover, deadline budgets, a lane that dies, a mixed host.
+The store's many writers are checked at the end, with processes started from this file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import triton
+from click.testing import CliRunner
+
+from tritune.arbiter import ArbiterSettings
+from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
+from tritune.loop import LoopSettings, optimize
+from tritune.loop import lanes as lanes_module
+from tritune.loop.evaluate import Evaluator
+from tritune.loop.lanes import Device, LaneDied, LaneError, LanePool, LocalLane, lane_devices
+from tritune.loop.results import KernelResult, RunResults
+from tritune.report import summarize
+from tritune.store import DecisionKey, DecisionStore
+from tritune.worker import Worker
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=3, per_round=3)
+MS_PER_PROGRAM = 0.01
+GRIDS = (125, 47, 16, 5)  # the four launches' programs (BLOCK=64): 8000, 3000, 1000, 300 elements
+SHARES = tuple(g / sum(GRIDS) for g in GRIDS)  # rank order
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("lanes") / "capture"
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(PROGRAMS), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
+                           str(PROGRAMS / "lanes_program.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def interpreter_worker() -> Worker:
+    return Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"))
+
+
+@pytest.fixture(scope="module")
+def workers():
+    found = [interpreter_worker() for _ in range(2)]
+    yield found
+    for worker in found:
+        worker.close()
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # lane names, lane_devices
+
+
+def by_grid(spec, variant, measured_ms):
+    """Scripted: time grows with the launch's size, and a bigger BLOCK is faster."""
+    return spec.grid[0] * MS_PER_PROGRAM * 64 / variant.constexprs.get("BLOCK", spec.constexprs["BLOCK"])
+
+
+def real_lanes(root, workers, retime=by_grid):
+    return [LocalLane(None, root, index=i, evaluator=Evaluator(root, retime=retime, worker=w))
+            for i, w in enumerate(workers)]
+
+
+def decisions_of(path: Path) -> dict[str, str]:
+    with DecisionStore(path) as store:
+        return {d.key.sha: d.variant.describe() for d in store.decisions()}
+
+
+# ------------------------------------------------------------------------ N lanes == 1 lane
+
+@pytest.fixture(scope="module")
+def one_and_two(captured, workers, tmp_path_factory):
+    """The same capture optimized on one real lane, then on two: (results, out) of each."""
+    runs = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")  # the lanes' names
+        for count in (1, 2):
+            out = tmp_path_factory.mktemp(f"lanes{count}")
+            results = optimize(captured, out, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers[:count]))
+            runs.append((results, out))
+    return runs
+
+
+def test_two_lanes_decide_what_one_lane_decides_in_rank_order(one_and_two):
+    (one, one_out), (two, two_out) = one_and_two
+    assert len(one.kernels) == len(GRIDS) == len(two.kernels)
+    ranked = [t.key_sha for t in one.timed]
+    assert [k.key_sha for k in one.kernels] == ranked == [k.key_sha for k in two.kernels]  # rank order, not finish
+    assert [t.time_share for t in two.timed] == pytest.approx(list(SHARES))
+    for a, b in zip(one.kernels, two.kernels):
+        assert (a.decision, a.accepted, a.speedup, a.baseline_ms) == (b.decision, b.accepted, b.speedup, b.baseline_ms)
+        assert [c["variant"] for c in a.candidates] == [c["variant"] for c in b.candidates]
+    assert any(k.accepted for k in two.kernels)
+    assert decisions_of(one_out / "decisions.db") == decisions_of(two_out / "decisions.db") != {}
+    # the report's figures too, all but the wall times and the lanes
+    first, second = summarize(one), summarize(two)
+    for summary in (first, second):
+        del summary["wall_s"], summary["lanes"]
+    assert first == second
+    on_disk = RunResults.load(two_out)
+    assert [k.key_sha for k in on_disk.kernels] == ranked and on_disk.finished is not None
+
+
+def test_each_lane_has_its_line_and_their_kernels_add_up(one_and_two):
+    (one, _), (two, two_out) = one_and_two
+    assert [lane.name for lane in one.lanes] == ["interpreter:0"] and one.lanes[0].kernels == len(GRIDS)
+    names = [lane.name for lane in two.lanes]
+    assert names == ["interpreter:0", "interpreter:1"]
+    assert sum(lane.kernels for lane in two.lanes) == len(two.kernels)
+    assert all(lane.kernels >= 1 and lane.busy_s > 0 and lane.died is None for lane in two.lanes)
+    assert {k.lane for k in two.kernels} == set(names) and all(lane.gpu == "interpreter" for lane in two.lanes)
+    assert RunResults.load(two_out).lanes == two.lanes
+    lines = [json.loads(line) for line in (two_out / "kernels.jsonl").read_text().splitlines()]
+    assert sorted(line["result"]["key_sha"] for line in lines) == sorted(k.key_sha for k in two.kernels)
+
+
+def test_the_report_and_the_summary_show_the_lanes_when_there_are_several(one_and_two, tmp_path):
+    pytest.importorskip("matplotlib")
+    from tritune.commands.optimize import lane_lines
+    from tritune.report import write_report
+
+    (one, _), (two, _) = one_and_two
+    assert lane_lines(one) == []
+    lines = lane_lines(two)
+    assert len(lines) == 2 and lines[0].startswith("lane interpreter:0 (interpreter): ") and "s idle" in lines[0]
+    text = write_report(two, tmp_path / "two")["markdown"].read_text()
+    assert "## Lanes" in text and "interpreter:1" in text
+    assert "## Lanes" not in write_report(one, tmp_path / "one")["markdown"].read_text()
+
+
+# --------------------------------------------------------------------------- planted lanes
+
+class Planted:
+    """A lane without workers: the interpreter's target, scripted baselines, and a result per key
+    made up at once (``run(job, lane)`` may replace it). Records the jobs it got."""
+
+    def __init__(self, index: int, gpu: str = "interpreter", run=None) -> None:
+        self.name = f"planted:{index}"
+        self._target = {"gpu": gpu, "capability": 0, "triton_version": triton.__version__, "meaningful": False,
+                        "copy_gbps": None}
+        self.run = run
+        self.jobs: list = []
+        self.started = False
+
+    @property
+    def gpu(self) -> str:
+        return self._target["gpu"]
+
+    @property
+    def target(self) -> dict:
+        return self._target if self.started else {}
+
+    def start(self) -> dict:
+        self.started = True
+        return self._target
+
+    def baselines(self, specs, log=None):
+        return {s.id: ({"time_ms": by_grid(s, _baseline(), 0.0), "methods": ["median"]}, None) for s in specs}
+
+    def run_key(self, job) -> dict:
+        self.jobs.append(job)
+        if self.run is not None:
+            return self.run(job, self)
+        return made_up(job)
+
+    def interrupt(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _baseline():
+    from tritune.replay import Variant
+
+    return Variant()
+
+
+def made_up(job, ran: bool = True) -> dict:
+    base = by_grid(job.spec, _baseline(), 0.0)
+    return KernelResult(id=job.spec.id, kernel=job.spec.kernel, key_sha=job.key.sha, launches=job.spec.count,
+                        baseline_ms=base if ran else None, best_ms=base if ran else None, speedup=1.0 if ran else None,
+                        failure=None if ran else "compile_error", wall_s=0.0).to_json()
+
+
+def planted_run(captured, out, lanes, **kwargs) -> RunResults:
+    kwargs.setdefault("cover", 1.0)
+    return optimize(captured, out, settings=SETTINGS, lanes=lanes, **kwargs)
+
+
+def test_no_key_is_handed_out_once_the_running_keys_hold_the_cover(captured, tmp_path):
+    first, second = Planted(0), Planted(1)
+    results = planted_run(captured, tmp_path, [first, second], cover=0.6)  # the costliest key alone holds 65%
+    assert [len(first.jobs), len(second.jobs)] == [1, 0]  # the second lane waited: the first key's share was claimed
+    [kernel] = results.kernels
+    assert kernel.time_share == pytest.approx(SHARES[0])
+    assert results.stopped.startswith("cover: the 1 kernels optimized hold 64.8%") and "3 kernels left" in results.stopped
+    assert results.finished is not None and [lane.kernels for lane in results.lanes] == [1, 0]
+
+
+def test_a_key_that_ends_without_running_gives_its_share_back(captured, tmp_path):
+    def fail_first(job, lane):
+        return made_up(job, ran=job.spec.grid[0] != GRIDS[0])
+
+    first, second = Planted(0, run=fail_first), Planted(1, run=fail_first)
+    results = planted_run(captured, tmp_path, [first, second], cover=0.3)
+    # the costliest key failed: its 65% came back, and the next keys were handed out until 30% ran
+    assert [k.time_share for k in results.kernels] == pytest.approx(list(SHARES[:3]))
+    assert not results.kernels[0].ran and results.coverage == pytest.approx(SHARES[1] + SHARES[2])
+    assert results.stopped.startswith("cover: the 3 kernels optimized") and "1 kernels left" in results.stopped
+
+
+def test_budgets_with_two_lanes_share_the_deadline_over_both(captured, tmp_path):
+    first, second = Planted(0), Planted(1)
+    results = planted_run(captured, tmp_path, [first, second], deadline_s=600.0, floor_s=5.0)
+    [key0], [key1] = first.jobs[:1], second.jobs[:1]  # handed out together, one to each lane
+    # two lanes: the costliest key may use all that is left; the next one its share of twice that
+    assert 590 < key0.budget_s <= 600 and key1.budget_s == pytest.approx(2 * SHARES[1] * 600, rel=0.02)
+    assert [k.budget_s for k in results.kernels[:2]] == [key0.budget_s, key1.budget_s]
+    assert results.stopped is None and len(results.kernels) == len(GRIDS)
+
+
+def test_the_deadline_stops_handing_out_keys_and_the_run_resumes(captured, tmp_path):
+    def slow(job, lane):
+        time.sleep(1.5)  # past the deadline: the keys running finish, no other starts
+        return made_up(job)
+
+    first, second = Planted(0, run=slow), Planted(1, run=slow)
+    results = planted_run(captured, tmp_path, [first, second], deadline_s=1.0, floor_s=0.1)
+    assert [len(first.jobs), len(second.jobs)] == [1, 1]
+    assert len(results.kernels) == 2 and results.stopped.startswith("deadline: 1 s spent, 2 kernels left")
+    assert results.finished is None
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        [run] = store.runs()
+        assert run.status == "interrupted"
+    lanes = [Planted(0), Planted(1)]
+    again = planted_run(captured, tmp_path, lanes)
+    assert again.run_id == run.id and len(again.kernels) == len(GRIDS) and again.stopped is None
+    assert sorted(j.key.sha for lane in lanes for j in lane.jobs) == sorted(k.key_sha for k in again.kernels[2:])
+    assert [k.lane for k in again.kernels[:2]] == ["planted:0", "planted:1"]  # as kernels.jsonl keeps them
+
+
+def test_a_lane_that_dies_gives_its_key_to_the_other_and_the_run_says_so(captured, tmp_path):
+    def die(job, lane):
+        raise LaneDied("its GPU fell off the bus")
+
+    lines = []
+    dying, healthy = Planted(0, run=die), Planted(1)
+    results = planted_run(captured, tmp_path, [dying, healthy], log=lines.append)
+    assert len(dying.jobs) == 1 and len(healthy.jobs) == len(GRIDS)
+    assert [k.lane for k in results.kernels] == ["planted:1"] * len(GRIDS) and results.stopped is None
+    assert results.kernels[0].key_sha == dying.jobs[0].key.sha  # the key it held, done by the other
+    [said] = [line for line in lines if "died" in line]
+    assert said.startswith("tritune optimize: lane planted:0 (interpreter) died: its GPU fell off the bus; ")
+    assert "goes back to the queue (1 lane(s) of interpreter left)" in said
+    dead, alive = RunResults.load(tmp_path).lanes
+    assert (dead.died, dead.kernels, alive.died, alive.kernels) == ("its GPU fell off the bus", 0, None, len(GRIDS))
+
+
+def test_when_every_lane_died_the_run_stops_resumable(captured, tmp_path):
+    def die(job, lane):
+        raise LaneDied("gone")
+
+    results = planted_run(captured, tmp_path, [Planted(0, run=die), Planted(1, run=die)], log=lambda line: None)
+    assert results.kernels == [] and results.stopped.startswith("lanes: every lane of interpreter died (gone; gone)")
+    assert results.finished is None
+
+
+def test_a_mixed_host_optimizes_each_key_once_per_kind_of_gpu(captured, tmp_path):
+    lanes = [Planted(0, gpu="GPU A"), Planted(1, gpu="GPU B"), Planted(2, gpu="GPU A")]
+    results = planted_run(captured, tmp_path, lanes)
+    assert [t["gpu"] for t in results.targets] == ["GPU A", "GPU B"] and results.target["gpu"] == "GPU A"
+    assert [k.gpu for k in results.kernels] == ["GPU A"] * 4 + ["GPU B"] * 4  # each kind in rank order
+    by_lane = {lane.name: {j.key.gpu_name for j in lane.jobs} for lane in lanes}
+    assert by_lane == {"planted:0": {"GPU A"}, "planted:1": {"GPU B"}, "planted:2": {"GPU A"}}
+    assert len({k.key_sha for k in results.kernels}) == 8 and len(lanes[1].jobs) == 4
+    assert results.coverage == pytest.approx(1.0) and results.kinds == 2  # the mean over the kinds
+    assert sorted(p.name for p in tmp_path.glob("baselines.*.json")) == ["baselines.GPU-A-sm0.json",
+                                                                        "baselines.GPU-B-sm0.json"]
+
+
+def test_an_error_in_a_lane_stops_the_run_and_interrupts_the_others(captured, tmp_path):
+    interrupted = threading.Event()
+
+    def broken(job, lane):
+        raise ValueError("a bug in the lane")
+
+    def waiting(job, lane):
+        interrupted.wait(30)
+        return made_up(job)
+
+    bad, slow = Planted(0, run=broken), Planted(1, run=waiting)
+    slow.interrupt = interrupted.set
+    with pytest.raises(ValueError, match="a bug in the lane"):
+        planted_run(captured, tmp_path, [bad, slow])
+    assert interrupted.is_set()
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        assert [r.status for r in store.runs()] == ["interrupted"]
+
+
+# ----------------------------------------------------- a real lane whose worker is killed
+
+def test_a_lane_whose_worker_is_killed_and_cannot_start_again_hands_its_key_over(captured, workers, tmp_path,
+                                                                                  interpret):
+    doomed = interpreter_worker()
+    killed: list[str] = []
+
+    def kill_after_first_candidate(spec, variant, ms):
+        if not variant.is_baseline and not killed:  # in a key: the worker dies, and its GPU with it
+            killed.append(spec.id)
+            doomed.preload = ("tritune_no_such_module_the_gpu_is_gone",)
+            os.kill(doomed.pid, signal.SIGKILL)
+        return by_grid(spec, variant, ms)
+
+    lines: list[str] = []
+    lanes = [LocalLane(None, captured, index=0, evaluator=Evaluator(captured, retime=kill_after_first_candidate,
+                                                                    worker=doomed)),
+             LocalLane(None, captured, index=1, evaluator=Evaluator(captured, retime=by_grid, worker=workers[1]))]
+    try:
+        results = optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=lanes, log=lines.append)
+    finally:
+        doomed.close()
+    assert killed and len(results.kernels) == len(GRIDS) and results.stopped is None
+    dead, alive = results.lanes
+    assert "cannot be started again" in dead.died and "tritune_no_such_module" in dead.died and alive.died is None
+    assert any(line.startswith("tritune optimize: lane interpreter:0 (interpreter) died: a worker cannot be "
+                               "started again") for line in lines)
+    held = next(k for k in results.kernels if k.id == killed[0])
+    assert held.lane == "interpreter:1"  # the key it was on, done by the other lane
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        cands = store.candidates()
+        assert cands and all(c.status != "running" for c in cands)
+        assert all(c.failure_kind != "crash" for c in cands)  # the kill was the lane's, not a candidate's
+
+
+def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captured, workers, tmp_path, interpret):
+    import _thread
+
+    fired: list[str] = []
+
+    def interrupting(spec, variant, ms):
+        if not variant.is_baseline and not fired:  # Ctrl-C, while both lanes are on a key
+            fired.append(spec.id)
+            _thread.interrupt_main()
+        return by_grid(spec, variant, ms)
+
+    lanes = real_lanes(captured, workers, retime=interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=lanes)
+    assert fired
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        [run] = store.runs()
+        assert run.status == "interrupted"
+        cands = store.candidates()
+        assert all(c.status != "running" for c in cands) and all(c.failure_kind != "crash" for c in cands)
+        done_before = {c.id for c in cands if c.done}
+    again = optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers))
+    assert again.run_id == run.id and len(again.kernels) == len(GRIDS) and again.finished is not None
+    reused = sum(c["reused"] for k in again.kernels for c in k.candidates)
+    assert reused >= len(done_before) > 0
+
+
+# ----------------------------------------------------------------- which GPUs, the CLI
+
+def two_gpus():
+    return [{"name": "NVIDIA H100 80GB HBM3", "capability": 90}] * 2
+
+
+def test_lane_devices_one_per_gpu_or_as_picked(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert lane_devices(gpus=two_gpus) == [Device(0, "0"), Device(1, "1")]
+    assert lane_devices(1, gpus=two_gpus) == [Device(0, None)]  # one lane: as before lanes
+    assert lane_devices(devices=[1], gpus=two_gpus) == [Device(1, "1")]
+    assert lane_devices(1, devices=[1, 0], gpus=two_gpus) == [Device(1, "1")]
+    assert lane_devices(gpus=lambda: []) == [Device(0, None)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,GPU-abc")
+    assert lane_devices(devices=[1], gpus=two_gpus) == [Device(1, "GPU-abc")]  # counted within the visible ones
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert lane_devices(gpus=two_gpus) == [Device(0, None)]
+    assert lane_devices(3) == [Device(0, None), Device(1, None), Device(2, None)]
+
+
+@pytest.mark.parametrize("workers, devices, message", [
+    (0, None, "--workers must be at least 1, not 0"),
+    (3, None, "--workers 3: this host shows 2 GPU(s) (0, 1), and a lane is one GPU"),
+    (None, [0, 2], "--devices 2: no such GPU; this host shows 2 GPU(s) (0, 1)"),
+    (3, [0, 1], "--workers 3 is more than the 2 GPU(s) --devices names"),
+    (None, [1, 1], "--devices 1,1: a GPU is named twice"),
+])
+def test_lane_devices_refuse_what_the_host_cannot_meet(monkeypatch, workers, devices, message):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(LaneError) as caught:
+        lane_devices(workers, devices, gpus=two_gpus)
+    assert str(caught.value).startswith(message)
+
+
+@pytest.fixture
+def tiny_capture(tmp_path) -> Path:
+    spec = LaunchSpec(kernel="add_kernel", kind="jit", module="prog", source_file="prog.py",
+                      source="sources/prog.py", source_hash="ab" * 32,
+                      args=[ArgSpec("x_ptr", "tensor", shape=[8], stride=[1], dtype="float32", device="cpu"),
+                            ArgSpec("BLOCK", "constexpr")],
+                      constexprs={"BLOCK": 8}, options={"num_warps": 1}, grid=[1])
+    write_launches(tmp_path / "cap", [spec])
+    return tmp_path / "cap"
+
+
+@pytest.mark.parametrize("interpreter, args, line", [
+    (True, ["--workers", "0"], "tritune optimize: Invalid value for '--workers': 0 is not in the range x>=1 "
+                               "(try 'tritune optimize --help')"),
+    (True, ["--devices", "0"], "tritune optimize: --devices picks GPUs, and under TRITON_INTERPRET=1 there are "
+                               "none: --workers N runs N interpreter lanes"),
+    (True, ["--devices", "a,b"], "tritune optimize: Invalid value for '--devices': 'a,b' is not GPU indices "
+                                 "separated by commas (e.g. 0,2,3) (try 'tritune optimize --help')"),
+    (False, ["--devices", "0,5"], "tritune optimize: --devices 5: no such GPU; this host shows 2 GPU(s) (0, 1)"),
+    (False, ["--workers", "4"], "tritune optimize: --workers 4: this host shows 2 GPU(s) (0, 1), and a lane is one "
+                                "GPU (TRITON_INTERPRET=1 runs interpreter lanes)"),
+    (False, ["--workers", "2", "--devices", "1"], "tritune optimize: --workers 2 is more than the 1 GPU(s) "
+                                                  "--devices names"),
+])
+def test_bad_workers_and_devices_are_one_line(monkeypatch, tmp_path, tiny_capture, interpreter, args, line):
+    from tritune.cli import main
+
+    if interpreter:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        monkeypatch.setattr(lanes_module, "visible_gpus", two_gpus)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(tiny_capture), *args])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.strip().splitlines() == [line]
+    assert not out.exists()  # nothing written
+
+
+# ------------------------------------------------------------------- the store's writers
+
+def test_the_pool_needs_a_lane():
+    with pytest.raises(ValueError):
+        LanePool([])
+
+
+WRITERS, THREADS, KEYS, VARIANTS = 4, 2, 6, 3  # processes, lanes (threads) each, keys per lane, candidates per key
+PASSED = {"ok": True}
+
+
+def writer_key(process: int, lane: int, i: int) -> DecisionKey:
+    return DecisionKey("c" * 64, f"kernel{process}", json.dumps({"lane": lane, "i": i}), "interpreter", 0, "3.6.0")
+
+
+def writer_variant(n: int) -> dict:
+    return {"name": f"v{n}", "options": {"num_warps": 2 ** n}, "constexprs": {}, "passes": [], "fast_math": False,
+            "source": None}
+
+
+def child_lanes(path: str, process: str, start_at: str) -> None:
+    """One optimize process: its run, and THREADS lanes writing their keys' candidates, profiles
+    and decisions at once, each through its own connection."""
+    index = int(process)
+    with DecisionStore(path) as store:
+        run = store.start_run({"process": index})
+
+    def lane(number: int) -> None:
+        with DecisionStore(path) as own:
+            while time.time() < float(start_at):  # every lane of every process at once
+                time.sleep(0.001)
+            for i in range(KEYS):
+                key = writer_key(index, number, i)
+                for n in range(VARIANTS):
+                    cand = own.add_candidate(run, key, writer_variant(n))
+                    assert own.claim(cand.id, run) is not None
+                    own.finish_candidate(cand.id, "verified", verification=PASSED, timings={"time_ms": 1.0 / (n + 1)})
+                own.set_profile(key, {"lane": number}, run_id=run)
+                own.set_decision(key, writer_variant(VARIANTS - 1), baseline_ms=1.0, best_ms=1.0 / VARIANTS,
+                                 run_id=run)
+
+    threads = [threading.Thread(target=lane, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with DecisionStore(path) as store:
+        store.finish_run(run)
+    print("done")
+
+
+def test_many_processes_of_many_lanes_write_one_store_at_once(tmp_path):
+    path = tmp_path / "store.db"
+    DecisionStore(path).close()
+    start_at = f"{time.time() + 2.0:.3f}"
+    children = [subprocess.Popen([sys.executable, __file__, "lanes", str(path), str(p), start_at],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in range(WRITERS)]
+    outputs = [child.communicate(timeout=180) for child in children]
+    for child, (out, err) in zip(children, outputs):
+        assert child.returncode == 0 and out.strip() == "done" and "locked" not in err, err
+    with DecisionStore(path) as store:
+        cands = store.candidates()
+        assert len(cands) == WRITERS * THREADS * KEYS * VARIANTS
+        assert all(c.signed and c.status in ("verified", "accepted") and c.attempts == 1 for c in cands)
+        keys = [writer_key(p, lane, i) for p in range(WRITERS) for lane in range(THREADS) for i in range(KEYS)]
+        for key in keys:
+            decision = store.decision_for(key)  # None unless its signature verifies
+            assert decision is not None and decision.usable and decision.variant.describe() == "num_warps=4"
+        assert len(store.decisions()) == len(keys)
+        assert [r.status for r in store.runs()] == ["finished"] * WRITERS
+
+
+def test_release_puts_a_dead_lanes_candidates_back_for_the_same_run(tmp_path):
+    with DecisionStore(tmp_path / "store.db") as store:
+        run = store.start_run({})
+        key, other = writer_key(0, 0, 0), writer_key(0, 0, 1)
+        held = store.add_candidate(run, key, writer_variant(0))
+        store.claim(held.id, run)
+        elsewhere = store.add_candidate(run, other, writer_variant(0))
+        store.claim(elsewhere.id, run)
+        assert store.release(run, key) == 1
+        assert store.candidate(held.id).status == "pending" and store.candidate(elsewhere.id).status == "running"
+        assert store.claim(held.id, run) is not None  # the other lane takes it
+
+
+if __name__ == "__main__":
+    modes = {"lanes": child_lanes}
+    modes[sys.argv[1]](*sys.argv[2:])
