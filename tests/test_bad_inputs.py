@@ -242,6 +242,39 @@ def test_missing_paths_and_names(tmp_path, capture, args, message):
     assert not (tmp_path / "out").exists()
 
 
+# ------------------------------------------------------------------ --workers, --devices
+
+def two_gpus() -> list[dict]:
+    return [{"name": "NVIDIA H100 80GB HBM3", "capability": 90}] * 2
+
+
+@pytest.mark.parametrize("interpreter, args, line", [
+    (True, ["--workers", "0"], "tritune optimize: Invalid value for '--workers': 0 is not in the range x>=1 "
+                               "(try 'tritune optimize --help')"),
+    (True, ["--devices", "0"], "tritune optimize: --devices picks GPUs, and under TRITON_INTERPRET=1 there are "
+                               "none: --workers N runs N interpreter lanes"),
+    (True, ["--devices", "a,b"], "tritune optimize: Invalid value for '--devices': 'a,b' is not GPU indices "
+                                 "separated by commas (e.g. 0,2,3) (try 'tritune optimize --help')"),
+    (False, ["--devices", "0,5"], "tritune optimize: --devices 5: no such GPU; this host shows 2 GPU(s) (0, 1)"),
+    (False, ["--workers", "4"], "tritune optimize: --workers 4: this host shows 2 GPU(s) (0, 1), and a lane is one "
+                                "GPU (TRITON_INTERPRET=1 runs interpreter lanes)"),
+    (False, ["--workers", "2", "--devices", "1"], "tritune optimize: --workers 2 is more than the 1 GPU(s) "
+                                                  "--devices names"),
+], ids=["workers-0", "devices-interpreted", "devices-not-numbers", "device-missing", "workers-past-gpus",
+        "workers-past-devices"])
+def test_bad_workers_and_devices(monkeypatch, tmp_path, capture, interpreter, args, line):
+    """On a host planted with two GPUs (the count a worker reports), or under the interpreter."""
+    from tritune.loop import lanes
+
+    if interpreter:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        monkeypatch.setattr(lanes, "visible_gpus", two_gpus)
+    assert invoke("optimize", "--out", tmp_path / "out", "--launches", capture, *args) == line
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------- harvest
 
 def _cuda() -> bool:

@@ -2,7 +2,7 @@
 free, on the CPU. Real lanes run interpreter workers with scripted times (``Evaluator.retime``),
 so that ``--workers 2`` must decide exactly what ``--workers 1`` does; planted lanes (no workers)
 make the scheduling itself deterministic: cover, deadline budgets, a lane that dies, a mixed host.
-The store's many writers are checked at the end, with processes started from this file."""
+The store's many writers: ``test_store_processes.py``."""
 
 from __future__ import annotations
 
@@ -17,17 +17,15 @@ from pathlib import Path
 
 import pytest
 import triton
-from click.testing import CliRunner
 
 from tritune.arbiter import ArbiterSettings
-from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
 from tritune.loop import LoopSettings, optimize
-from tritune.loop import lanes as lanes_module
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.lanes import Device, LaneDied, LaneError, LanePool, LocalLane, lane_devices
 from tritune.loop.results import KernelResult, RunResults
+from tritune.replay import Variant
 from tritune.report import summarize
-from tritune.store import DecisionKey, DecisionStore
+from tritune.store import DecisionStore
 from tritune.worker import Worker
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -43,7 +41,7 @@ def captured(tmp_path_factory) -> Path:
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(PROGRAMS), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
-                           str(PROGRAMS / "lanes_program.py")], env=env, capture_output=True, text=True, timeout=300)
+                           str(PROGRAMS / "share_program.py"), "300", "1000", "3000", "8000"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
 
@@ -58,11 +56,6 @@ def workers():
     yield found
     for worker in found:
         worker.close()
-
-
-@pytest.fixture
-def interpret(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # lane names, lane_devices
 
 
 def by_grid(spec, variant, measured_ms):
@@ -86,12 +79,10 @@ def decisions_of(path: Path) -> dict[str, str]:
 def one_and_two(captured, workers, tmp_path_factory):
     """The same capture optimized on one real lane, then on two: (results, out) of each."""
     runs = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRITON_INTERPRET", "1")  # the lanes' names
-        for count in (1, 2):
-            out = tmp_path_factory.mktemp(f"lanes{count}")
-            results = optimize(captured, out, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers[:count]))
-            runs.append((results, out))
+    for count in (1, 2):
+        out = tmp_path_factory.mktemp(f"lanes{count}")
+        results = optimize(captured, out, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers[:count]))
+        runs.append((results, out))
     return runs
 
 
@@ -169,7 +160,7 @@ class Planted:
         return self._target
 
     def baselines(self, specs, log=None):
-        return {s.id: ({"time_ms": by_grid(s, _baseline(), 0.0), "methods": ["median"]}, None) for s in specs}
+        return {s.id: ({"time_ms": by_grid(s, Variant(), 0.0), "methods": ["median"]}, None) for s in specs}
 
     def run_key(self, job) -> dict:
         self.jobs.append(job)
@@ -184,14 +175,8 @@ class Planted:
         pass
 
 
-def _baseline():
-    from tritune.replay import Variant
-
-    return Variant()
-
-
 def made_up(job, ran: bool = True) -> dict:
-    base = by_grid(job.spec, _baseline(), 0.0)
+    base = by_grid(job.spec, Variant(), 0.0)
     return KernelResult(id=job.spec.id, kernel=job.spec.kernel, key_sha=job.key.sha, launches=job.spec.count,
                         baseline_ms=base if ran else None, best_ms=base if ran else None, speedup=1.0 if ran else None,
                         failure=None if ran else "compile_error", wall_s=0.0).to_json()
@@ -314,8 +299,7 @@ def test_an_error_in_a_lane_stops_the_run_and_interrupts_the_others(captured, tm
 
 # ----------------------------------------------------- a real lane whose worker is killed
 
-def test_a_lane_whose_worker_is_killed_and_cannot_start_again_hands_its_key_over(captured, workers, tmp_path,
-                                                                                  interpret):
+def test_a_lane_whose_worker_is_killed_and_cannot_start_again_hands_its_key_over(captured, workers, tmp_path):
     doomed = interpreter_worker()
     killed: list[str] = []
 
@@ -347,7 +331,7 @@ def test_a_lane_whose_worker_is_killed_and_cannot_start_again_hands_its_key_over
         assert all(c.failure_kind != "crash" for c in cands)  # the kill was the lane's, not a candidate's
 
 
-def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captured, workers, tmp_path, interpret):
+def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captured, workers, tmp_path):
     import _thread
 
     fired: list[str] = []
@@ -409,130 +393,6 @@ def test_lane_devices_refuse_what_the_host_cannot_meet(monkeypatch, workers, dev
     assert str(caught.value).startswith(message)
 
 
-@pytest.fixture
-def tiny_capture(tmp_path) -> Path:
-    spec = LaunchSpec(kernel="add_kernel", kind="jit", module="prog", source_file="prog.py",
-                      source="sources/prog.py", source_hash="ab" * 32,
-                      args=[ArgSpec("x_ptr", "tensor", shape=[8], stride=[1], dtype="float32", device="cpu"),
-                            ArgSpec("BLOCK", "constexpr")],
-                      constexprs={"BLOCK": 8}, options={"num_warps": 1}, grid=[1])
-    write_launches(tmp_path / "cap", [spec])
-    return tmp_path / "cap"
-
-
-@pytest.mark.parametrize("interpreter, args, line", [
-    (True, ["--workers", "0"], "tritune optimize: Invalid value for '--workers': 0 is not in the range x>=1 "
-                               "(try 'tritune optimize --help')"),
-    (True, ["--devices", "0"], "tritune optimize: --devices picks GPUs, and under TRITON_INTERPRET=1 there are "
-                               "none: --workers N runs N interpreter lanes"),
-    (True, ["--devices", "a,b"], "tritune optimize: Invalid value for '--devices': 'a,b' is not GPU indices "
-                                 "separated by commas (e.g. 0,2,3) (try 'tritune optimize --help')"),
-    (False, ["--devices", "0,5"], "tritune optimize: --devices 5: no such GPU; this host shows 2 GPU(s) (0, 1)"),
-    (False, ["--workers", "4"], "tritune optimize: --workers 4: this host shows 2 GPU(s) (0, 1), and a lane is one "
-                                "GPU (TRITON_INTERPRET=1 runs interpreter lanes)"),
-    (False, ["--workers", "2", "--devices", "1"], "tritune optimize: --workers 2 is more than the 1 GPU(s) "
-                                                  "--devices names"),
-])
-def test_bad_workers_and_devices_are_one_line(monkeypatch, tmp_path, tiny_capture, interpreter, args, line):
-    from tritune.cli import main
-
-    if interpreter:
-        monkeypatch.setenv("TRITON_INTERPRET", "1")
-    else:
-        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-        monkeypatch.setattr(lanes_module, "visible_gpus", two_gpus)
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(tiny_capture), *args])
-    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
-    assert result.output.strip().splitlines() == [line]
-    assert not out.exists()  # nothing written
-
-
-# ------------------------------------------------------------------- the store's writers
-
 def test_the_pool_needs_a_lane():
     with pytest.raises(ValueError):
         LanePool([])
-
-
-WRITERS, THREADS, KEYS, VARIANTS = 4, 2, 6, 3  # processes, lanes (threads) each, keys per lane, candidates per key
-PASSED = {"ok": True}
-
-
-def writer_key(process: int, lane: int, i: int) -> DecisionKey:
-    return DecisionKey("c" * 64, f"kernel{process}", json.dumps({"lane": lane, "i": i}), "interpreter", 0, "3.6.0")
-
-
-def writer_variant(n: int) -> dict:
-    return {"name": f"v{n}", "options": {"num_warps": 2 ** n}, "constexprs": {}, "passes": [], "fast_math": False,
-            "source": None}
-
-
-def child_lanes(path: str, process: str, start_at: str) -> None:
-    """One optimize process: its run, and THREADS lanes writing their keys' candidates, profiles
-    and decisions at once, each through its own connection."""
-    index = int(process)
-    with DecisionStore(path) as store:
-        run = store.start_run({"process": index})
-
-    def lane(number: int) -> None:
-        with DecisionStore(path) as own:
-            while time.time() < float(start_at):  # every lane of every process at once
-                time.sleep(0.001)
-            for i in range(KEYS):
-                key = writer_key(index, number, i)
-                for n in range(VARIANTS):
-                    cand = own.add_candidate(run, key, writer_variant(n))
-                    assert own.claim(cand.id, run) is not None
-                    own.finish_candidate(cand.id, "verified", verification=PASSED, timings={"time_ms": 1.0 / (n + 1)})
-                own.set_profile(key, {"lane": number}, run_id=run)
-                own.set_decision(key, writer_variant(VARIANTS - 1), baseline_ms=1.0, best_ms=1.0 / VARIANTS,
-                                 run_id=run)
-
-    threads = [threading.Thread(target=lane, args=(n,)) for n in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    with DecisionStore(path) as store:
-        store.finish_run(run)
-    print("done")
-
-
-def test_many_processes_of_many_lanes_write_one_store_at_once(tmp_path):
-    path = tmp_path / "store.db"
-    DecisionStore(path).close()
-    start_at = f"{time.time() + 2.0:.3f}"
-    children = [subprocess.Popen([sys.executable, __file__, "lanes", str(path), str(p), start_at],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in range(WRITERS)]
-    outputs = [child.communicate(timeout=180) for child in children]
-    for child, (out, err) in zip(children, outputs):
-        assert child.returncode == 0 and out.strip() == "done" and "locked" not in err, err
-    with DecisionStore(path) as store:
-        cands = store.candidates()
-        assert len(cands) == WRITERS * THREADS * KEYS * VARIANTS
-        assert all(c.signed and c.status in ("verified", "accepted") and c.attempts == 1 for c in cands)
-        keys = [writer_key(p, lane, i) for p in range(WRITERS) for lane in range(THREADS) for i in range(KEYS)]
-        for key in keys:
-            decision = store.decision_for(key)  # None unless its signature verifies
-            assert decision is not None and decision.usable and decision.variant.describe() == "num_warps=4"
-        assert len(store.decisions()) == len(keys)
-        assert [r.status for r in store.runs()] == ["finished"] * WRITERS
-
-
-def test_release_puts_a_dead_lanes_candidates_back_for_the_same_run(tmp_path):
-    with DecisionStore(tmp_path / "store.db") as store:
-        run = store.start_run({})
-        key, other = writer_key(0, 0, 0), writer_key(0, 0, 1)
-        held = store.add_candidate(run, key, writer_variant(0))
-        store.claim(held.id, run)
-        elsewhere = store.add_candidate(run, other, writer_variant(0))
-        store.claim(elsewhere.id, run)
-        assert store.release(run, key) == 1
-        assert store.candidate(held.id).status == "pending" and store.candidate(elsewhere.id).status == "running"
-        assert store.claim(held.id, run) is not None  # the other lane takes it
-
-
-if __name__ == "__main__":
-    modes = {"lanes": child_lanes}
-    modes[sys.argv[1]](*sys.argv[2:])

@@ -256,6 +256,23 @@ def test_a_candidate_that_keeps_killing_the_run_is_rejected(store):
     assert (final.status, final.failure_kind, final.attempts) == ("rejected", INTERRUPTED, MAX_ATTEMPTS)
 
 
+def test_release_gives_a_dead_lanes_candidates_of_one_key_back_to_its_run(store):
+    run = store.start_run({})
+    held = store.add_candidate(run, key(), warps(8))
+    other = store.add_candidate(run, key("other_kernel"), warps(8))
+    for cand in (held, other):
+        store.claim(cand.id, run)
+    assert store.release(run, key()) == 1  # the lane on key() died; the other lane's key is left alone
+    assert (store.candidate(held.id).status, store.candidate(other.id).status) == ("pending", "running")
+    assert store.claim(held.id, run) is not None  # another lane of the run takes it over
+    for _ in range(MAX_ATTEMPTS - 1):  # one that kills every lane it goes to is given up, as on resume
+        store.release(run, key())
+        store.claim(held.id, run)
+    store.release(run, key())
+    final = store.candidate(held.id)
+    assert (final.status, final.failure_kind, final.attempts) == ("rejected", INTERRUPTED, MAX_ATTEMPTS)
+
+
 def test_export_json(store):
     run = store.start_run({"rounds": 8}, "optimize")
     verified(store, run, key(), warps(8))

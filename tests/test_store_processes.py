@@ -1,6 +1,8 @@
 """The decision store across processes: a process killed mid-transaction loses nothing that was
 committed and its run resumes; four processes writing at once lose no rows and never fail with
-"database is locked"; a forked child gets its own connection.
+"database is locked", nor do four processes of two lanes each (``optimize --workers``: a thread
+per lane, each with its own connection) writing candidates, profiles and decisions; a forked
+child gets its own connection.
 
 The child processes run this file as a script (``python test_store_processes.py MODE ...``).
 """
@@ -13,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 from tritune.store import DecisionKey, DecisionStore
@@ -127,16 +130,22 @@ def child_write(path: str, worker: str, start_at: str) -> None:
     print(json.dumps(seen))
 
 
-def test_concurrent_writers_lose_nothing(tmp_path):
-    path = tmp_path / "store.db"
+def write_together(mode: str, path, count: int, timeout: float = 120) -> list[str]:
+    """``count`` children of ``mode`` (``child_MODE(path, index, start_at)``) writing to the store
+    at ``path`` from the same instant; their outputs, after each exited 0 without "locked"."""
     DecisionStore(path).close()
     start_at = f"{time.time() + 1.5:.3f}"
-    children = [subprocess.Popen([sys.executable, __file__, "write", str(path), str(w), start_at],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(WORKERS)]
-    results = [child.communicate(timeout=120) for child in children]
+    children = [subprocess.Popen([sys.executable, __file__, mode, str(path), str(w), start_at],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(count)]
+    results = [child.communicate(timeout=timeout) for child in children]
     for child, (out, err) in zip(children, results):
         assert child.returncode == 0 and "locked" not in err, err
-    seen = [json.loads(out) for out, _ in results]
+    return [out for out, _ in results]
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "store.db"
+    seen = [json.loads(out) for out in write_together("write", path, WORKERS)]
     for n in map(str, range(SHARED)):  # a shared candidate is one row, whoever added it first
         assert len({ids[n] for ids in seen}) == 1
     with DecisionStore(path) as store:
@@ -146,6 +155,59 @@ def test_concurrent_writers_lose_nothing(tmp_path):
         assert [r.status for r in store.runs()] == ["finished"] * WORKERS
         body = store.export_json()
         assert len(body["profiles"]) == len(cands) and len(body["keys"]) == len(cands)
+
+
+PROCESSES, LANES, KEYS, VARIANTS = 4, 2, 6, 3  # optimize processes, lanes each, keys per lane, candidates per key
+
+
+def lane_key(process: int, lane: int, i: int) -> DecisionKey:
+    return key(1000 * process + 100 * lane + i)
+
+
+def child_lanes(path: str, process: str, start_at: str) -> None:
+    """One optimize process: its run, and LANES threads writing their keys' candidates, profiles
+    and decisions at once, each through its own connection."""
+    index = int(process)
+    with DecisionStore(path) as store:
+        run = store.start_run({"process": index})
+
+    def lane(number: int) -> None:
+        with DecisionStore(path) as own:
+            while time.time() < float(start_at):  # every lane of every process at once
+                time.sleep(0.001)
+            for i in range(KEYS):
+                k = lane_key(index, number, i)
+                for n in range(VARIANTS):
+                    cand = own.add_candidate(run, k, variant(2 ** n))
+                    assert own.claim(cand.id, run) is not None
+                    own.finish_candidate(cand.id, "verified", verification=PASSED, timings={"time_ms": 1.0 / (n + 1)})
+                own.set_profile(k, {"lane": number}, run_id=run)
+                own.set_decision(k, variant(2 ** (VARIANTS - 1)), baseline_ms=1.0, best_ms=1.0 / VARIANTS, run_id=run)
+
+    threads = [threading.Thread(target=lane, args=(n,)) for n in range(LANES)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with DecisionStore(path) as store:
+        store.finish_run(run)
+    print("done")
+
+
+def test_processes_of_several_lanes_write_candidates_and_decisions_at_once(tmp_path):
+    path = tmp_path / "store.db"
+    assert [out.strip() for out in write_together("lanes", path, PROCESSES, timeout=180)] == ["done"] * PROCESSES
+    with DecisionStore(path) as store:
+        cands = store.candidates()
+        assert len(cands) == PROCESSES * LANES * KEYS * VARIANTS
+        assert all(c.signed and c.status in ("verified", "accepted") and c.attempts == 1 for c in cands)
+        keys = [lane_key(p, lane, i) for p in range(PROCESSES) for lane in range(LANES) for i in range(KEYS)]
+        for k in keys:
+            decision = store.decision_for(k)  # None unless its signature verifies
+            assert decision is not None and decision.usable and decision.variant.options == {"num_warps": 4}
+            assert store.profile_for(k) is not None
+        assert len(store.decisions()) == len(keys)
+        assert [r.status for r in store.runs()] == ["finished"] * PROCESSES
 
 
 # ----------------------------------------------------------------------------------- fork
@@ -170,5 +232,5 @@ def test_forked_child_uses_its_own_connection(tmp_path):
 
 
 if __name__ == "__main__":
-    modes = {"killed": child_killed, "write": child_write, "hold": child_hold}
+    modes = {"killed": child_killed, "write": child_write, "hold": child_hold, "lanes": child_lanes}
     modes[sys.argv[1]](*sys.argv[2:])

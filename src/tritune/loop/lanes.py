@@ -46,6 +46,7 @@ from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
 from tritune.store import DecisionKey, DecisionStore
+from tritune.store.keys import INTERPRETER_GPU
 from tritune.worker import Worker
 from tritune.worker.failures import Failure
 
@@ -127,8 +128,7 @@ class LocalLane:
 
     def __init__(self, device: str | None, root: str | Path, *, index: int = 0, jobs: int = 1,
                  use_ncu: str = "auto", evaluator: Evaluator | None = None) -> None:
-        self.device = device
-        self.name = f"{'interpreter' if config.interpreting() else 'cuda'}:{index}"
+        self.device, self.index = device, index
         self._owned = evaluator is None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
@@ -136,6 +136,13 @@ class LocalLane:
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker)
         self.evaluator = evaluator
         self._target: dict = {}
+
+    @property
+    def name(self) -> str:
+        """``cuda:INDEX``, or ``interpreter:INDEX`` when its workers interpret (as its target says
+        once started: a test's workers may interpret while this process does not)."""
+        interpreted = self._target.get("gpu") == INTERPRETER_GPU if self._target else config.interpreting()
+        return f"{'interpreter' if interpreted else 'cuda'}:{self.index}"
 
     @property
     def gpu(self) -> str:
@@ -386,7 +393,7 @@ class LanePool:
         now = time.monotonic()
         for lane in self.lanes:
             line = self.line(lane)
-            line.gpu = line.gpu or lane.gpu
+            line.name, line.gpu = lane.name, line.gpu or lane.gpu
             line.idle_s = max(0.0, self._ended.get(id(lane), now) - self._began - line.busy_s)
         return [dataclasses.replace(self.line(lane)) for lane in self.lanes]
 
