@@ -276,6 +276,9 @@ def test_a_mixed_host_optimizes_each_key_once_per_kind_of_gpu(captured, tmp_path
     assert results.coverage == pytest.approx(1.0) and results.kinds == 2  # the mean over the kinds
     assert sorted(p.name for p in tmp_path.glob("baselines.*.json")) == ["baselines.GPU-A-sm0.json",
                                                                         "baselines.GPU-B-sm0.json"]
+    from tritune.report.document import header_items
+
+    assert header_items(results, summarize(results))[0].startswith("GPU: GPU A, GPU B (each key on each)")
 
 
 def test_an_error_in_a_lane_stops_the_run_and_interrupts_the_others(captured, tmp_path):

@@ -129,6 +129,8 @@ def header_items(results: RunResults, summary: Mapping[str, Any]) -> list[str]:
     date = (results.started or "unknown") + (f" to {finished}" if finished else " (not finished)")
     meaningful = {True: "yes (GPU times)", False: "NO (CPU interpreter)", None: "unknown"}[summary["meaningful"]]
     kernels = len(results.kernels)
+    if len(results.targets) > 1:  # a mixed host: every key optimized once per kind
+        gpu = ", ".join(str(t.get("gpu") or "unknown GPU") for t in results.targets) + " (each key on each)"
     items = [f"GPU: {gpu}" + (f" ({details})" if details else ""), f"date: {date}",
              f"command: {results.command or 'unknown'}", f"times meaningful: {meaningful}",
              f"success bar: {summary['threshold']:.2f}x confirmed speedup"]
