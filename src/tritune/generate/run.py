@@ -168,13 +168,15 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
     ``result[field]``."""
     from tritune.generate.modules import decisions_for
     from tritune.loop.kernel import LoopSettings
+    from tritune.loop.lanes import lane_devices
     from tritune.loop.session import optimize
 
     store_path = folder / "decisions.db"
     loop = LoopSettings(budget_s=settings.per_kernel_s, jobs=settings.jobs, without=("passes",))
     log(f"optimizing {kernels} kernel(s) for up to {settings.budget_s:g} s")
+    # one lane: a spec has a few kernels, and a lane per GPU would each take --jobs verify workers
     runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
-                    command="tritune generate")
+                    command="tritune generate", devices=lane_devices(workers=1))
     decided = decisions_for(capture, store_path, runs.target)
     result[field] = {"kernels": len(runs.kernels), "decided": len(decided),
                      "decisions": {spec.id: variant.describe() for spec, variant in decided}, "stopped": runs.stopped}
