@@ -49,6 +49,7 @@ def run(x, bias):
 """
 
 STORE = "tl.store(out_ptr + offs, y, mask=mask)"
+SKIPPED = "out is right with every Triton launch of run() skipped"
 VALUE = "y = tl.maximum(x + b, 0.0)"
 # name -> (text of GOOD, its replacement, class, failing case (None: before any case), message parts)
 PLANTS = {
@@ -72,6 +73,15 @@ PLANTS = {
                     ["run() returns 2 tensor(s), the reference 1"]),
     "raises": ("def run(x, bias):", "def run(x):", "runtime", "spec 0",
                ["run() raised TypeError: run() takes 1 positional argument but 2 were given"]),
+    # a kernel launches (so "no launch" does not fire) but the outputs do not come from it
+    "torch beside a kernel": ("    return out\n", "    return torch.relu(x + bias)\n", "no_kernel", "spec 0",
+                              [SKIPPED]),
+    "copied from torch": ("    return out\n", "    out.copy_(torch.relu(x + bias))\n    return out\n", "no_kernel",
+                          "spec 0", [SKIPPED]),
+    "kept from an earlier call": (  # right on the first call of each shape, then stale: a cache by shape
+        "def run(x, bias):\n    out = torch.empty_like(x)\n",
+        "KEPT = {}\n\n\ndef run(x, bias):\n    if tuple(x.shape) in KEPT:\n        return KEPT[tuple(x.shape)]\n"
+        "    out = KEPT[tuple(x.shape)] = torch.empty_like(x)\n", "no_kernel", "spec 0", [SKIPPED]),
 }
 
 
@@ -262,3 +272,18 @@ def test_tensors_look_plain_to_run_so_absolute_storage_offsets_work(tmp_path, wo
     unmasked = emitted.replace(STORE, PLANTS["past the end"][1])
     result = check("direct", worker, payload(tmp_path, unmasked))
     assert result["failure"] == "wrong_result" and "run() writes outside out: 3 guard element(s)" in result["message"]
+
+
+ALIAS_SPEC = SPEC.replace("return torch.relu(x + bias)", "return torch.relu(x + bias), x")
+
+
+def test_an_input_returned_where_the_reference_returns_it_too_is_no_cheat(tmp_path, worker):
+    # with the launches skipped, such an output is still right: the check lets it be
+    source = GOOD.replace("    return out\n", "    return out, x\n")
+    result = check("direct", worker, payload(tmp_path, source, ALIAS_SPEC))
+    assert result["ok"], result["message"]
+    # where the reference computes that output, handing back the input is caught
+    computed = ALIAS_SPEC.replace("), x", "), x * 1.0")
+    result = check("direct", worker, payload(tmp_path, source, computed))
+    assert result["failure"] == "no_kernel", result["message"]
+    assert result["message"].startswith("case 'spec 0' (f32[4,64], f32[64]): out1 is right with every Triton launch")

@@ -29,6 +29,11 @@ the odd shapes ``derive`` makes from the first one. Per case:
      worst element (case, output, index, both values) in the message.
    Integer and bool outputs need a second run, poisoned with the other sentinel: one run cannot
    tell an unwritten integer from one written with the sentinel's value (``compare``'s doc).
+5. A case that passes runs once more with every Triton launch skipped (``launches.skipping``):
+   an output still right then did not come from a kernel (torch computed it beside a kernel that
+   ran for show, or run() kept it from an earlier call of the same shape): ``no_kernel``. Not for
+   an output with no elements, nor one that is an input (or a view of one) where the reference's
+   output is that input too.
 
 Failures of the module itself, classified by ``tritune.worker.failures.classify`` (which knows
 Triton's errors by type): a ``SyntaxError`` importing it is ``syntax``; anything else that stops
@@ -53,7 +58,7 @@ from tritune.generate.derive import derived_cases
 from tritune.generate.spec import Case, GenSpec, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
-from tritune.replay.launches import Launches
+from tritune.replay.launches import Launches, skipping
 from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
 from tritune.worker.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RESTART_KINDS,
                                      RUNTIME_FAULT, TIMEOUT, WRONG_RESULT, classify, shorten)
@@ -108,9 +113,9 @@ def check_job(payload: dict) -> dict:
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
     for case in cases:
-        expected = spec.outputs(case)
+        expected, sources = spec.outputs_and_sources(case)
         try:
-            verdict = _check_case(spec, module, run, case, expected)
+            verdict = _check_case(spec, module, run, case, expected, sources)
         except Exception as exc:  # noqa: BLE001 - as above
             verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
         report.add(case, verdict)
@@ -137,7 +142,8 @@ class _Run:
     launches: int
 
 
-def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple) -> _Verdict:
+def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple) -> _Verdict:
+    """``sources``: per output, the argument the reference's output is a view of, else None."""
     import torch
 
     names = _input_names(spec.reference, len(case.tensors))
@@ -163,14 +169,45 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
     failing = [c for c in checks if not c.ok]
     if failing:
         return _Verdict(WRONG, _worst(failing).message(), checks, launches)
+    kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources)
+    if kept is not None:
+        return _Verdict(NO_KERNEL, f"{kept} is right with every Triton launch of run() skipped: run() computes it "
+                                   "with torch, returns an input, or keeps it from an earlier call, instead of "
+                                   "writing it with its kernel(s)", checks, launches)
     worst = _worst(checks)
     message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
     return _Verdict(None, message, checks, launches)
 
 
-def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int) -> _Run:
+def _right_without_kernels(module: Any, run: Callable, case: Case, names: list[str], expected: tuple,
+                           outputs: list[str], spec: GenSpec, sources: tuple) -> str | None:
+    """The name of the first output that is right when ``run`` runs with its launches skipped
+    (module doc, step 5), else None."""
+    import torch
+
+    try:
+        done = _run(module, run, case, names, which=1, skip=True)
+    except Exception as exc:  # noqa: BLE001 - run() needs what its kernels did: what step 5 wants
+        if classify(exc) in RESTART_KINDS:
+            raise
+        return None
+    got = tensors_of(done.result)
+    if got is None or len(got) != len(expected):
+        return None
+    inputs = {t.untyped_storage().data_ptr() for t in done.inputs if isinstance(t, torch.Tensor)}
+    for name, want, have, source in zip(outputs, expected, got, sources):
+        if want.shape != have.shape or want.dtype != have.dtype or not want.numel():
+            continue
+        if source is not None and have.untyped_storage().data_ptr() in inputs:
+            continue  # the reference returns an input too
+        if compare(name, want, have, "tolerance", spec.tolerance_for(dtype_name(want))).ok:
+            return name
+    return None
+
+
+def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int, skip: bool = False) -> _Run:
     """One call of ``run`` on guarded copies of the case's tensors, its allocations guarded and
-    poisoned with sentinel ``which``, its launches counted."""
+    poisoned with sentinel ``which``, its launches counted (``skip``: not run, module doc step 5)."""
     import torch
 
     inputs, guards = [], []
@@ -183,7 +220,8 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
         inputs.append(value)
     allocations = _Allocations(which, first_tag=len(guards))
     launches = _AnyKernel(interpreted=_interpreting())
-    with torch.no_grad(), allocations.installed(module), launches.counting():
+    watching = skipping(interpreted=launches.interpreted) if skip else launches.counting()
+    with torch.no_grad(), allocations.installed(module), watching:
         result = run(*inputs)
         if any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
             torch.cuda.synchronize()  # a fault of the launch surfaces here, inside the job

@@ -51,7 +51,7 @@ WORDS = {
     "syntax": "syntax error", "compile": "compile error", "runtime": "runtime error", "timeout": "timeout",
     "wrong_result": "wrong result", "slower": "slower than the PyTorch reference (eager)",
     "unsafe": "unsafe code (refused before running)", "no_code": "no ```python block in the reply",
-    "no_kernel": "no Triton kernel launched (run() computed the result without one)",
+    "no_kernel": "the outputs do not come from a Triton kernel (none launched, or they were right without one)",
 }
 # seed 004's "minimal targeted guidance", for the classes where a line helps
 GUIDANCE = {

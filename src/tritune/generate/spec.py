@@ -77,6 +77,11 @@ class GenSpec:
 
     def outputs(self, case: Case) -> tuple:
         """The reference's outputs on ``case`` (on copies of its tensors), as a tuple of tensors."""
+        return self.outputs_and_sources(case)[0]
+
+    def outputs_and_sources(self, case: Case) -> tuple[tuple, tuple]:
+        """``outputs(case)``, and for each output the position of the argument whose memory it
+        shares (the reference returned that input or a view of it), else None."""
         import torch
 
         args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
@@ -89,7 +94,9 @@ class GenSpec:
         outputs = tensors_of(result)
         if outputs is None:
             raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
-        return outputs
+        storages = {a.untyped_storage().data_ptr(): k for k, a in enumerate(args)
+                    if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr()}
+        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs)
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance of an output of ``dtype`` (a torch dtype name): the spec's override, else the table's."""
