@@ -287,3 +287,18 @@ def test_an_input_returned_where_the_reference_returns_it_too_is_no_cheat(tmp_pa
     result = check("direct", worker, payload(tmp_path, source, computed))
     assert result["failure"] == "no_kernel", result["message"]
     assert result["message"].startswith("case 'spec 0' (f32[4,64], f32[64]): out1 is right with every Triton launch")
+
+
+@pytest.mark.parametrize("call", ["torch.zeros_like(x)", "torch.zeros(x.shape, device=x.device)", "x.new_zeros(x.shape)",
+                                  "torch.full_like(x, 7.0)", "torch.ones(x.shape, device=x.device)", "x.clone()"])
+def test_value_filled_allocations_are_guarded_too(tmp_path, worker, call):
+    # torch.zeros and kin keep their values but sit between margins: an unmasked store past the end
+    # of such an output is seen (in a worker: unguarded, it corrupts the child's heap on the CPU)
+    source = planted("past the end").replace("torch.empty_like(x)", call)
+    result = check("worker", worker, payload(tmp_path, source))
+    assert result["failure"] == "wrong_result", result["message"]
+    assert "run() writes outside out: 3 guard element(s) changed past the end" in result["message"]
+    originals = (torch.zeros, torch.zeros_like, torch.full_like, torch.ones, torch.clone)
+    assert check("direct", worker, payload(tmp_path, GOOD.replace("torch.empty_like(x)", call)))["ok"]
+    assert (torch.zeros, torch.zeros_like, torch.full_like, torch.ones, torch.clone) == originals
+    assert "clone" not in vars(torch.Tensor) and "new_zeros" not in vars(torch.Tensor)  # TensorBase's, as before

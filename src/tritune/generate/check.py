@@ -14,7 +14,10 @@ the odd shapes ``derive`` makes from the first one. Per case:
    ``torch.empty_strided``, ``Tensor.new_empty``, and module names bound to any of them or to
    Inductor's ``empty_strided_cuda``-style allocators) hand out memory inside guarded buffers,
    poisoned with ``tritune.verify.compare``'s sentinel: an output element the kernel never writes
-   still holds it, a write past an allocation's end changes its margin. Triton launches are
+   still holds it, a write past an allocation's end changes its margin. Those that fill what they
+   allocate (``torch.zeros``, ``ones``, ``full``, their ``_like`` and ``Tensor.new_`` forms,
+   ``clone``: an output a kernel accumulates into) hand out guarded memory too, holding the values
+   they made. Triton launches are
    counted meanwhile (``tritune.replay.launches``, every kernel name counts).
    Inputs and allocations alike look plain to ``run``: each is a storage of its own between its
    margins (storage offset and size as without the guard), so code that views a tensor with an
@@ -272,14 +275,16 @@ class _Allocations:
     def installed(self, module: Any) -> Iterator[None]:
         import torch
 
-        places = [(torch, "empty"), (torch, "empty_like"), (torch, "empty_strided"), (torch.Tensor, "new_empty")]
+        places = [(torch, name) for name in _EMPTY + _FILLED] + [(torch.Tensor, name) for name in _TENSOR_EMPTY
+                                                                 + _TENSOR_FILLED]
         allocators = [getattr(owner, name) for owner, name in places] + _inductor_allocators()
         places += [(module, name) for name, value in vars(module).items()
                    if any(value is allocator for allocator in allocators)]
+        filled = {id(getattr(owner, name)) for owner, name in places if name in _FILLED + _TENSOR_FILLED}
         # (owner, name, original, whether the owner held it itself: Tensor.new_empty is TensorBase's)
         saved = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in places]
         for owner, name, original, _ in saved:
-            setattr(owner, name, self._wrap(original))
+            setattr(owner, name, self._wrap(original, keep=id(original) in filled))
         try:
             yield
         finally:
@@ -289,7 +294,7 @@ class _Allocations:
                 else:
                     delattr(owner, name)
 
-    def _wrap(self, original: Callable) -> Callable:
+    def _wrap(self, original: Callable, *, keep: bool) -> Callable:
         @functools.wraps(original)
         def allocating(*args: Any, **kwargs: Any) -> Any:
             if self._inside:
@@ -297,22 +302,32 @@ class _Allocations:
             self._inside = True
             try:
                 plain = original(*args, **kwargs)
-                return self._guarded(plain) if _guardable(plain, kwargs) else plain
+                return self._guarded(plain, keep=keep) if _guardable(plain, kwargs) else plain
             finally:
                 self._inside = False
 
         return allocating
 
-    def _guarded(self, plain: Any) -> Any:
-        """A tensor laid out as ``plain`` inside a guarded buffer, poisoned."""
+    def _guarded(self, plain: Any, *, keep: bool) -> Any:
+        """A tensor laid out as ``plain`` inside a guarded buffer: ``plain``'s values (``keep``), else poison."""
         guard = Guard(_margin(plain), _storage_size(plain), self.tag)
         buffer = allocate(plain.dtype, plain.device, guard)
         tensor = _between_margins(buffer, guard, plain)
-        poison([tensor], self.which)
+        if keep:
+            tensor.copy_(plain)
+        else:
+            poison([tensor], self.which)
         name = f"allocation {len(self.made)} {shapes_text([tensor])}"
         self.made.append(_Guarded(name, buffer, guard, tensor.untyped_storage().data_ptr()))
         self.tag += 1
         return tensor
+
+
+# what run() may allocate its outputs with: poisoned (empty), or holding the values they make (filled)
+_EMPTY = ("empty", "empty_like", "empty_strided")
+_FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "clone")
+_TENSOR_EMPTY = ("new_empty",)
+_TENSOR_FILLED = ("new_zeros", "new_ones", "new_full", "clone")
 
 
 def _guardable(t: Any, kwargs: dict) -> bool:
