@@ -38,7 +38,8 @@ def capture_job(payload: dict) -> dict:
 
     Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
     "fused": bool, "notes": [...]}``; every plan is ``{"label", "key", "inputs", "buffers",
-    "steps", "outputs", "single"}`` (see ``_plan``)."""
+    "steps", "outputs", "single"}`` (see ``_plan``). A plan this path cannot make is
+    ``{"refused": one line}`` (a raised error's message would come back cut short)."""
     from tritune.generate.derive import derived_cases
     from tritune.generate.spec import load_spec
     from tritune.store.keys import current_target
@@ -49,7 +50,10 @@ def capture_job(payload: dict) -> dict:
     if payload.get("derived", True):
         cases += derived_cases(spec, device)
     with (on_interpreter() if payload.get("interpret") else contextlib.nullcontext()):
-        plans = _capture(spec, cases, Path(payload["capture"]))
+        try:
+            plans = _capture(spec, cases, Path(payload["capture"]))
+        except GenerateError as exc:
+            return {"refused": str(exc)}
     kernels = sorted({step["kernel"] for plan in plans for step in plan["steps"]})
     notes = []
     unfused = [plan["label"] for plan in plans if len(plan["steps"]) != 1]

@@ -67,7 +67,14 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
     with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton")) as worker:
         checks: dict[str, dict] = {}
         if modelfree:
-            path, check = _modelfree(spec, out, settings, worker, device, result, log)
+            try:
+                path, check = _modelfree(spec, out, settings, worker, device, result, log)
+            except GenerateError as exc:
+                if settings.llm is None:
+                    raise
+                result["notes"].append(f"the model-free path failed: {exc}")  # the LLM path may still succeed
+                log(f"tritune generate: the model-free path failed: {exc}")
+                path = None
             if path is not None:
                 result["paths"]["inductor"] = str(path)
                 checks["inductor"] = check
@@ -127,6 +134,8 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     if not captured.ok:
         raise GenerateError(f"{spec.name}: torch.compile of the reference failed: {captured.failure.message}")
     body = captured.value
+    if body.get("refused"):  # capture_job's own one-line refusal (work outside Triton), whole
+        raise GenerateError(body["refused"])
     result["fused"], result["kernels"] = body["fused"], body["kernels"]
     result["notes"] += body["notes"]
     decisions = _optimize(capture, folder, body, settings, result, log) if settings.budget_s > 0 else {}
