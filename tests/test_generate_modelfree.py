@@ -152,3 +152,15 @@ def test_without_a_gpu_or_a_model_the_cli_says_so_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "tritune generate: the model-free path needs a GPU (Inductor generates Triton kernels only for one); "
         "without one, give --llm URL --llm-model NAME"]
+
+
+def test_a_failed_run_leaves_no_kernel_py_of_an_earlier_one(tmp_path, interpreted):
+    # DIR/kernel.py is the verified artefact: after a run that verified nothing, none is there
+    out = tmp_path / "out"
+    (out / "inductor").mkdir(parents=True)
+    for stale in (out / "kernel.py", out / "inductor" / "kernel.py"):
+        stale.write_text("def run(*inputs):\n    raise SystemExit('an earlier run')\n")
+    with pytest.raises(GenerateError, match="outside Triton"):
+        generate(_spec(tmp_path, MATMUL_SPEC), out, QUIET, log=lambda line: None)
+    assert not (out / "kernel.py").exists() and not (out / "inductor" / "kernel.py").exists()
+    assert json.loads((out / "generate.json").read_text())["winner"] is None

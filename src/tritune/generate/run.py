@@ -14,7 +14,10 @@
    benchmark against eager, torch.compile and max-autotune (``bench.bench_job``, GPU only), and
    ``DIR/generate.json`` plus ``DIR/report.md``/``.html`` (``report``).
 
-Every step that runs generated or compiled code runs in a tritune worker process.
+Every step that runs generated or compiled code runs in a tritune worker process. A ``DIR`` of an
+earlier run loses its ``kernel.py`` files first: after a run that verifies nothing there is none,
+and ``generate.json`` says why. A model-free failure (a one-line ``GenerateError``) is a note when
+``--llm`` is given, whose loop still runs.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
         if settings.llm is None:
             raise GenerateError(f"{line}; without one, give --llm URL --llm-model NAME")
         result["notes"].append(line + ": only the LLM path ran")
+    for stale in (out / "kernel.py", out / "inductor" / "kernel.py"):  # an earlier run's: not verified by this one
+        stale.unlink(missing_ok=True)
     env = {"TRITON_INTERPRET": "1"} if not on_gpu else {}
     with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton")) as worker:
         checks: dict[str, dict] = {}
@@ -70,9 +75,11 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
             try:
                 path, check = _modelfree(spec, out, settings, worker, device, result, log)
             except GenerateError as exc:
+                result["notes"].append(f"the model-free path failed: {exc}")
                 if settings.llm is None:
+                    _write(out, result)
                     raise
-                result["notes"].append(f"the model-free path failed: {exc}")  # the LLM path may still succeed
+                # the LLM path may still succeed
                 log(f"tritune generate: the model-free path failed: {exc}")
                 path = None
             if path is not None:
