@@ -164,3 +164,18 @@ def test_a_failed_run_leaves_no_kernel_py_of_an_earlier_one(tmp_path, interprete
         generate(_spec(tmp_path, MATMUL_SPEC), out, QUIET, log=lambda line: None)
     assert not (out / "kernel.py").exists() and not (out / "inductor" / "kernel.py").exists()
     assert json.loads((out / "generate.json").read_text())["winner"] is None
+
+
+INPLACE_SPEC = SPEC.replace("return torch.relu(x + bias) * 2.0", "return x.add_(bias).relu_().mul_(2.0)")
+
+
+def test_an_in_place_reference_gets_a_kernel_py_that_leaves_its_inputs_alone(tmp_path, interpreted):
+    # Inductor's kernel writes into x as the reference does; kernel.py runs it on a copy of x, so
+    # that it passes the check (a kernel must not write into its inputs) and its caller keeps x
+    result = generate(_spec(tmp_path, INPLACE_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert any("writes into its input 0" in note for note in result["notes"])
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x, bias = torch.randn(8, 40), torch.randn(40)\nbefore = x.clone()\nout = kernel.run(x, bias)\n"
+        "print(torch.equal(out, torch.relu(before + bias) * 2.0), torch.equal(x, before))\n"))
+    assert same.split() == ["True", "True"]
