@@ -179,3 +179,14 @@ def test_an_in_place_reference_gets_a_kernel_py_that_leaves_its_inputs_alone(tmp
         "x, bias = torch.randn(8, 40), torch.randn(40)\nbefore = x.clone()\nout = kernel.run(x, bias)\n"
         "print(torch.equal(out, torch.relu(before + bias) * 2.0), torch.equal(x, before))\n"))
     assert same.split() == ["True", "True"]
+
+
+MEAN_VAR_SPEC = SPEC.replace("return torch.relu(x + bias) * 2.0", "return x.mean(-1) * x.var(-1) + bias.sum()")
+
+
+def test_a_buffer_inductor_names_in_out_but_only_stores_to_is_no_work_outside_triton(tmp_path, interpreted):
+    # Inductor passes the reduced buffer as in_out_ptr and only stores to it: no library call wrote it
+    # (the matmul of test_work_outside_triton_is_one_line: in_out_ptr loaded, its value from outside Triton)
+    result = generate(_spec(tmp_path, MEAN_VAR_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert "in_out_ptr" in (tmp_path / "out" / "kernel.py").read_text()

@@ -13,7 +13,10 @@ launches (``tritune.capture.inductor``). Each launch is kept twice:
 ``emit`` turns the plans into ``kernel.py``. What a plan cannot reproduce is refused, in one line
 (``GenerateError``): a value Inductor computes outside Triton (a library matmul, a fallback op),
 seen as a scratch buffer read before any Triton kernel wrote it, or as an output that no Triton
-kernel wrote and that is no view of an input.
+kernel wrote and that is no view of an input. An argument is read unless Inductor names it
+``out_ptr``, or names it ``in_out_ptr`` and the kernel's source only ever stores through it (a
+reduction's result written into a buffer Inductor reuses; a matmul's output that a kernel updates
+in place is loaded, and refused).
 
 ``capture_job`` runs in a tritune worker: compiling and running the reference may fault, and the
 optimize loop then needs the process's GPU. ``on_interpreter()`` makes Inductor emit Triton
@@ -88,7 +91,7 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
                 result = compiled(*inputs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            plans.append(_plan(spec.name, case.label, inputs, result, launches))
+            plans.append(_plan(spec.name, case.label, inputs, result, launches, root))
     finally:
         recorder.close()
     finalize(root)
@@ -125,8 +128,9 @@ def input_key(inputs: tuple) -> list:
     return key
 
 
-def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]]) -> dict:
-    """The case's plan: buffers to allocate, launches in order, what ``run`` returns.
+def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]], root: Path) -> dict:
+    """The case's plan: buffers to allocate, launches in order, what ``run`` returns (``root``:
+    the capture directory, where the launches' sources are).
 
     An argument is ``{"input": i, "view": ...}`` (None: the input itself; else its offset counts
     from the input's own), ``{"buffer": b, "view": ..., "dtype": ...}``,
@@ -140,6 +144,7 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
     written: set[int] = set()
     steps = []
     for launch, live in launches:
+        stored_only = _stored_only((root / launch.source).read_text(), launch.kernel) if launch.source else set()
         args = []
         for arg in launch.args:
             if arg.kind == "constexpr":
@@ -149,7 +154,8 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
             else:
                 seen = live[arg.name]
                 where = by_ptr.get(seen["ptr"])
-                reads = not arg.name.startswith("out_ptr")  # Inductor's names: in_ptr, in_out_ptr, out_ptr
+                # Inductor's names: in_ptr, in_out_ptr, out_ptr (module doc)
+                reads = not arg.name.startswith("out_ptr") and arg.name not in stored_only
                 if where is None:
                     if reads:
                         raise GenerateError(
@@ -182,6 +188,32 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
                         "dtype": _dtype(out)})
     return {"label": label, "key": input_key(inputs), "buffers": buffers, "steps": steps, "outputs": outputs,
             "single": not isinstance(result, (tuple, list)), "sequence": type(result).__name__}
+
+
+def _stored_only(text: str, kernel: str) -> set[str]:
+    """Parameters of ``kernel`` (in the module source ``text``) used only inside the pointer argument
+    of ``tl.store`` calls: the kernel writes through them and never reads. Any other use, or a
+    source that does not parse, counts as a read."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel]
+    if not found:
+        return set()
+    params = {a.arg for a in found[0].args.args}
+    stored: set[int] = set()  # ids of the Name nodes inside a store's pointer
+    for node in ast.walk(found[0]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "store" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl" and node.args:
+            stored |= {id(n) for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+    uses: dict[str, list[bool]] = {}
+    for node in ast.walk(found[0]):
+        if isinstance(node, ast.Name) and node.id in params:
+            uses.setdefault(node.id, []).append(id(node) in stored)
+    return {name for name, inside in uses.items() if all(inside)}
 
 
 def _relative(view: list, dtype: str, where: tuple, inputs: tuple) -> list | None:
