@@ -190,3 +190,27 @@ def test_a_buffer_inductor_names_in_out_but_only_stores_to_is_no_work_outside_tr
     result = generate(_spec(tmp_path, MEAN_VAR_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
     assert result["check"]["ok"], result["check"]["message"]
     assert "in_out_ptr" in (tmp_path / "out" / "kernel.py").read_text()
+
+
+SCALARS_SPEC = '''
+import torch
+
+def reference(x, low, fill):
+    return torch.where(x > 1.0, low, torch.where(x < -1.0, fill, x * 2.0))
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(8, 40, generator=g).to(device), float("-inf"), float("nan"))]
+'''
+
+
+def test_non_finite_scalar_inputs_are_written_as_python_can_read_them(tmp_path, interpreted):
+    # repr(-inf) is `-inf`, no Python name: kernel.py spells it float("-inf"), and dispatches a NaN
+    # that is not the very object it was generated with (NaN != NaN)
+    result = generate(_spec(tmp_path, SCALARS_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x = torch.randn(8, 40)\nout = kernel.run(x, float('-inf'), float('nan'))\n"
+        "want = torch.where(x > 1.0, float('-inf'), torch.where(x < -1.0, float('nan'), x * 2.0))\n"
+        "print(torch.equal(out.isnan(), want.isnan()), torch.equal(out.nan_to_num(), want.nan_to_num()))\n"))
+    assert same.split() == ["True", "True"]

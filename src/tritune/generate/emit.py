@@ -182,9 +182,9 @@ def _case(number: int, plan: dict, launches: list[dict], copies: list[int]) -> s
             dtype, size = "uint8", 1
         lines.append(f"    buf{index} = torch.empty({buffer['nbytes'] // size}, dtype=torch.{dtype}, device=device)")
     for launch in launches:
-        args = [_tensor_expr(arg, buffer_dtype, plan) if ("input" in arg or "buffer" in arg) else repr(arg["value"])
+        args = [_tensor_expr(arg, buffer_dtype, plan) if ("input" in arg or "buffer" in arg) else _literal(arg["value"])
                 for arg in launch["args"] if "constexpr" not in arg]
-        keywords = [f"{k}={v!r}" for k, v in {**launch["constexprs"], **launch["options"]}.items()]
+        keywords = [f"{k}={_literal(v)}" for k, v in {**launch["constexprs"], **launch["options"]}.items()]
         grid = ", ".join(map(str, launch["grid"]))
         call = f"    {launch['kernel']}[({grid})]({', '.join(args + keywords)})"
         lines.append(textwrap.fill(call, 116, subsequent_indent=" " * 8, break_long_words=False,
@@ -241,7 +241,7 @@ def _dispatch(plans: list[dict], name: str) -> str:
     return (f"_NAME = {name!r}\n_CASES = {{\n{entries}}}\n\n\n" + textwrap.dedent('''\
         def _key(inputs):
             return tuple((tuple(v.shape), tuple(v.stride()), str(v.dtype).removeprefix("torch."))
-                         if isinstance(v, torch.Tensor) else v for v in inputs)
+                         if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)
 
 
         def run(*inputs):
@@ -259,6 +259,15 @@ def _key_literal(key: list) -> str:
     for item in key:
         if isinstance(item, list) and len(item) == 3 and isinstance(item[0], list):
             items.append(f"({tuple(item[0])!r}, {tuple(item[1])!r}, {item[2]!r})")
+        elif isinstance(item, float) and math.isnan(item):
+            items.append(repr("nan"))  # NaN != NaN: run's _key spells it so
         else:
-            items.append(repr(item))
+            items.append(_literal(item))
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+def _literal(value: Any) -> str:
+    """``value`` as Python source: ``repr``, but for the floats whose repr is no Python (inf, nan)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
