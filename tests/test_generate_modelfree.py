@@ -214,3 +214,26 @@ def test_non_finite_scalar_inputs_are_written_as_python_can_read_them(tmp_path, 
         "want = torch.where(x > 1.0, float('-inf'), torch.where(x < -1.0, float('nan'), x * 2.0))\n"
         "print(torch.equal(out.isnan(), want.isnan()), torch.equal(out.nan_to_num(), want.nan_to_num()))\n"))
     assert same.split() == ["True", "True"]
+
+
+SAME_TWICE_SPEC = '''
+import torch
+
+def reference(x, y):
+    return x * y + 1.0
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 40, generator=g).to(device)
+    return [(a, a)]  # one tensor passed twice (or two views of one storage)
+'''
+
+
+def test_a_spec_passing_one_tensor_twice_gets_a_kernel_that_reads_both_arguments(tmp_path, interpreted):
+    # compiled on the spec's own arguments, Inductor saw x * x and kernel.py ignored y: the check,
+    # whose copies hold equal values, passed it; a caller with two tensors got x * x + 1
+    result = generate(_spec(tmp_path, SAME_TWICE_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x, y = torch.randn(8, 40), torch.randn(8, 40)\nprint(torch.allclose(kernel.run(x, y), x * y + 1.0))\n"))
+    assert same.split() == ["True"]

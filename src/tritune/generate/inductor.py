@@ -2,7 +2,10 @@
 
 For each case (the spec's inputs, and the odd shapes ``derive`` makes from them) the reference is
 compiled with ``torch.compile(dynamic=False)`` and run once while capture records Inductor's
-launches (``tritune.capture.inductor``). Each launch is kept twice:
+launches (``tritune.capture.inductor``). Arguments that share memory (one tensor passed twice,
+two views of one storage) are each given memory of their own first: compiled on them, Inductor
+would read one for both (``x * x`` for ``reference(x, y)``), and ``kernel.py`` serves any caller
+whose arguments have those shapes, most of whom pass two tensors. Each launch is kept twice:
 
 - as a ``LaunchSpec`` in a capture directory (``Recorder``), which the optimize loop works on;
 - as a step of the case's *plan*: the kernel, and for each argument where its tensor comes from:
@@ -86,7 +89,7 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
             def add(launch: Any, values: dict, fast_key: Any = None) -> None:
                 launches.append((recorder.add(launch, values), _live(values)))
 
-            inputs = tuple(case.tensors)
+            inputs = _apart(case.tensors)
             with inductor.recording(add), torch.no_grad():  # kernel.py computes the forward only
                 result = compiled(*inputs)
             if torch.cuda.is_available():
@@ -96,6 +99,24 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
         recorder.close()
     finalize(root)
     return plans
+
+
+def _apart(args: tuple) -> tuple:
+    """``args`` with each tensor whose memory an earlier one shares copied into a storage of its own
+    (same shape, strides and values; storage offset 0; overlapping strides kept)."""
+    import torch
+
+    seen: set[int] = set()
+    out = []
+    for t in args:
+        if isinstance(t, torch.Tensor) and t.numel():
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+                t = t.as_strided((extent,), (1,), t.storage_offset()).clone().as_strided(t.shape, t.stride(), 0)
+            seen.add(t.untyped_storage().data_ptr())
+        out.append(t)
+    return tuple(out)
 
 
 def _live(values: dict) -> dict:
