@@ -69,7 +69,7 @@ class GenSpec:
         """The spec's own cases, ``inputs(device)`` checked (see the module doc)."""
         try:
             given = self.make_inputs(device)
-        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
             raise self.error(f"inputs({device!r}) fails: {one_line(exc)}") from None
         if not isinstance(given, (list, tuple)) or not given:
             raise self.error(f"inputs({device!r}) returns {_kind(given)}, not a non-empty list of tuples")
@@ -89,7 +89,7 @@ class GenSpec:
         try:
             with torch.no_grad():
                 result = self.reference(*args)
-        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
             raise self.error(f"reference fails on {where}: {one_line(exc)}") from None
         outputs = tensors_of(result)
         if outputs is None:
