@@ -302,3 +302,20 @@ def test_value_filled_allocations_are_guarded_too(tmp_path, worker, call):
     assert check("direct", worker, payload(tmp_path, GOOD.replace("torch.empty_like(x)", call)))["ok"]
     assert (torch.zeros, torch.zeros_like, torch.full_like, torch.ones, torch.clone) == originals
     assert "clone" not in vars(torch.Tensor) and "new_zeros" not in vars(torch.Tensor)  # TensorBase's, as before
+
+
+SLICED_SPEC = SPEC.replace("torch.randn(4, 64, device=device)", "torch.randn(4, 128, device=device)[:, :64]")
+SLICED = GOOD.replace("    n = x.numel()\n", "    x = x.contiguous()\n    n = x.numel()\n")
+
+
+def test_a_write_into_an_inputs_memory_outside_its_view_is_caught(tmp_path, worker):
+    # x is a slice of wider rows: its storage holds the caller's other columns, which run() must
+    # leave alone as it leaves x itself
+    assert check("direct", worker, payload(tmp_path, SLICED, SLICED_SPEC))["ok"]
+    spill = SLICED.replace("    x = x.contiguous()\n", (
+        "    if not x.is_contiguous():  # the spec's case: zero the columns beside x's\n"
+        "        x.as_strided(x.shape, x.stride(), x.storage_offset() + x.shape[-1]).zero_()\n"
+        "    x = x.contiguous()\n"))
+    result = check("direct", worker, payload(tmp_path, spill, SLICED_SPEC))
+    assert result["failure"] == "wrong_result", result["message"]
+    assert "run() writes into the memory of its input x outside x" in result["message"]

@@ -25,7 +25,8 @@ the odd shapes ``derive`` makes from the first one. Per case:
 4. The first of these that fails is the case's failure:
    - no launch: ``no_kernel`` (run computed with torch, or returned a result made elsewhere);
    - a changed margin of an input or of an allocation: ``wrong_result`` (a write outside a tensor);
-   - a changed input: ``wrong_result`` (a kernel must not write into its inputs);
+   - a changed input, or a change elsewhere in its storage (a slice's other columns):
+     ``wrong_result`` (a kernel must not write into its inputs);
    - outputs whose number, shape or dtype differ from the reference's: ``wrong_result``;
    - an output against the reference (``compare``: unwritten elements, NaN/Inf parity, values
      under the table's tolerance for its dtype or the spec's override): ``wrong_result``, the
@@ -251,6 +252,16 @@ def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
             if not same.ok:
                 return WRONG, (f"run() writes into its input {name} (a kernel must not; baseline: before, "
                                f"candidate: after): {same.message()}")
+            # the rest of its storage (a slice's other columns) is the caller's too
+            size = _storage_size(given)
+            if given.is_contiguous() and given.storage_offset() == 0 and given.numel() == size:
+                continue  # x is its whole storage: compared above
+            whole = compare(name, given.as_strided((size,), (1,), 0), copy.as_strided((size,), (1,), 0),
+                            "bitwise", poisoned=False)
+            if not whole.ok:
+                return WRONG, (f"run() writes into the memory of its input {name} outside {name} (the rest of "
+                               f"its storage, the caller's): element {whole.worst.index[0]} of the storage, "
+                               f"{whole.bad} element(s) changed")
     if got is None:
         return WRONG, f"run() returns a {type(done.result).__name__}, not a tensor or a tuple of tensors"
     if len(got) != len(expected):
