@@ -276,3 +276,23 @@ def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypa
     [note] = [note for note in result["notes"] if "model-free path failed" in note]
     assert note.endswith("which the model-free path cannot put in kernel.py")  # whole, not cut short
     assert (tmp_path / "out" / "kernel.py").read_text() == MATMUL_MODULE
+
+
+def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_path, key):
+    """--llm-dry-run sends nothing, so nothing can verify: that is what was asked, not a failure."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "bias_relu.py"
+    path.write_text(SPEC)
+    out = tmp_path / "out"
+    with ScriptedServer([]) as server:
+        done = subprocess.run([sys.executable, "-m", "tritune", "generate", str(path), "--out", str(out), "--llm",
+                               server.url, "--llm-model", "scripted", "--llm-dry-run"], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert server.requests == []
+    assert done.returncode == 0, done.stderr[-2000:]
+    [prompt] = list((out / "llm-prompts").glob("*.md"))
+    assert done.stdout.strip().splitlines()[-1] == f"bias_relu: llm dry run: no kernel.py (the prompt: {prompt})"
+    assert not (out / "kernel.py").exists()

@@ -96,6 +96,12 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
                 result["paths"]["llm"] = result["llm"]["best"]
                 checks["llm"] = _check(worker, Path(result["llm"]["best"]), spec.path, device)
         verified = {name: Path(result["paths"][name]) for name, check in checks.items() if check.get("ok")}
+        if not verified and not checks and (result["llm"] or {}).get("prompt"):
+            # an LLM dry run, and nothing else to verify: what was asked is done
+            result["notes"].append(f"llm dry run: the first prompt is in {result['llm']['prompt']}; nothing was "
+                                   "sent, so no kernel was generated")
+            _write(out, result)
+            return result
         if not verified:
             _write(out, result)
             raise GenerateError(f"{spec.name}: no verified kernel" + (f" ({result['notes'][-1]})" if result["notes"] else ""))
