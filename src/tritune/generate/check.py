@@ -17,8 +17,8 @@ the odd shapes ``derive`` makes from the first one. Per case:
    still holds it, a write past an allocation's end changes its margin. Those that fill what they
    allocate (``torch.zeros``, ``ones``, ``full``, their ``_like`` and ``Tensor.new_`` forms,
    ``clone``: an output a kernel accumulates into) hand out guarded memory too, holding the values
-   they made. Triton launches are
-   counted meanwhile (``tritune.replay.launches``, every kernel name counts).
+   they made. Triton launches are counted meanwhile (``tritune.replay.launches``, every kernel
+   name counts).
    Inputs and allocations alike look plain to ``run``: each is a storage of its own between its
    margins (storage offset and size as without the guard), so code that views a tensor with an
    absolute storage offset, as generated launchers do, lands where it would without the guard.

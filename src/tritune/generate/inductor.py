@@ -44,8 +44,8 @@ def capture_job(payload: dict) -> dict:
 
     Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
     "fused": bool, "notes": [...]}``; every plan is ``{"label", "key", "inputs", "buffers",
-    "steps", "outputs", "single"}`` (see ``_plan``). A plan this path cannot make is
-    ``{"refused": one line}`` (a raised error's message would come back cut short)."""
+    "steps", "outputs", "single"}`` (see ``_plan``). A spec this path cannot plan returns
+    ``{"refused": one line}`` instead (a raised error's message would come back cut short)."""
     from tritune.generate.derive import derived_cases
     from tritune.generate.spec import load_spec
     from tritune.store.keys import current_target
