@@ -49,6 +49,7 @@ def run(x, bias):
 """
 
 STORE = "tl.store(out_ptr + offs, y, mask=mask)"
+SKIPPED = "out is right with every Triton launch of run() skipped"
 VALUE = "y = tl.maximum(x + b, 0.0)"
 # name -> (text of GOOD, its replacement, class, failing case (None: before any case), message parts)
 PLANTS = {
@@ -72,6 +73,15 @@ PLANTS = {
                     ["run() returns 2 tensor(s), the reference 1"]),
     "raises": ("def run(x, bias):", "def run(x):", "runtime", "spec 0",
                ["run() raised TypeError: run() takes 1 positional argument but 2 were given"]),
+    # a kernel launches (so "no launch" does not fire) but the outputs do not come from it
+    "torch beside a kernel": ("    return out\n", "    return torch.relu(x + bias)\n", "no_kernel", "spec 0",
+                              [SKIPPED]),
+    "copied from torch": ("    return out\n", "    out.copy_(torch.relu(x + bias))\n    return out\n", "no_kernel",
+                          "spec 0", [SKIPPED]),
+    "kept from an earlier call": (  # right on the first call of each shape, then stale: a cache by shape
+        "def run(x, bias):\n    out = torch.empty_like(x)\n",
+        "KEPT = {}\n\n\ndef run(x, bias):\n    if tuple(x.shape) in KEPT:\n        return KEPT[tuple(x.shape)]\n"
+        "    out = KEPT[tuple(x.shape)] = torch.empty_like(x)\n", "no_kernel", "spec 0", [SKIPPED]),
 }
 
 
@@ -262,3 +272,50 @@ def test_tensors_look_plain_to_run_so_absolute_storage_offsets_work(tmp_path, wo
     unmasked = emitted.replace(STORE, PLANTS["past the end"][1])
     result = check("direct", worker, payload(tmp_path, unmasked))
     assert result["failure"] == "wrong_result" and "run() writes outside out: 3 guard element(s)" in result["message"]
+
+
+ALIAS_SPEC = SPEC.replace("return torch.relu(x + bias)", "return torch.relu(x + bias), x")
+
+
+def test_an_input_returned_where_the_reference_returns_it_too_is_no_cheat(tmp_path, worker):
+    # with the launches skipped, such an output is still right: the check lets it be
+    source = GOOD.replace("    return out\n", "    return out, x\n")
+    result = check("direct", worker, payload(tmp_path, source, ALIAS_SPEC))
+    assert result["ok"], result["message"]
+    # where the reference computes that output, handing back the input is caught
+    computed = ALIAS_SPEC.replace("), x", "), x * 1.0")
+    result = check("direct", worker, payload(tmp_path, source, computed))
+    assert result["failure"] == "no_kernel", result["message"]
+    assert result["message"].startswith("case 'spec 0' (f32[4,64], f32[64]): out1 is right with every Triton launch")
+
+
+@pytest.mark.parametrize("call", ["torch.zeros_like(x)", "torch.zeros(x.shape, device=x.device)", "x.new_zeros(x.shape)",
+                                  "torch.full_like(x, 7.0)", "torch.ones(x.shape, device=x.device)", "x.clone()"])
+def test_value_filled_allocations_are_guarded_too(tmp_path, worker, call):
+    # torch.zeros and kin keep their values but sit between margins: an unmasked store past the end
+    # of such an output is seen (in a worker: unguarded, it corrupts the child's heap on the CPU)
+    source = planted("past the end").replace("torch.empty_like(x)", call)
+    result = check("worker", worker, payload(tmp_path, source))
+    assert result["failure"] == "wrong_result", result["message"]
+    assert "run() writes outside out: 3 guard element(s) changed past the end" in result["message"]
+    originals = (torch.zeros, torch.zeros_like, torch.full_like, torch.ones, torch.clone)
+    assert check("direct", worker, payload(tmp_path, GOOD.replace("torch.empty_like(x)", call)))["ok"]
+    assert (torch.zeros, torch.zeros_like, torch.full_like, torch.ones, torch.clone) == originals
+    assert "clone" not in vars(torch.Tensor) and "new_zeros" not in vars(torch.Tensor)  # TensorBase's, as before
+
+
+SLICED_SPEC = SPEC.replace("torch.randn(4, 64, device=device)", "torch.randn(4, 128, device=device)[:, :64]")
+SLICED = GOOD.replace("    n = x.numel()\n", "    x = x.contiguous()\n    n = x.numel()\n")
+
+
+def test_a_write_into_an_inputs_memory_outside_its_view_is_caught(tmp_path, worker):
+    # x is a slice of wider rows: its storage holds the caller's other columns, which run() must
+    # leave alone as it leaves x itself
+    assert check("direct", worker, payload(tmp_path, SLICED, SLICED_SPEC))["ok"]
+    spill = SLICED.replace("    x = x.contiguous()\n", (
+        "    if not x.is_contiguous():  # the spec's case: zero the columns beside x's\n"
+        "        x.as_strided(x.shape, x.stride(), x.storage_offset() + x.shape[-1]).zero_()\n"
+        "    x = x.contiguous()\n"))
+    result = check("direct", worker, payload(tmp_path, spill, SLICED_SPEC))
+    assert result["failure"] == "wrong_result", result["message"]
+    assert "run() writes into the memory of its input x outside x" in result["message"]

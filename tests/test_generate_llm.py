@@ -221,3 +221,78 @@ def test_the_command_without_a_gpu_runs_the_llm_path_and_writes_its_artefacts(tm
     for file in out.rglob("*"):
         if file.is_file():
             assert key not in file.read_text(errors="replace"), file
+
+
+MATMUL_SPEC = '''import torch
+
+
+def reference(x, w, bias):
+    return torch.relu(x @ w + bias)
+
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(8, 32, generator=g).to(device), torch.randn(32, 16, generator=g).to(device),
+             torch.randn(16, generator=g).to(device))]
+'''
+MATMUL_MODULE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, K: tl.constexpr, N: tl.constexpr):
+    row = tl.program_id(0)
+    k = tl.arange(0, K)
+    n = tl.arange(0, N)
+    x = tl.load(x_ptr + row * K + k)
+    w = tl.load(w_ptr + k[:, None] * N + n[None, :])
+    y = tl.sum(x[:, None] * w, axis=0) + tl.load(bias_ptr + n)
+    tl.store(out_ptr + row * N + n, tl.maximum(y, 0.0))
+
+
+def run(x, w, bias):
+    out = torch.empty((x.shape[0], w.shape[1]), device=x.device, dtype=x.dtype)
+    row_kernel[(x.shape[0],)](x, w, bias, out, K=x.shape[1], N=w.shape[1])
+    return out
+'''
+
+
+def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypatch):
+    """Inductor puts the matmul in a library call, which the model-free path refuses (one line):
+    with --llm, that is a note, and the model's kernel is still asked for, verified and kept."""
+    from tritune.generate.run import GenerateSettings
+    from tritune.generate.run import generate as run_generate
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    path = tmp_path / "matmul_relu.py"
+    path.write_text(MATMUL_SPEC)
+    with ScriptedServer([f"```python\n{MATMUL_MODULE}```\n"]) as server:
+        settings = GenerateSettings(budget_s=0, bench=False, interpret=True,
+                                    llm=LLMSettings(url=server.url, model="scripted"))
+        result = run_generate(path, tmp_path / "out", settings, log=lambda line: None)
+        assert len(server.requests) == 1
+    assert result["winner"] == "llm" and result["check"]["ok"], result["check"]
+    [note] = [note for note in result["notes"] if "model-free path failed" in note]
+    assert note.endswith("which the model-free path cannot put in kernel.py")  # whole, not cut short
+    assert (tmp_path / "out" / "kernel.py").read_text() == MATMUL_MODULE
+
+
+def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_path, key):
+    """--llm-dry-run sends nothing, so nothing can verify: that is what was asked, not a failure."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "bias_relu.py"
+    path.write_text(SPEC)
+    out = tmp_path / "out"
+    with ScriptedServer([]) as server:
+        done = subprocess.run([sys.executable, "-m", "tritune", "generate", str(path), "--out", str(out), "--llm",
+                               server.url, "--llm-model", "scripted", "--llm-dry-run"], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert server.requests == []
+    assert done.returncode == 0, done.stderr[-2000:]
+    [prompt] = list((out / "llm-prompts").glob("*.md"))
+    assert done.stdout.strip().splitlines()[-1] == f"bias_relu: llm dry run: no kernel.py (the prompt: {prompt})"
+    assert not (out / "kernel.py").exists()

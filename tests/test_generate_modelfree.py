@@ -152,3 +152,88 @@ def test_without_a_gpu_or_a_model_the_cli_says_so_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "tritune generate: the model-free path needs a GPU (Inductor generates Triton kernels only for one); "
         "without one, give --llm URL --llm-model NAME"]
+
+
+def test_a_failed_run_leaves_no_kernel_py_of_an_earlier_one(tmp_path, interpreted):
+    # DIR/kernel.py is the verified artefact: after a run that verified nothing, none is there
+    out = tmp_path / "out"
+    (out / "inductor").mkdir(parents=True)
+    for stale in (out / "kernel.py", out / "inductor" / "kernel.py"):
+        stale.write_text("def run(*inputs):\n    raise SystemExit('an earlier run')\n")
+    with pytest.raises(GenerateError, match="outside Triton"):
+        generate(_spec(tmp_path, MATMUL_SPEC), out, QUIET, log=lambda line: None)
+    assert not (out / "kernel.py").exists() and not (out / "inductor" / "kernel.py").exists()
+    assert json.loads((out / "generate.json").read_text())["winner"] is None
+
+
+INPLACE_SPEC = SPEC.replace("return torch.relu(x + bias) * 2.0", "return x.add_(bias).relu_().mul_(2.0)")
+
+
+def test_an_in_place_reference_gets_a_kernel_py_that_leaves_its_inputs_alone(tmp_path, interpreted):
+    # Inductor's kernel writes into x as the reference does; kernel.py runs it on a copy of x, so
+    # that it passes the check (a kernel must not write into its inputs) and its caller keeps x
+    result = generate(_spec(tmp_path, INPLACE_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert any("writes into its input 0" in note for note in result["notes"])
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x, bias = torch.randn(8, 40), torch.randn(40)\nbefore = x.clone()\nout = kernel.run(x, bias)\n"
+        "print(torch.equal(out, torch.relu(before + bias) * 2.0), torch.equal(x, before))\n"))
+    assert same.split() == ["True", "True"]
+
+
+MEAN_VAR_SPEC = SPEC.replace("return torch.relu(x + bias) * 2.0", "return x.mean(-1) * x.var(-1) + bias.sum()")
+
+
+def test_a_buffer_inductor_names_in_out_but_only_stores_to_is_no_work_outside_triton(tmp_path, interpreted):
+    # Inductor passes the reduced buffer as in_out_ptr and only stores to it: no library call wrote it
+    # (the matmul of test_work_outside_triton_is_one_line: in_out_ptr loaded, its value from outside Triton)
+    result = generate(_spec(tmp_path, MEAN_VAR_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert "in_out_ptr" in (tmp_path / "out" / "kernel.py").read_text()
+
+
+SCALARS_SPEC = '''
+import torch
+
+def reference(x, low, fill):
+    return torch.where(x > 1.0, low, torch.where(x < -1.0, fill, x * 2.0))
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(8, 40, generator=g).to(device), float("-inf"), float("nan"))]
+'''
+
+
+def test_non_finite_scalar_inputs_are_written_as_python_can_read_them(tmp_path, interpreted):
+    # repr(-inf) is `-inf`, no Python name: kernel.py spells it float("-inf"), and dispatches a NaN
+    # that is not the very object it was generated with (NaN != NaN)
+    result = generate(_spec(tmp_path, SCALARS_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x = torch.randn(8, 40)\nout = kernel.run(x, float('-inf'), float('nan'))\n"
+        "want = torch.where(x > 1.0, float('-inf'), torch.where(x < -1.0, float('nan'), x * 2.0))\n"
+        "print(torch.equal(out.isnan(), want.isnan()), torch.equal(out.nan_to_num(), want.nan_to_num()))\n"))
+    assert same.split() == ["True", "True"]
+
+
+SAME_TWICE_SPEC = '''
+import torch
+
+def reference(x, y):
+    return x * y + 1.0
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 40, generator=g).to(device)
+    return [(a, a)]  # one tensor passed twice (or two views of one storage)
+'''
+
+
+def test_a_spec_passing_one_tensor_twice_gets_a_kernel_that_reads_both_arguments(tmp_path, interpreted):
+    # compiled on the spec's own arguments, Inductor saw x * x and kernel.py ignored y: the check,
+    # whose copies hold equal values, passed it; a caller with two tensors got x * x + 1
+    result = generate(_spec(tmp_path, SAME_TWICE_SPEC), tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    same = _run_kernel(tmp_path / "out" / "kernel.py", (
+        "x, y = torch.randn(8, 40), torch.randn(8, 40)\nprint(torch.allclose(kernel.run(x, y), x * y + 1.0))\n"))
+    assert same.split() == ["True"]

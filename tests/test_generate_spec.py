@@ -97,6 +97,10 @@ ERRORS = {
     "fails on case 1": (spec_text(inputs="return [(torch.zeros(4, 8), torch.zeros(8)), (torch.zeros(4, 8), "
                                          "torch.zeros(5))]"),
                         "reference fails on case 'spec 1' (f32[4,8], f32[5]): RuntimeError: The size of tensor a (8)"),
+    # SystemExit is no Exception: uncaught, the CLI ended with the code and no word
+    "reference exits": (spec_text(reference="raise SystemExit(3)"),
+                        "reference fails on case 'spec 0' (f32[4,8], f32[8]): SystemExit: 3"),
+    "inputs exits": (spec_text(inputs="raise SystemExit('bye')"), "inputs('cpu') fails: SystemExit: bye"),
     "returns a float": (spec_text(reference="return 1.5"),
                         "reference returns a float on case 'spec 0' (f32[4,8], f32[8]), not a tensor or a tuple"),
     "returns a dict": (spec_text(reference="return {'y': x}"), "reference returns a dict of 1 on case 'spec 0'"),

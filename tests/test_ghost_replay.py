@@ -114,3 +114,25 @@ def test_gpu_count_takes_the_launch_hooks_metadata_by_kernel_name():
         chain(LazyDict({"name": "ratio", "function": None, "stream": 0}))  # another kernel: not counted
     chain(LazyDict({"name": "axpy", "function": None, "stream": 0}))  # after the block: not counted
     assert launches.count == 1 and chain.calls == before
+
+
+def _fill_seven(out_ptr, n):  # a kernel's text, never compiled: skipping returns before
+    pass
+
+
+@pytest.mark.parametrize("interpreted", [True, False])
+def test_skipping_returns_before_the_kernel_runs_and_puts_triton_back(interpreted):
+    from triton.runtime.interpreter import GridExecutor, InterpretedFunction
+    from triton.runtime.jit import JITFunction, KernelInterface
+
+    from tritune.replay.launches import skipping
+
+    # what kernel[grid](...) calls: run, which under the interpreter makes a GridExecutor
+    assert "self.run(grid=grid, warmup=False" in inspect.getsource(KernelInterface.__getitem__)
+    assert "GridExecutor(" in inspect.getsource(InterpretedFunction.run)
+    originals = (GridExecutor.__call__, JITFunction.run)
+    kernel = (InterpretedFunction if interpreted else JITFunction)(_fill_seven)
+    out = torch.zeros(4)
+    with skipping(interpreted=interpreted) as skipped:
+        assert kernel[(1,)](out, 4) is None  # on this CPU a JITFunction that ran would fail: no driver
+    assert skipped == ["_fill_seven"] and (GridExecutor.__call__, JITFunction.run) == originals

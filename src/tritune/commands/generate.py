@@ -61,6 +61,9 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
         sys.exit(130)
     for note in result["notes"]:
         click.echo(f"note: {note}")
+    if result["winner"] is None:  # an LLM dry run (run.generate raises when anything else verifies nothing)
+        click.echo(f"{result['name']}: llm dry run: no kernel.py (the prompt: {result['llm']['prompt']})")
+        return
     check = result["check"] or {}
     cases = check.get("cases") or []
     click.echo(f"{result['name']}: {out_dir / 'kernel.py'} ({result['winner']} path; verified on {len(cases)} case(s); "

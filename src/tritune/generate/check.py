@@ -14,21 +14,30 @@ the odd shapes ``derive`` makes from the first one. Per case:
    ``torch.empty_strided``, ``Tensor.new_empty``, and module names bound to any of them or to
    Inductor's ``empty_strided_cuda``-style allocators) hand out memory inside guarded buffers,
    poisoned with ``tritune.verify.compare``'s sentinel: an output element the kernel never writes
-   still holds it, a write past an allocation's end changes its margin. Triton launches are
-   counted meanwhile (``tritune.replay.launches``, every kernel name counts).
+   still holds it, a write past an allocation's end changes its margin. Those that fill what they
+   allocate (``torch.zeros``, ``ones``, ``full``, their ``_like`` and ``Tensor.new_`` forms,
+   ``clone``: an output a kernel accumulates into) hand out guarded memory too, holding the values
+   they made. Triton launches are counted meanwhile (``tritune.replay.launches``, every kernel
+   name counts).
    Inputs and allocations alike look plain to ``run``: each is a storage of its own between its
    margins (storage offset and size as without the guard), so code that views a tensor with an
    absolute storage offset, as generated launchers do, lands where it would without the guard.
 4. The first of these that fails is the case's failure:
    - no launch: ``no_kernel`` (run computed with torch, or returned a result made elsewhere);
    - a changed margin of an input or of an allocation: ``wrong_result`` (a write outside a tensor);
-   - a changed input: ``wrong_result`` (a kernel must not write into its inputs);
+   - a changed input, or a change elsewhere in its storage (a slice's other columns):
+     ``wrong_result`` (a kernel must not write into its inputs);
    - outputs whose number, shape or dtype differ from the reference's: ``wrong_result``;
    - an output against the reference (``compare``: unwritten elements, NaN/Inf parity, values
      under the table's tolerance for its dtype or the spec's override): ``wrong_result``, the
      worst element (case, output, index, both values) in the message.
    Integer and bool outputs need a second run, poisoned with the other sentinel: one run cannot
    tell an unwritten integer from one written with the sentinel's value (``compare``'s doc).
+5. A case that passes runs once more with every Triton launch skipped (``launches.skipping``):
+   an output still right then did not come from a kernel (torch computed it beside a kernel that
+   ran for show, or run() kept it from an earlier call of the same shape): ``no_kernel``. Not for
+   an output with no elements, nor one that is an input (or a view of one) where the reference's
+   output is that input too.
 
 Failures of the module itself, classified by ``tritune.worker.failures.classify`` (which knows
 Triton's errors by type): a ``SyntaxError`` importing it is ``syntax``; anything else that stops
@@ -53,7 +62,7 @@ from tritune.generate.derive import derived_cases
 from tritune.generate.spec import Case, GenSpec, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
-from tritune.replay.launches import Launches
+from tritune.replay.launches import Launches, skipping
 from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
 from tritune.worker.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RESTART_KINDS,
                                      RUNTIME_FAULT, TIMEOUT, WRONG_RESULT, classify, shorten)
@@ -108,9 +117,9 @@ def check_job(payload: dict) -> dict:
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
     for case in cases:
-        expected = spec.outputs(case)
+        expected, sources = spec.outputs_and_sources(case)
         try:
-            verdict = _check_case(spec, module, run, case, expected)
+            verdict = _check_case(spec, module, run, case, expected, sources)
         except Exception as exc:  # noqa: BLE001 - as above
             verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
         report.add(case, verdict)
@@ -137,7 +146,8 @@ class _Run:
     launches: int
 
 
-def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple) -> _Verdict:
+def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple) -> _Verdict:
+    """``sources``: per output, the argument the reference's output is a view of, else None."""
     import torch
 
     names = _input_names(spec.reference, len(case.tensors))
@@ -163,14 +173,45 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
     failing = [c for c in checks if not c.ok]
     if failing:
         return _Verdict(WRONG, _worst(failing).message(), checks, launches)
+    kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources)
+    if kept is not None:
+        return _Verdict(NO_KERNEL, f"{kept} is right with every Triton launch of run() skipped: run() computes it "
+                                   "with torch, returns an input, or keeps it from an earlier call, instead of "
+                                   "writing it with its kernel(s)", checks, launches)
     worst = _worst(checks)
     message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
     return _Verdict(None, message, checks, launches)
 
 
-def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int) -> _Run:
+def _right_without_kernels(module: Any, run: Callable, case: Case, names: list[str], expected: tuple,
+                           outputs: list[str], spec: GenSpec, sources: tuple) -> str | None:
+    """The name of the first output that is right when ``run`` runs with its launches skipped
+    (module doc, step 5), else None."""
+    import torch
+
+    try:
+        done = _run(module, run, case, names, which=1, skip=True)
+    except Exception as exc:  # noqa: BLE001 - run() needs what its kernels did: what step 5 wants
+        if classify(exc) in RESTART_KINDS:
+            raise
+        return None
+    got = tensors_of(done.result)
+    if got is None or len(got) != len(expected):
+        return None
+    inputs = {t.untyped_storage().data_ptr() for t in done.inputs if isinstance(t, torch.Tensor)}
+    for name, want, have, source in zip(outputs, expected, got, sources):
+        if want.shape != have.shape or want.dtype != have.dtype or not want.numel():
+            continue
+        if source is not None and have.untyped_storage().data_ptr() in inputs:
+            continue  # the reference returns an input too
+        if compare(name, want, have, "tolerance", spec.tolerance_for(dtype_name(want))).ok:
+            return name
+    return None
+
+
+def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int, skip: bool = False) -> _Run:
     """One call of ``run`` on guarded copies of the case's tensors, its allocations guarded and
-    poisoned with sentinel ``which``, its launches counted."""
+    poisoned with sentinel ``which``, its launches counted (``skip``: not run, module doc step 5)."""
     import torch
 
     inputs, guards = [], []
@@ -183,7 +224,8 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
         inputs.append(value)
     allocations = _Allocations(which, first_tag=len(guards))
     launches = _AnyKernel(interpreted=_interpreting())
-    with torch.no_grad(), allocations.installed(module), launches.counting():
+    watching = skipping(interpreted=launches.interpreted) if skip else launches.counting()
+    with torch.no_grad(), allocations.installed(module), watching:
         result = run(*inputs)
         if any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
             torch.cuda.synchronize()  # a fault of the launch surfaces here, inside the job
@@ -210,6 +252,16 @@ def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
             if not same.ok:
                 return WRONG, (f"run() writes into its input {name} (a kernel must not; baseline: before, "
                                f"candidate: after): {same.message()}")
+            # the rest of its storage (a slice's other columns) is the caller's too
+            size = _storage_size(given)
+            if given.is_contiguous() and given.storage_offset() == 0 and given.numel() == size:
+                continue  # x is its whole storage: compared above
+            whole = compare(name, given.as_strided((size,), (1,), 0), copy.as_strided((size,), (1,), 0),
+                            "bitwise", poisoned=False)
+            if not whole.ok:
+                return WRONG, (f"run() writes into the memory of its input {name} outside {name} (the rest of "
+                               f"its storage, the caller's): element {whole.worst.index[0]} of the storage, "
+                               f"{whole.bad} element(s) changed")
     if got is None:
         return WRONG, f"run() returns a {type(done.result).__name__}, not a tensor or a tuple of tensors"
     if len(got) != len(expected):
@@ -234,14 +286,16 @@ class _Allocations:
     def installed(self, module: Any) -> Iterator[None]:
         import torch
 
-        places = [(torch, "empty"), (torch, "empty_like"), (torch, "empty_strided"), (torch.Tensor, "new_empty")]
+        places = [(torch, name) for name in _EMPTY + _FILLED] + [(torch.Tensor, name) for name in _TENSOR_EMPTY
+                                                                 + _TENSOR_FILLED]
         allocators = [getattr(owner, name) for owner, name in places] + _inductor_allocators()
         places += [(module, name) for name, value in vars(module).items()
                    if any(value is allocator for allocator in allocators)]
+        filled = {id(getattr(owner, name)) for owner, name in places if name in _FILLED + _TENSOR_FILLED}
         # (owner, name, original, whether the owner held it itself: Tensor.new_empty is TensorBase's)
         saved = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in places]
         for owner, name, original, _ in saved:
-            setattr(owner, name, self._wrap(original))
+            setattr(owner, name, self._wrap(original, keep=id(original) in filled))
         try:
             yield
         finally:
@@ -251,7 +305,7 @@ class _Allocations:
                 else:
                     delattr(owner, name)
 
-    def _wrap(self, original: Callable) -> Callable:
+    def _wrap(self, original: Callable, *, keep: bool) -> Callable:
         @functools.wraps(original)
         def allocating(*args: Any, **kwargs: Any) -> Any:
             if self._inside:
@@ -259,22 +313,32 @@ class _Allocations:
             self._inside = True
             try:
                 plain = original(*args, **kwargs)
-                return self._guarded(plain) if _guardable(plain, kwargs) else plain
+                return self._guarded(plain, keep=keep) if _guardable(plain, kwargs) else plain
             finally:
                 self._inside = False
 
         return allocating
 
-    def _guarded(self, plain: Any) -> Any:
-        """A tensor laid out as ``plain`` inside a guarded buffer, poisoned."""
+    def _guarded(self, plain: Any, *, keep: bool) -> Any:
+        """A tensor laid out as ``plain`` inside a guarded buffer: ``plain``'s values (``keep``), else poison."""
         guard = Guard(_margin(plain), _storage_size(plain), self.tag)
         buffer = allocate(plain.dtype, plain.device, guard)
         tensor = _between_margins(buffer, guard, plain)
-        poison([tensor], self.which)
+        if keep:
+            tensor.copy_(plain)
+        else:
+            poison([tensor], self.which)
         name = f"allocation {len(self.made)} {shapes_text([tensor])}"
         self.made.append(_Guarded(name, buffer, guard, tensor.untyped_storage().data_ptr()))
         self.tag += 1
         return tensor
+
+
+# what run() may allocate its outputs with: poisoned (empty), or holding the values they make (filled)
+_EMPTY = ("empty", "empty_like", "empty_strided")
+_FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "clone")
+_TENSOR_EMPTY = ("new_empty",)
+_TENSOR_FILLED = ("new_zeros", "new_ones", "new_full", "clone")
 
 
 def _guardable(t: Any, kwargs: dict) -> bool:

@@ -7,6 +7,11 @@ case (``_case_N``: allocations, launches with their grids, constexprs and option
 when there is none. It imports torch, triton and Inductor's runtime helpers (``triton_helpers``,
 ``libdevice``), never ``torch.compile``.
 
+Where the reference works in place, Inductor's kernels write into the input it changes: the case's
+launcher then runs them on a copy of that input (``_case_N`` starts with it), so ``run`` never
+changes its caller's tensors (what ``check`` requires of every generated module) and returns the
+copy where the reference returns the input; ``emit`` says so in its notes.
+
 A decision of the optimize loop is baked in where the module can hold it: new constexprs (the grid
 recomputed by Inductor's own grid rule), launch options, and a rewritten kernel source. A decision
 that needs tritune at run time (compiler passes, a persistent grid with an added argument, a guard
@@ -52,8 +57,11 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
     cases = []
     for number, plan in enumerate(plans):
         launches = []
+        copies: set[int] = set()  # inputs a kernel writes into
         for step in plan["steps"]:
             spec = LaunchSpec.from_json(step["spec"])
+            copies |= {arg["input"] for arg, launched in zip(step["args"], spec.args)
+                       if "input" in arg and launched.written}
             variant = decisions.get(spec.id)
             why = bakeable(variant) if variant is not None else None
             if why is not None:
@@ -68,7 +76,11 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             emitted = f"{spec.kernel}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
             functions.setdefault(emitted, _renamed(function, spec.kernel, emitted))
             launches.append(_launch(emitted, spec, step, variant))
-        cases.append(_case(number, plan, launches))
+        if copies:
+            note = (f"the reference writes into its input {', '.join(map(str, sorted(copies)))}: kernel.py writes "
+                    "into a copy (it never changes its caller's tensors)")
+            notes += [note] if note not in notes else []
+        cases.append(_case(number, plan, launches, sorted(copies)))
     body = [_docstring(name, origin, plans), "import torch", "import triton", "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
@@ -147,11 +159,14 @@ def _launch(emitted: str, spec: LaunchSpec, step: dict, variant: Any) -> dict:
     return {"kernel": emitted, "args": step["args"], "constexprs": constexprs, "options": options, "grid": grid}
 
 
-def _case(number: int, plan: dict, launches: list[dict]) -> str:
+def _case(number: int, plan: dict, launches: list[dict], copies: list[int]) -> str:
     params = [f"in{i}" for i in range(len(plan["key"]))]
     tensor_params = [p for p, item in zip(params, plan["key"]) if isinstance(item, list)]
     lines = [f"def _case_{number}({', '.join(params)}):", f'    """{plan["label"]}: {_key_text(plan["key"])}"""']
     lines.append(f"    device = {tensor_params[0]}.device" if tensor_params else "    device = 'cuda'")
+    for i in copies:  # the same strides, offset 0: the plan's views count their offsets from the input's own
+        lines.append(f"    in{i} = torch.empty_strided(in{i}.size(), in{i}.stride(), dtype=in{i}.dtype, "
+                     f"device=device).copy_(in{i})  # written in place")
     buffer_dtype: dict[int, str] = {}
     for launch in launches:
         for arg in launch["args"]:
@@ -167,9 +182,9 @@ def _case(number: int, plan: dict, launches: list[dict]) -> str:
             dtype, size = "uint8", 1
         lines.append(f"    buf{index} = torch.empty({buffer['nbytes'] // size}, dtype=torch.{dtype}, device=device)")
     for launch in launches:
-        args = [_tensor_expr(arg, buffer_dtype, plan) if ("input" in arg or "buffer" in arg) else repr(arg["value"])
+        args = [_tensor_expr(arg, buffer_dtype, plan) if ("input" in arg or "buffer" in arg) else _literal(arg["value"])
                 for arg in launch["args"] if "constexpr" not in arg]
-        keywords = [f"{k}={v!r}" for k, v in {**launch["constexprs"], **launch["options"]}.items()]
+        keywords = [f"{k}={_literal(v)}" for k, v in {**launch["constexprs"], **launch["options"]}.items()]
         grid = ", ".join(map(str, launch["grid"]))
         call = f"    {launch['kernel']}[({grid})]({', '.join(args + keywords)})"
         lines.append(textwrap.fill(call, 116, subsequent_indent=" " * 8, break_long_words=False,
@@ -226,7 +241,7 @@ def _dispatch(plans: list[dict], name: str) -> str:
     return (f"_NAME = {name!r}\n_CASES = {{\n{entries}}}\n\n\n" + textwrap.dedent('''\
         def _key(inputs):
             return tuple((tuple(v.shape), tuple(v.stride()), str(v.dtype).removeprefix("torch."))
-                         if isinstance(v, torch.Tensor) else v for v in inputs)
+                         if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)
 
 
         def run(*inputs):
@@ -244,6 +259,15 @@ def _key_literal(key: list) -> str:
     for item in key:
         if isinstance(item, list) and len(item) == 3 and isinstance(item[0], list):
             items.append(f"({tuple(item[0])!r}, {tuple(item[1])!r}, {item[2]!r})")
+        elif isinstance(item, float) and math.isnan(item):
+            items.append(repr("nan"))  # NaN != NaN: run's _key spells it so
         else:
-            items.append(repr(item))
+            items.append(_literal(item))
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+def _literal(value: Any) -> str:
+    """``value`` as Python source: ``repr``, but for the floats whose repr is no Python (inf, nan)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)

@@ -2,7 +2,10 @@
 
 For each case (the spec's inputs, and the odd shapes ``derive`` makes from them) the reference is
 compiled with ``torch.compile(dynamic=False)`` and run once while capture records Inductor's
-launches (``tritune.capture.inductor``). Each launch is kept twice:
+launches (``tritune.capture.inductor``). Arguments that share memory (one tensor passed twice,
+two views of one storage) are each given memory of their own first: compiled on them, Inductor
+would read one for both (``x * x`` for ``reference(x, y)``), and ``kernel.py`` serves any caller
+whose arguments have those shapes, most of whom pass two tensors. Each launch is kept twice:
 
 - as a ``LaunchSpec`` in a capture directory (``Recorder``), which the optimize loop works on;
 - as a step of the case's *plan*: the kernel, and for each argument where its tensor comes from:
@@ -13,7 +16,10 @@ launches (``tritune.capture.inductor``). Each launch is kept twice:
 ``emit`` turns the plans into ``kernel.py``. What a plan cannot reproduce is refused, in one line
 (``GenerateError``): a value Inductor computes outside Triton (a library matmul, a fallback op),
 seen as a scratch buffer read before any Triton kernel wrote it, or as an output that no Triton
-kernel wrote and that is no view of an input.
+kernel wrote and that is no view of an input. An argument is read unless Inductor names it
+``out_ptr``, or names it ``in_out_ptr`` and the kernel's source only ever stores through it (a
+reduction's result written into a buffer Inductor reuses; a matmul's output that a kernel updates
+in place is loaded, and refused).
 
 ``capture_job`` runs in a tritune worker: compiling and running the reference may fault, and the
 optimize loop then needs the process's GPU. ``on_interpreter()`` makes Inductor emit Triton
@@ -38,7 +44,8 @@ def capture_job(payload: dict) -> dict:
 
     Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
     "fused": bool, "notes": [...]}``; every plan is ``{"label", "key", "inputs", "buffers",
-    "steps", "outputs", "single"}`` (see ``_plan``)."""
+    "steps", "outputs", "single"}`` (see ``_plan``). A spec this path cannot plan returns
+    ``{"refused": one line}`` instead (a raised error's message would come back cut short)."""
     from tritune.generate.derive import derived_cases
     from tritune.generate.spec import load_spec
     from tritune.store.keys import current_target
@@ -49,7 +56,10 @@ def capture_job(payload: dict) -> dict:
     if payload.get("derived", True):
         cases += derived_cases(spec, device)
     with (on_interpreter() if payload.get("interpret") else contextlib.nullcontext()):
-        plans = _capture(spec, cases, Path(payload["capture"]))
+        try:
+            plans = _capture(spec, cases, Path(payload["capture"]))
+        except GenerateError as exc:
+            return {"refused": str(exc)}
     kernels = sorted({step["kernel"] for plan in plans for step in plan["steps"]})
     notes = []
     unfused = [plan["label"] for plan in plans if len(plan["steps"]) != 1]
@@ -79,16 +89,34 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
             def add(launch: Any, values: dict, fast_key: Any = None) -> None:
                 launches.append((recorder.add(launch, values), _live(values)))
 
-            inputs = tuple(case.tensors)
+            inputs = _apart(case.tensors)
             with inductor.recording(add), torch.no_grad():  # kernel.py computes the forward only
                 result = compiled(*inputs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            plans.append(_plan(spec.name, case.label, inputs, result, launches))
+            plans.append(_plan(spec.name, case.label, inputs, result, launches, root))
     finally:
         recorder.close()
     finalize(root)
     return plans
+
+
+def _apart(args: tuple) -> tuple:
+    """``args`` with each tensor whose memory an earlier one shares copied into a storage of its own
+    (same shape, strides and values; storage offset 0; overlapping strides kept)."""
+    import torch
+
+    seen: set[int] = set()
+    out = []
+    for t in args:
+        if isinstance(t, torch.Tensor) and t.numel():
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+                t = t.as_strided((extent,), (1,), t.storage_offset()).clone().as_strided(t.shape, t.stride(), 0)
+            seen.add(t.untyped_storage().data_ptr())
+        out.append(t)
+    return tuple(out)
 
 
 def _live(values: dict) -> dict:
@@ -121,8 +149,9 @@ def input_key(inputs: tuple) -> list:
     return key
 
 
-def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]]) -> dict:
-    """The case's plan: buffers to allocate, launches in order, what ``run`` returns.
+def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tuple[Any, dict]], root: Path) -> dict:
+    """The case's plan: buffers to allocate, launches in order, what ``run`` returns (``root``:
+    the capture directory, where the launches' sources are).
 
     An argument is ``{"input": i, "view": ...}`` (None: the input itself; else its offset counts
     from the input's own), ``{"buffer": b, "view": ..., "dtype": ...}``,
@@ -136,6 +165,7 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
     written: set[int] = set()
     steps = []
     for launch, live in launches:
+        stored_only = _stored_only((root / launch.source).read_text(), launch.kernel) if launch.source else set()
         args = []
         for arg in launch.args:
             if arg.kind == "constexpr":
@@ -145,7 +175,8 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
             else:
                 seen = live[arg.name]
                 where = by_ptr.get(seen["ptr"])
-                reads = not arg.name.startswith("out_ptr")  # Inductor's names: in_ptr, in_out_ptr, out_ptr
+                # Inductor's names: in_ptr, in_out_ptr, out_ptr (module doc)
+                reads = not arg.name.startswith("out_ptr") and arg.name not in stored_only
                 if where is None:
                     if reads:
                         raise GenerateError(
@@ -178,6 +209,32 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
                         "dtype": _dtype(out)})
     return {"label": label, "key": input_key(inputs), "buffers": buffers, "steps": steps, "outputs": outputs,
             "single": not isinstance(result, (tuple, list)), "sequence": type(result).__name__}
+
+
+def _stored_only(text: str, kernel: str) -> set[str]:
+    """Parameters of ``kernel`` (in the module source ``text``) used only inside the pointer argument
+    of ``tl.store`` calls: the kernel writes through them and never reads. Any other use, or a
+    source that does not parse, counts as a read."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel]
+    if not found:
+        return set()
+    params = {a.arg for a in found[0].args.args}
+    stored: set[int] = set()  # ids of the Name nodes inside a store's pointer
+    for node in ast.walk(found[0]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "store" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl" and node.args:
+            stored |= {id(n) for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+    uses: dict[str, list[bool]] = {}
+    for node in ast.walk(found[0]):
+        if isinstance(node, ast.Name) and node.id in params:
+            uses.setdefault(node.id, []).append(id(node) in stored)
+    return {name for name, inside in uses.items() if all(inside)}
 
 
 def _relative(view: list, dtype: str, where: tuple, inputs: tuple) -> list | None:

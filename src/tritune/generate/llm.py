@@ -51,7 +51,7 @@ WORDS = {
     "syntax": "syntax error", "compile": "compile error", "runtime": "runtime error", "timeout": "timeout",
     "wrong_result": "wrong result", "slower": "slower than the PyTorch reference (eager)",
     "unsafe": "unsafe code (refused before running)", "no_code": "no ```python block in the reply",
-    "no_kernel": "no Triton kernel launched (run() computed the result without one)",
+    "no_kernel": "the outputs do not come from a Triton kernel (none launched, or they were right without one)",
 }
 # seed 004's "minimal targeted guidance", for the classes where a line helps
 GUIDANCE = {
@@ -72,7 +72,8 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     """The loop of the module doc. ``time_module(path)`` -> ``{case label: ms or {"mean": ms, ...}}``
     and ``reference_ms`` (the same for eager PyTorch) decide ``slower``; without them the first
     verified module ends the loop. Returns ``{"best": OUT/llm/kernel.py or None, "best_attempt",
-    "attempts": [{"iteration", "failure", "message", "module", ...}], "cost", "requests"}``."""
+    "attempts": [{"iteration", "failure", "message", "module", ...}], "cost", "requests"}``, and
+    for a dry run ``"prompt"``: the file the first prompt went to."""
     session = LLMSession(settings, gpu=_gpu(worker, device), log=log)
     first = [{"role": "user", "content": first_prompt(spec, session.gpu, device)}]
     if settings.dry_run:
@@ -81,7 +82,7 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
         path = folder / f"generate-{spec.name}-{prompt_key(settings.model, first, prompts.version(prompts.GENERATE))[:10]}.md"
         path.write_text("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in first))
         log(f"{spec.name}: llm dry run: prompt written to {path}")
-        return _result(None, None, [], session)
+        return {**_result(None, None, [], session), "prompt": str(path)}
     folder = Path(out_dir).resolve() / FOLDER
     _clear(folder)
     loop = _Loop(spec, folder, device, worker, reference_ms, time_module)

@@ -16,7 +16,10 @@
    benchmark against eager, torch.compile and max-autotune (``bench.bench_job``, GPU only), and
    ``DIR/generate.json`` plus ``DIR/report.md``/``.html`` (``report``).
 
-Every step that runs generated or compiled code runs in a tritune worker process.
+Every step that runs generated or compiled code runs in a tritune worker process. A ``DIR`` of an
+earlier run loses its ``kernel.py`` files first: after a run that verifies nothing there is none,
+and ``generate.json`` says why. A model-free failure (a one-line ``GenerateError``) is a note when
+``--llm`` is given, whose loop still runs.
 """
 
 from __future__ import annotations
@@ -65,11 +68,22 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
         if settings.llm is None:
             raise GenerateError(f"{line}; without one, give --llm URL --llm-model NAME")
         result["notes"].append(line + ": only the LLM path ran")
+    for stale in (out / "kernel.py", out / "inductor" / "kernel.py"):  # an earlier run's: not verified by this one
+        stale.unlink(missing_ok=True)
     env = {"TRITON_INTERPRET": "1"} if not on_gpu else {}
     with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton")) as worker:
         checks: dict[str, dict] = {}
         if modelfree:
-            path, check = _modelfree(spec, out, settings, worker, device, result, log)
+            try:
+                path, check = _modelfree(spec, out, settings, worker, device, result, log)
+            except GenerateError as exc:
+                result["notes"].append(f"the model-free path failed: {exc}")
+                if settings.llm is None:
+                    _write(out, result)
+                    raise
+                # the LLM path may still succeed
+                log(f"tritune generate: the model-free path failed: {exc}")
+                path = None
             if path is not None:
                 result["paths"]["inductor"] = str(path)
                 checks["inductor"] = check
@@ -87,6 +101,12 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
                 result["paths"]["llm"] = str(best)
                 checks["llm"] = _check(worker, best, spec.path, device)
         verified = {name: Path(result["paths"][name]) for name, check in checks.items() if check.get("ok")}
+        if not verified and not checks and (result["llm"] or {}).get("prompt"):
+            # an LLM dry run, and nothing else to verify: what was asked is done
+            result["notes"].append(f"llm dry run: the first prompt is in {result['llm']['prompt']}; nothing was "
+                                   "sent, so no kernel was generated")
+            _write(out, result)
+            return result
         if not verified:
             _write(out, result)
             raise GenerateError(f"{spec.name}: no verified kernel" + (f" ({result['notes'][-1]})" if result["notes"] else ""))
@@ -132,6 +152,8 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     if not captured.ok:
         raise GenerateError(f"{spec.name}: torch.compile of the reference failed: {captured.failure.message}")
     body = captured.value
+    if body.get("refused"):  # capture_job's own one-line refusal (work outside Triton), whole
+        raise GenerateError(body["refused"])
     result["fused"], result["kernels"] = body["fused"], body["kernels"]
     result["notes"] += body["notes"]
     decisions = _optimize(capture, folder, body, settings, result, log) if settings.budget_s > 0 else {}

@@ -69,7 +69,7 @@ class GenSpec:
         """The spec's own cases, ``inputs(device)`` checked (see the module doc)."""
         try:
             given = self.make_inputs(device)
-        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
             raise self.error(f"inputs({device!r}) fails: {one_line(exc)}") from None
         if not isinstance(given, (list, tuple)) or not given:
             raise self.error(f"inputs({device!r}) returns {_kind(given)}, not a non-empty list of tuples")
@@ -77,6 +77,11 @@ class GenSpec:
 
     def outputs(self, case: Case) -> tuple:
         """The reference's outputs on ``case`` (on copies of its tensors), as a tuple of tensors."""
+        return self.outputs_and_sources(case)[0]
+
+    def outputs_and_sources(self, case: Case) -> tuple[tuple, tuple]:
+        """``outputs(case)``, and for each output the position of the argument whose memory it
+        shares (the reference returned that input or a view of it), else None."""
         import torch
 
         args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
@@ -84,12 +89,14 @@ class GenSpec:
         try:
             with torch.no_grad():
                 result = self.reference(*args)
-        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: any failure is the spec's
             raise self.error(f"reference fails on {where}: {one_line(exc)}") from None
         outputs = tensors_of(result)
         if outputs is None:
             raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
-        return outputs
+        storages = {a.untyped_storage().data_ptr(): k for k, a in enumerate(args)
+                    if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr()}
+        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs)
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance of an output of ``dtype`` (a torch dtype name): the spec's override, else the table's."""

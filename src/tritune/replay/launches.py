@@ -20,6 +20,12 @@ Counted by name, while the candidate runs only: the baseline's kernel has the sa
 its runs are outside the block. A candidate that launches its real kernel on scratch memory and
 takes its outputs from elsewhere still launches: what the count proves is that the kernel ran,
 not that its outputs came from it.
+
+``skipping()`` is for that: inside it every Triton launch returns at once without running, so
+outputs that are still right came from elsewhere (torch beside the kernel, a result kept from an
+earlier call). Under the interpreter it wraps the same ``GridExecutor.__call__``; on a GPU, where
+the launch hook cannot stop a launch, ``JITFunction.run`` (what ``kernel[grid](...)``,
+``triton.autotune`` and ``triton.heuristics`` call; a warm-up, which compiles only, still runs).
 """
 
 from __future__ import annotations
@@ -79,3 +85,33 @@ def _interpreter_launches(launches: Launches) -> Iterator[None]:
         yield
     finally:
         GridExecutor.__call__ = original
+
+
+@contextlib.contextmanager
+def skipping(*, interpreted: bool) -> Iterator[list]:
+    """Every Triton launch inside returns None at once, its kernel not run; yields the list of the
+    names of the kernels skipped (module doc)."""
+    if interpreted:
+        from triton.runtime.interpreter import GridExecutor as owner
+    else:
+        from triton.runtime.jit import JITFunction as owner
+    skipped: list = []
+    original = owner.__call__ if interpreted else owner.run
+
+    if interpreted:
+        @functools.wraps(original)
+        def replacement(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            skipped.append(getattr(executor.fn, "__name__", None))
+    else:
+        @functools.wraps(original)
+        def replacement(fn: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if warmup:
+                return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            skipped.append(getattr(fn, "__name__", None))
+
+    name = "__call__" if interpreted else "run"
+    setattr(owner, name, replacement)
+    try:
+        yield skipped
+    finally:
+        setattr(owner, name, original)
