@@ -440,3 +440,35 @@ def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
     red.extra["config_from"] = "coordinate_descent"
     first = config.propose(Context(red, [], knob_roles=("block", "num_warps")), 1)[0]
     assert first.options == {"num_stages": 2} and not first.constexprs
+
+
+@pytest.fixture(scope="module")
+def siblings(tmp_path_factory) -> Path:
+    """One kernel captured at two sizes: two keys of the same source."""
+    out = tmp_path_factory.mktemp("siblings") / "capture"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    for n, more in (("300", []), ("200", ["--append"])):
+        done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), *more, "--",
+                               sys.executable, str(PROGRAM), n], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert len(read_launches(out)) == 2
+    return out
+
+
+def test_a_variant_that_timed_out_on_a_sibling_key_is_not_tried_again(siblings, tmp_path, worker, monkeypatch):
+    """The same source compiled for other shapes compiles the same way: a config whose build ran
+    past its limit on one key is skipped on the next (issue 11: 7 gpt2 keys lost 15 s each so)."""
+    from tritune.loop import kernel as kernel_module
+
+    monkeypatch.setattr(kernel_module, "CANDIDATE_FLOOR_S", 3.0)
+    hang = Variant(name="hang", source=source_of(siblings) + "\nimport time\ntime.sleep(120)\n")
+    good = Variant(name="block 256", constexprs={"BLOCK": 256})
+    families = lambda spec: [Family("planted", Planted([hang, good]), lambda v: "tolerance")]  # noqa: E731
+    logged = []
+    results = run(siblings, tmp_path, worker, families=families, log=logged.append,
+                  settings=dataclasses.replace(SETTINGS, budget_s=1.0))
+    first, second = results.kernels
+    assert [c["variant"] for c in first.candidates][:1] == ["hang"] and first.candidates[0]["failure"] == "timeout"
+    assert "hang" not in [c["variant"] for c in second.candidates] and second.skipped == 1 and first.skipped == 0
+    assert second.accepted and second.decision == "block 256"
+    assert any("hang skipped: it timed out on a sibling key" in line for line in logged)

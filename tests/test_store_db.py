@@ -283,3 +283,22 @@ def test_export_json(store):
     assert body["candidates"][0]["variant"]["options"] == {"num_warps": 8}
     assert body["decisions"][0]["speedup"] == pytest.approx(1.5)
     assert body["keys"][0]["gpu_name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_timeouts_on_sibling_keys_are_found_for_the_same_source_only(tmp_path):
+    """What `KernelLoop` skips: a variant that timed out on another key of the same kernel source,
+    GPU and Triton; not one that failed otherwise, not one of another source or GPU, not its own."""
+    from tritune.store import variant_hash
+
+    slow, wrong = Variant(name="slow", options={"num_warps": 2}), Variant(name="wrong", options={"num_warps": 8})
+    here, sibling = key(spec_text='{"args":[1]}'), key(spec_text='{"args":[2]}')
+    other_gpu = key(spec_text='{"args":[3]}', gpu="NVIDIA A100")
+    other_source = DecisionKey("b" * 64, "add_kernel", '{"args":[4]}', "NVIDIA H100 80GB HBM3", 90, "3.6.0")
+    with DecisionStore(tmp_path / "d.db") as store:
+        run_id = store.start_run({})
+        for k, variant, kind in ((sibling, slow, "timeout"), (sibling, wrong, "wrong_result"),
+                                 (other_gpu, wrong, "timeout"), (other_source, wrong, "timeout"), (here, wrong, "timeout")):
+            cand = store.add_candidate(run_id, k, variant)
+            store.claim(cand.id, run_id)
+            store.finish_candidate(cand.id, "rejected", failure={"kind": kind, "message": "m"})
+        assert store.timed_out_on_siblings(here) == {variant_hash(slow): sibling.sha}

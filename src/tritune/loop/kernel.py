@@ -42,7 +42,7 @@ from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
 from tritune.search.proposers import Trial
-from tritune.store import DecisionKey, DecisionStore
+from tritune.store import DecisionKey, DecisionStore, variant_hash
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
@@ -124,6 +124,9 @@ class KernelLoop:
         self._held: list[tuple[Variant, Family]] = []  # claimed by another live run: waited for
         self.waited = 0  # candidates another live optimize process held when this loop proposed them
         self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
+        # variant hash -> the sibling key it timed out on (same source, GPU, Triton): not proposed here
+        self._sibling_timeouts: dict[str, str] | None = None
+        self._skipped: set[str] = set()  # variant keys left out for that
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
 
     # ----------------------------------------------------------------------------------- run
@@ -203,7 +206,8 @@ class KernelLoop:
         if llm is not None:
             result["llm"] = llm.summary(self._context(best["variant"], hints))
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
-                      candidates=self.records, waited=self.waited, busy=self.busy, wall_s=time.monotonic() - start)
+                      candidates=self.records, waited=self.waited, busy=self.busy, skipped=len(self._skipped),
+                      wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
             result.update(accepted=True, decision=_name(best["variant"]), best_ms=best["ms"],
                           speedup=best["ratio"], roofline_after=best["roofline"],
@@ -258,6 +262,9 @@ class KernelLoop:
             for variant in family.propose(context, have + count):
                 if variant.key() in seen or variant.is_baseline:
                     continue
+                if self._timed_out_on_a_sibling(variant):
+                    seen.add(variant.key())
+                    continue
                 seen.add(variant.key())
                 taken[family.name].append(variant)
                 left, count = left - 1, count - 1
@@ -270,6 +277,20 @@ class KernelLoop:
         for family in families:
             take(family, left)
         return [(variant, family) for family in families for variant in taken[family.name]]
+
+    def _timed_out_on_a_sibling(self, variant: Variant) -> bool:
+        """A variant that timed out on another key of this kernel's source (the same compile for
+        other shapes, e.g. a config whose build takes 40 s) is not tried again here: it would spend
+        this key's budget the same way. Said once per variant."""
+        if self._sibling_timeouts is None:
+            self._sibling_timeouts = self.store.timed_out_on_siblings(self.key)
+        sibling = self._sibling_timeouts.get(variant_hash(variant))
+        if sibling is None:
+            return False
+        if variant.key() not in self._skipped:
+            self._skipped.add(variant.key())
+            self.log(f"{self.spec.kernel}: {_name(variant)} skipped: it timed out on a sibling key ({sibling[:10]})")
+        return True
 
     # -------------------------------------------------------------------------- build and run
 
@@ -447,7 +468,7 @@ class KernelLoop:
                 "speedup": None, "accepted": False, "decision": None, "bytes": None, "floor_ms": None,
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
                 "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
-                "wall_s": 0.0,
+                "skipped": 0, "wall_s": 0.0,
                 "failure": None, "message": ""}
 
 

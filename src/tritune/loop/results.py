@@ -154,6 +154,7 @@ class KernelResult:
     candidates: list[dict] = dataclasses.field(default_factory=list)
     waited: int = 0
     busy: int = 0
+    skipped: int = 0  # variants not tried: they timed out on a sibling key of the same source
     wall_s: float | None = None
     failure: str | None = None
     message: str = ""
@@ -195,7 +196,7 @@ class KernelResult:
             rounds=count(data.get("rounds")), finish=text(data.get("finish")) or None,
             finish_reason=text(data.get("finish_reason")), hints=records(data.get("hints")),
             candidates=records(data.get("candidates")), waited=count(data.get("waited")),
-            busy=count(data.get("busy")), wall_s=nonnegative(data.get("wall_s")),
+            busy=count(data.get("busy")), skipped=count(data.get("skipped")), wall_s=nonnegative(data.get("wall_s")),
             failure=text(data.get("failure")) or None, message=text(data.get("message")),
             llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
             lane=text(data.get("lane")) or None, gpu=text(data.get("gpu")) or None,

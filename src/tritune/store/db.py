@@ -293,6 +293,22 @@ class DecisionStore(DecisionsMixin, ExchangesMixin):
         """Every rejected candidate of ``key``, with its failure kind and message: for proposers."""
         return self.candidates(key=key, status="rejected")
 
+    def timed_out_on_siblings(self, key: DecisionKey) -> dict[str, str]:
+        """Variant hash -> the sibling kernel's key sha, for this user's candidates that timed out on
+        another key of the same kernel source, GPU and Triton version (the same code compiled for
+        other shapes: a compile that ran past its limit there will here too)."""
+        rows = self._db.query(
+            "SELECT c.* FROM candidates c JOIN keys k ON c.key_sha = k.sha WHERE c.status = 'rejected' "
+            "AND c.failure_kind = 'timeout' AND k.source_hash = ? AND k.kernel = ? AND k.gpu_name = ? "
+            "AND k.capability = ? AND k.triton_version = ? AND k.sha != ? ORDER BY c.id",
+            (key.source_hash, key.kernel, key.gpu_name, key.capability, key.triton_version, key.sha))
+        found: dict[str, str] = {}
+        for row in rows:
+            cand = self._checked(row)
+            if cand.signed:
+                found.setdefault(cand.variant_hash, cand.key_sha)
+        return found
+
     def evaluated(self, key: DecisionKey | str) -> list[Candidate]:
         return [c for c in self.candidates(key=key) if c.status in DONE]
 
