@@ -212,6 +212,7 @@ def test_a_round_is_shared_the_first_family_half_the_others_one_each_and_leftove
 
     loop = KernelLoop.__new__(KernelLoop)
     loop.settings, loop.trials = dataclasses.replace(SETTINGS, per_round=4, max_candidates=16), []
+    loop._sibling_timeouts, loop._skipped = {}, set()  # no store: nothing timed out on a sibling key
     loop.families = [family("c", 9), family("bb", 1), family("aaa", 0), family("dddd", 5)]
     context = Context(spec, loop.trials)
     order = ["c", "dddd", "bb", "aaa"]
