@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,16 @@ def cluster():
     ray.shutdown()
 
 
+def ids(root: Path, grids) -> list[str]:
+    """The launch ids of the launches of these grids (the smaller, the quicker to interpret)."""
+    from tritune.capture.spec import read_launches
+
+    return [spec.id for spec in read_launches(root) if spec.grid[0] in grids]
+
+
+SMALL = GRIDS[1:]  # the three smaller keys: the largest alone takes longer to interpret than they do
+
+
 def close(lanes) -> None:
     for lane in lanes:
         lane.close()
@@ -49,13 +61,13 @@ def local_and_ray(captured, tmp_path_factory):
     local_out, ray_out = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("ray")
     worker = interpreter_worker()
     try:
-        local = optimize(captured, local_out, settings=SETTINGS, cover=1.0,
-                         lanes=[LocalLane(None, captured, evaluator=Evaluator(captured, retime=by_grid, worker=worker))])
+        lane = LocalLane(None, captured, evaluator=Evaluator(captured, retime=by_grid, worker=worker))
+        local = optimize(captured, local_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=[lane])
     finally:
         worker.close()
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
     try:
-        remote = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, lanes=lanes)
+        remote = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes)
     finally:
         close(lanes)
     return (local, local_out), (remote, ray_out)
@@ -63,11 +75,12 @@ def local_and_ray(captured, tmp_path_factory):
 
 def test_ray_lanes_decide_what_one_local_lane_decides(local_and_ray):
     (local, local_out), (remote, ray_out) = local_and_ray
-    assert len(local.kernels) == len(GRIDS) == len(remote.kernels)
+    assert len(local.kernels) == len(SMALL) == len(remote.kernels)
     assert [k.key_sha for k in remote.kernels] == [t.key_sha for t in local.timed] == [k.key_sha for k in local.kernels]
     for a, b in zip(local.kernels, remote.kernels):
         assert (a.decision, a.accepted, a.speedup, a.baseline_ms) == (b.decision, b.accepted, b.speedup, b.baseline_ms)
-        assert [(c["variant"], c["status"]) for c in a.candidates] == [(c["variant"], c["status"]) for c in b.candidates]
+        assert [(c["variant"], c["status"]) for c in a.candidates] == \
+            [(c["variant"], c["status"]) for c in b.candidates]
     assert any(k.accepted for k in remote.kernels)
     assert decisions_of(local_out / "decisions.db") == decisions_of(ray_out / "decisions.db") != {}
     names = [lane.name for lane in remote.lanes]
@@ -96,10 +109,11 @@ def test_a_resumed_key_reuses_the_records_the_driver_ships(local_and_ray, captur
     _, (remote, ray_out) = local_and_ray
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
     try:
-        again = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, lanes=lanes, fresh=True)
+        again = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes,
+                         fresh=True)
     finally:
         close(lanes)
-    assert again.run_id != remote.run_id and len(again.kernels) == len(GRIDS)
+    assert again.run_id != remote.run_id and len(again.kernels) == len(SMALL)
     assert all(c["reused"] for k in again.kernels for c in k.candidates)
     assert [k.decision for k in again.kernels] == [k.decision for k in remote.kernels]
     with DecisionStore(ray_out / "decisions.db") as store:
@@ -128,8 +142,8 @@ def test_an_actor_that_dies_gives_its_key_to_the_other_lane(captured, tmp_path):
     lines: list[str] = []
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=DieOnce(tmp_path / "died"))
     try:
-        results = optimize(captured, tmp_path / "out", settings=SETTINGS, cover=1.0, max_kernels=1, lanes=lanes,
-                           log=lines.append)
+        results = optimize(captured, tmp_path / "out", settings=SETTINGS, cover=1.0, kernels=ids(captured, GRIDS[-1:]),
+                           lanes=lanes, log=lines.append)
     finally:
         close(lanes)
     assert (tmp_path / "died").exists() and len(results.kernels) == 1 and results.stopped is None
@@ -165,11 +179,65 @@ def test_a_lane_that_finds_no_cpu_free_does_not_start(captured):
     assert str(caught.value) == "no CPU of the cluster came free for it, or its workers did not start (1 s)"
 
 
+class BugFor:
+    """Planted families: the real ones (None), but a bug for the launch of ``grid`` programs."""
+
+    def __init__(self, grid: int) -> None:
+        self.grid = grid
+
+    def __call__(self, spec):
+        if spec.grid[0] == self.grid:
+            raise ValueError("a bug in the families")
+        return None
+
+
+def test_a_job_s_error_is_raised_and_interrupt_kills_what_runs(captured, tmp_path):
+    """The job's own error comes back as itself (the run would stop); ``interrupt`` kills the
+    actor mid-key, the call raises ``Interrupted``, and nothing of the key reaches the store."""
+    from tritune.capture.spec import read_launches
+    from tritune.loop.evaluate import Interrupted
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+
+    lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid, families=BugFor(GRIDS[-1]))
+    path = tmp_path / "decisions.db"
+    try:
+        target = lane.start()
+        with DecisionStore(path) as store:
+            run = store.start_run({})
+        jobs = {spec.grid[0]: KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
+                                     root=str(captured))
+                for spec, key in plan(read_launches(captured), target).items}
+        with pytest.raises(ValueError, match="a bug in the families"):
+            lane.run_key(jobs[GRIDS[-1]])
+        raised: list[BaseException] = []
+
+        def run_key() -> None:
+            try:
+                lane.run_key(jobs[GRIDS[0]])
+            except BaseException as exc:  # noqa: BLE001 - what the lane's thread would see
+                raised.append(exc)
+
+        thread = threading.Thread(target=run_key)
+        thread.start()
+        time.sleep(1.0)  # the key is running in the actor (it takes a few seconds)
+        lane.interrupt()
+        thread.join(60)
+        assert [type(exc) for exc in raised] == [Interrupted]
+        with pytest.raises(Interrupted):
+            lane.run_key(jobs[GRIDS[1]])  # an interrupted lane is not used again
+    finally:
+        lane.close()
+    with DecisionStore(path) as store:
+        assert store.candidates() == [] and store.profile_for(jobs[GRIDS[0]].key) is None
+
+
 def test_the_cli_runs_its_lanes_on_a_running_cluster(captured, tmp_path):
     """``--ray auto``: the command connects to this module's instance, and the run is the driver's."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
+    [smallest] = ids(captured, GRIDS[-1:])
     done = subprocess.run([sys.executable, "-m", "tritune", "optimize", "--out", str(tmp_path / "out"), "--launches",
-                           str(captured), "--ray", "auto", "--max-kernels", "1", "--max-candidates", "2",
+                           str(captured), "--ray", "auto", "--kernel", smallest, "--max-candidates", "2",
                            "--per-round", "2", "--ncu", "never", "--no-report"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 1), done.stdout + done.stderr

@@ -29,8 +29,8 @@ put code into this user's decisions. Point ``--ray`` only at a cluster you would
 An interrupted driver resumes as with local lanes: finished keys are in ``OUT/kernels.jsonl``,
 their records in the store; a key in flight is lost with its actor.
 
-Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, ``WorkerCrashedError``
-and the other ``RayError``\\ s), that gives no answer in the key's budget plus ``HANG_S``, whose
+Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, any other
+``RayError`` but the job's own), that gives no answer in the key's budget plus ``HANG_S``, whose
 workers cannot be started again (``LaneDied`` inside it), or that finds no GPU its workers can use
 raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is
 raised here as the job raised it (the run stops, as with a local lane). ``interrupt`` kills the
