@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterator, Sequence
 from tritune import __version__, config
 from tritune.capture.spec import LaunchSpec, SpecError, confined_source
 from tritune.errors import one_line
-from tritune.loop.evaluate import Interrupted, default_jobs
+from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane
 from tritune.store import DecisionKey, DecisionStore
@@ -213,7 +213,7 @@ class RayLane:
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
         reply = self._call("baselines", [spec.to_json() for spec in specs], self._files(specs),
-                           timeout=HANG_S + 2 * len(specs) * 120.0)
+                           timeout=HANG_S + 2 * len(specs) * BASELINE_TIMEOUT_S)  # built, then timed
         for line in reply["log"]:
             (log or _quiet)(line)
         return reply["found"]
@@ -248,6 +248,7 @@ class RayLane:
             with contextlib.suppress(Exception):  # its workers stopped and its folder removed, if it still can
                 import_ray().get(self._actor.close.remote(), timeout=CLOSE_S)
         self._kill()
+        self._actor = None
 
     # --------------------------------------------------------------------------- the actor
 
