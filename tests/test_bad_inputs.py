@@ -275,6 +275,24 @@ def test_bad_workers_and_devices(monkeypatch, tmp_path, capture, interpreter, ar
     assert not (tmp_path / "out").exists()
 
 
+# ------------------------------------------------------------------------------- --ray
+
+@pytest.mark.parametrize("args, line", [
+    (["--ray", "auto"], "tritune optimize: --ray needs Ray, which is not installed here: pip install 'tritune[ray]'"),
+    (["--ray", "local", "--devices", "0"], "tritune optimize: --ray takes the cluster's GPUs, and --devices picks "
+                                           "GPUs of this host: give --workers N for N of the cluster's"),
+    (["--ray", "local", "--llm", "http://127.0.0.1:9/v1", "--llm-model", "m"],
+     "tritune optimize: --ray cannot run --llm: the model's session and its key stay on this host "
+     "(run --llm without --ray)"),
+], ids=["no-ray", "devices", "llm"])
+def test_bad_ray(monkeypatch, tmp_path, capture, args, line):
+    """As if Ray were not installed (``import ray`` fails), whether or not it is: no cluster is
+    reached, nothing is written."""
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert invoke("optimize", "--out", tmp_path / "out", "--launches", capture, *args) == line
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------- harvest
 
 def _cuda() -> bool:

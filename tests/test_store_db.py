@@ -302,3 +302,52 @@ def test_timeouts_on_sibling_keys_are_found_for_the_same_source_only(tmp_path):
             store.claim(cand.id, run_id)
             store.finish_candidate(cand.id, "rejected", failure={"kind": kind, "message": "m"})
         assert store.timed_out_on_siblings(here) == {variant_hash(slow): sibling.sha}
+
+
+def test_a_key_s_records_travel_to_another_store_and_back(tmp_path):
+    """``optimize --ray``: the driver ships a key's signed records to a lane's store (signed there
+    with a secret of its own), the lane's loop adds to them, and the driver adopts what came back
+    in one transaction, signed by its user."""
+    import secrets
+
+    from tritune.store.signing import Signer
+
+    with DecisionStore(tmp_path / "driver.db") as driver, \
+            DecisionStore(tmp_path / "lane.db", signer=Signer(secrets.token_bytes(32))) as lane:
+        run = driver.start_run({})
+        verified(driver, run, key(), warps(8))
+        driver.set_decision(key(), warps(8), baseline_ms=2.0, best_ms=1.0)
+        rejected = driver.add_candidate(run, key(), warps(2))
+        driver.claim(rejected.id, run)
+        driver.finish_candidate(rejected.id, "rejected", failure={"kind": "wrong_result", "message": "x"})
+        driver.add_candidate(run, key(), warps(4))  # pending: not evaluated, not shipped
+        driver.set_profile(key(), {"source": "timing"})
+        verified(driver, run, key("other_kernel"), warps(8))  # another key: not shipped
+        shipped = driver.key_records(key())
+        assert [(c["variant"]["name"], c["status"]) for c in shipped["candidates"]] == [("w8", "accepted"),
+                                                                                         ("w2", "rejected")]
+        assert shipped["profiles"] == [{"variant_hash": "baseline", "profile": {"source": "timing"}}]
+        assert shipped["decision"]["variant"]["name"] == "w8" and shipped["decision"]["enabled"]
+
+        lane_run = lane.start_run({})
+        assert lane.adopt(lane_run, key(), json.loads(json.dumps(shipped))) == 2  # plain data, as it travels
+        assert lane.decision_for(key()).variant.name == "w8" and lane.profile_for(key()) == {"source": "timing"}
+        assert lane.add_candidate(lane_run, key(), warps(2)).done  # a resumed key reuses what it was shipped
+        verified(lane, lane_run, key(), warps(16), ms=0.5)
+        lane.set_decision(key(), warps(16), baseline_ms=2.0, best_ms=0.5)  # w8 goes back to verified
+
+        later = driver.start_run({})
+        back = lane.key_records(key())
+        assert driver.adopt(later, key(), back) == 2  # w8 (now verified) and w16; w2 unchanged
+        assert driver.adopt(later, key(), back) == 0
+        assert driver.decision_for(key()).variant.name == "w16"
+        found = {c.variant.name: c for c in driver.candidates(key=key())}
+        assert {name: c.status for name, c in found.items()} == {"w8": "verified", "w2": "rejected", "w4": "pending",
+                                                                 "w16": "accepted"}
+        assert all(c.signed for c in found.values()) and found["w2"].run_id == run and found["w16"].run_id == later
+
+        with pytest.raises(StoreError, match="a decision to adopt needs its candidate"):
+            driver.adopt(later, key("third_kernel"), {"candidates": [], "decision": back["decision"]})
+        assert "third_kernel" not in {k.kernel for k in driver.keys()}  # one transaction: nothing written
+    with DecisionStore(tmp_path / "lane.db") as opened:  # under this user's secret, the lane's records are foreign
+        assert opened.decision_for(key()) is None and not any(c.signed for c in opened.candidates())

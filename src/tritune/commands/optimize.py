@@ -14,6 +14,8 @@ script.py`` or ``tritune.enable("DIR/decisions.db")`` in the program.
 ``--workers N`` / ``--devices 0,2,3``: that many lanes, one GPU each, keys handed out costliest
 first to whichever lane is free, all writing the one store (``tritune.loop.lanes``); the result
 is the one a single lane finds, with a line per lane (kernels, busy and idle time).
+``--ray ADDRESS``: the lanes are a Ray cluster's GPUs instead (``tritune.loop.ray_lanes``); this
+host keeps the store and signs what the cluster returns.
 
 Exit status: 0 when the run finished; 1 when no launch could be optimized; 2 for a usage error or
 an unusable input (a one-line message); 130 when interrupted (resumable).
@@ -102,6 +104,11 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
                    "lanes (default 1).")
 @click.option("--devices", default=None, metavar="I,J,...", callback=_devices,
               help="The GPUs to use, by index (within CUDA_VISIBLE_DEVICES when set): one lane each.")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Lanes on a Ray cluster: one per GPU it offers (--workers N: N of them), the capture shipped "
+                   "to them; this host keeps the store. ADDRESS: its head (host:6379, ray://host:10001), auto (the "
+                   "cluster `ray start` runs here) or local (a Ray of this host's own). Needs "
+                   "pip install 'tritune[ray]'.")
 @click.option("--without", "without", multiple=True, metavar="FAMILY", callback=_families,
               help="Leave this proposer family out (e.g. source-rewrite: a run with knobs only); repeatable.")
 @click.option("--families", "family_order", default=None, metavar="A,B,...", callback=_family_order,
@@ -120,7 +127,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
              budget_s: float, threshold: float, fast_math: bool, use_ncu: str, jobs: int | None,
-             workers: int | None, devices: tuple[int, ...] | None, without: tuple[str, ...],
+             workers: int | None, devices: tuple[int, ...] | None, ray_address: str | None, without: tuple[str, ...],
              family_order: tuple[str, ...], llm_url: str | None, llm_model: str | None,
              llm_rounds: int, llm_fixes: int, llm_max_tokens: int, llm_price: tuple[float, float] | None,
              llm_dry_run: bool, fresh: bool, report: bool, command: tuple[str, ...]) -> None:
@@ -149,14 +156,19 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                         out_dir, family_order)
     _check_inputs(out_dir, launches, store_path, kernels)
     try:
-        picked = lane_devices(workers, devices)  # on a GPU host, a worker counts the GPUs
+        if ray_address is not None:
+            picked = None
+            _ray_usable(devices, llm)
+        else:
+            picked = lane_devices(workers, devices)  # on a GPU host, a worker counts the GPUs
     except LaneError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
     try:
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
-                                fast_math=fast_math, use_ncu=use_ncu, jobs=jobs or default_jobs(len(picked)),
+                                fast_math=fast_math, use_ncu=use_ncu,
+                                jobs=jobs or (default_jobs(len(picked)) if picked is not None else 1),
                                 without=tuple(without), families=family_order or (), llm=llm)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -166,12 +178,18 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     from tritune.analyze.render import console_for
 
     console = console_for(sys.stdout)
+    job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
+               deadline_s=deadline_s, cover=cover, command=text, fresh=fresh)
     try:
         with _progress(console) as (progress, log):
-            results = run_loop(root, out_dir, store_path=store_path, settings=settings, kernels=kernels,
-                               max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, cover=cover, command=text,
-                               fresh=fresh, devices=picked, progress=progress, log=log)
-    except (OptimizeError, SpecError, StoreError) as exc:
+            if ray_address is None:
+                results = run_loop(root, out_dir, devices=picked, progress=progress, log=log, **job)
+            else:
+                from tritune.loop.ray_lanes import ray_run
+
+                with ray_run(ray_address, root, settings, workers=workers, jobs=jobs) as lanes:
+                    results = run_loop(root, out_dir, lanes=lanes, progress=progress, log=log, **job)
+    except (OptimizeError, SpecError, StoreError, LaneError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -183,6 +201,21 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if report:
         _report(results, out_dir)
     sys.exit(0 if any(k.ran for k in results.kernels) else 1)
+
+
+def _ray_usable(devices: tuple[int, ...] | None, llm) -> None:
+    """``--ray``'s usage errors (``LaneError``), before anything runs: what it cannot be combined
+    with, then Ray itself (``pip install 'tritune[ray]'``)."""
+    from tritune.loop.lanes import LaneError
+    from tritune.loop.ray_lanes import import_ray
+
+    if devices:
+        raise LaneError("--ray takes the cluster's GPUs, and --devices picks GPUs of this host: "
+                        "give --workers N for N of the cluster's")
+    if llm is not None:
+        raise LaneError("--ray cannot run --llm: the model's session and its key stay on this host "
+                        "(run --llm without --ray)")
+    import_ray()
 
 
 def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None, kernels: tuple[str, ...]) -> None:

@@ -6,7 +6,7 @@ JSON that ``KernelLoop.run`` returns). ``LocalLane`` is one GPU of this host: it
 ``Evaluator``, whose workers all run with ``CUDA_VISIBLE_DEVICES`` set to that GPU (nothing set
 under the interpreter), and its own connection to the decision store, opened in the thread that
 runs the key (sqlite3 connections stay in the thread that made them). Another kind of lane (Ray,
-``optimize --ray``) is one more class with the same methods (``Lane``).
+``optimize --ray``, ``loop.ray_lanes.RayLane``) is one more class with the same methods (``Lane``).
 
 ``LanePool`` drives the lanes for the session (``loop.session``), which decides what to hand
 out. Each lane has a thread of its own that runs its jobs; the caller's thread alone hands jobs
@@ -47,6 +47,7 @@ from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.keys import INTERPRETER_GPU
+from tritune.store.signing import Signer
 from tritune.worker import Worker
 from tritune.worker.failures import Failure
 
@@ -124,11 +125,12 @@ class Lane(Protocol):
 class LocalLane:
     """One GPU of this host (``device``: its ``CUDA_VISIBLE_DEVICES`` value, None: what the parent
     sees, or the interpreter). ``evaluator``: use that one instead (tests: scripted times, warm
-    workers); it is the caller's to close."""
+    workers); it is the caller's to close. ``signer``: the store's signer instead of this user's
+    (a Ray lane's temporary store, ``loop.ray_lanes``)."""
 
     def __init__(self, device: str | None, root: str | Path, *, index: int = 0, jobs: int = 1,
-                 use_ncu: str = "auto", evaluator: Evaluator | None = None) -> None:
-        self.device, self.index = device, index
+                 use_ncu: str = "auto", evaluator: Evaluator | None = None, signer: Signer | None = None) -> None:
+        self.device, self.index, self.signer = device, index, signer
         self._owned = evaluator is None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
@@ -174,7 +176,7 @@ class LocalLane:
         return self._guard(self.evaluator.baselines, specs, log=log)
 
     def run_key(self, job: KeyJob) -> dict:
-        with DecisionStore(job.store_path) as store:  # this thread's own connection
+        with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
                               baseline=job.baseline, llm=job.llm)

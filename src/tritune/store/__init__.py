@@ -2,8 +2,9 @@
 
 ``keys`` says what a decision is keyed by (kernel source, specialization and shape bucket, GPU,
 Triton version) and computes keys from a captured spec or from live arguments; ``schema`` holds
-the tables and their version; ``connection`` the multi-process SQLite setup; ``db`` and
-``decisions`` the ``DecisionStore`` (runs, candidates, decisions, profiles, export).
+the tables and their version; ``connection`` the multi-process SQLite setup; ``db``,
+``decisions`` and ``remote`` the ``DecisionStore`` (runs, candidates, decisions, profiles, export,
+a key's records carried to and from a Ray lane).
 """
 
 from tritune.store.db import INTERRUPTED, MAX_ATTEMPTS, DecisionStore

@@ -1,4 +1,5 @@
-"""``DecisionStore``: runs and candidates (this file), decisions and profiles (``decisions.py``).
+"""``DecisionStore``: runs and candidates (this file), decisions and profiles (``decisions.py``), a
+key's records out of one store and into another (``remote.py``, ``optimize --ray``).
 
 How ``optimize`` uses it, so that an interrupted run continues where it stopped::
 
@@ -43,6 +44,7 @@ from tritune.store.decisions import DecisionsMixin, key_sha
 from tritune.store.exchanges import ExchangesMixin
 from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
+from tritune.store.remote import RemoteMixin
 from tritune.store.schema import StoreError
 from tritune.store.signing import Signer, local_signer
 
@@ -51,7 +53,7 @@ INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on
 FINISH_STATUSES = ("verified", "rejected")
 
 
-class DecisionStore(DecisionsMixin, ExchangesMixin):
+class DecisionStore(DecisionsMixin, ExchangesMixin, RemoteMixin):
     """The decision store at ``path`` (created if missing). A context manager; one per thread."""
 
     def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S, signer: Signer | None = None):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tritune.store.keys import DecisionKey
-from tritune.store.records import (DECISION_SELECT, Candidate, Decision, from_row_text, from_text, to_text,
+from tritune.store.records import (DECISION_SELECT, Decision, from_row_text, from_text, to_text,
                                    variant_hash, variant_json)
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
@@ -80,18 +80,24 @@ class DecisionsMixin:
             conn.execute("UPDATE candidates SET status = 'verified', updated = ? WHERE key_sha = ? "
                          "AND status = 'accepted' AND id != ?", (now, key.sha, cand.id))
             conn.execute("UPDATE candidates SET status = 'accepted', updated = ? WHERE id = ?", (now, cand.id))
-            conn.execute(
-                "INSERT INTO decisions (key_sha, candidate_id, run_id, variant, variant_hash, baseline_ms, best_ms, "
-                "speedup, evidence, verified, enabled, created, updated, signature) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 1, ?, ?, ?) "
-                "ON CONFLICT (key_sha) DO UPDATE SET candidate_id = excluded.candidate_id, run_id = excluded.run_id, "
-                "variant = excluded.variant, variant_hash = excluded.variant_hash, baseline_ms = excluded.baseline_ms, "
-                "best_ms = excluded.best_ms, speedup = excluded.speedup, evidence = excluded.evidence, verified = 1, "
-                "enabled = 1, updated = excluded.updated, signature = excluded.signature",
-                (key.sha, cand.id, run_id if run_id is not None else cand.run_id, to_text(body), digest,
-                 float(baseline_ms), float(best_ms), baseline_ms / best_ms, to_text(full), now, now,
-                 self.signer.decision(key.sha, body)))
+            self._put_decision(conn, key.sha, cand.id, run_id if run_id is not None else cand.run_id, body,
+                               baseline_ms, best_ms, full)
         return self._decision(key.sha)
+
+    def _put_decision(self, conn: sqlite3.Connection, sha: str, candidate_id: int, run_id: int | None, body: dict,
+                      baseline_ms: float, best_ms: float, evidence: Any, enabled: bool = True) -> None:
+        """The key's decision row (replacing the one it had), verified and signed by this user."""
+        now = time.time()
+        conn.execute(
+            "INSERT INTO decisions (key_sha, candidate_id, run_id, variant, variant_hash, baseline_ms, best_ms, "
+            "speedup, evidence, verified, enabled, created, updated, signature) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?) "
+            "ON CONFLICT (key_sha) DO UPDATE SET candidate_id = excluded.candidate_id, run_id = excluded.run_id, "
+            "variant = excluded.variant, variant_hash = excluded.variant_hash, baseline_ms = excluded.baseline_ms, "
+            "best_ms = excluded.best_ms, speedup = excluded.speedup, evidence = excluded.evidence, verified = 1, "
+            "enabled = excluded.enabled, updated = excluded.updated, signature = excluded.signature",
+            (sha, candidate_id, run_id, to_text(body), variant_hash(body), float(baseline_ms), float(best_ms),
+             baseline_ms / best_ms, to_text(evidence), int(bool(enabled)), now, now, self.signer.decision(sha, body)))
 
     def _decision(self, sha: str) -> Decision | None:
         rows = self._db.query(DECISION_SELECT + " WHERE d.key_sha = ?", (sha,))
@@ -148,15 +154,19 @@ class DecisionsMixin:
     def set_profile(self, key: DecisionKey, profile: Any, *, variant: Any = None, run_id: int | None = None) -> None:
         """The profile of the key's baseline (``variant=None``) or of a variant; replaces an older one."""
         digest = BASELINE if variant is None else variant_hash(variant)
-        text = to_text(profile)
-        signature = self.signer.profile(key.sha, digest, from_text(text))
         with self._db.write() as conn:
             self._ensure_key(conn, key)
-            conn.execute("INSERT INTO profiles (key_sha, variant_hash, run_id, profile, created, signature) "
-                         "VALUES (?, ?, ?, ?, ?, ?) "
-                         "ON CONFLICT (key_sha, variant_hash) DO UPDATE SET run_id = excluded.run_id, "
-                         "profile = excluded.profile, created = excluded.created, signature = excluded.signature",
-                         (key.sha, digest, run_id, text, time.time(), signature))
+            self._put_profile(conn, key.sha, digest, profile, run_id)
+
+    def _put_profile(self, conn: sqlite3.Connection, sha: str, digest: str, profile: Any, run_id: int | None) -> None:
+        """One profile row (replacing an older one), signed by this user."""
+        text = to_text(profile)
+        signature = self.signer.profile(sha, digest, from_text(text))
+        conn.execute("INSERT INTO profiles (key_sha, variant_hash, run_id, profile, created, signature) "
+                     "VALUES (?, ?, ?, ?, ?, ?) "
+                     "ON CONFLICT (key_sha, variant_hash) DO UPDATE SET run_id = excluded.run_id, "
+                     "profile = excluded.profile, created = excluded.created, signature = excluded.signature",
+                     (sha, digest, run_id, text, time.time(), signature))
 
     def profile_for(self, key: DecisionKey | str, variant: Any = None) -> Any:
         digest = BASELINE if variant is None else variant_hash(variant)

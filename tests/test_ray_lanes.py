@@ -1,0 +1,256 @@
+"""Lanes on a Ray cluster (``tritune optimize --ray``), on one local Ray instance of 2 CPUs per
+module, under the interpreter: the Ray lanes decide what one local lane decides, the store is
+written by the driver alone (signed, usable, resumable), an actor that dies gives its key to the
+other lane, and the CLI connects to a running cluster. The one-line errors of ``--ray`` (Ray
+missing among them) are in ``test_bad_inputs.py``, which runs without Ray."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from tritune.loop import optimize  # noqa: E402
+from tritune.loop.evaluate import Evaluator  # noqa: E402
+from tritune.loop.lanes import LaneDied, LocalLane  # noqa: E402
+from tritune.loop.ray_lanes import RayLane, ray_lanes  # noqa: E402
+from tritune.store import DecisionStore  # noqa: E402
+
+from test_loop_lanes import GRIDS, SETTINGS, by_grid, captured, decisions_of, interpreter_worker  # noqa: E402,F401
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    """One local Ray instance for the module. Its processes inherit this environment when it
+    starts: the actors import the scripted times of these tests (``by_grid``, ``DieOnce``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 object_store_memory=100 * 1024 * 1024)
+    yield
+    ray.shutdown()
+
+
+def ids(root: Path, grids) -> list[str]:
+    """The launch ids of the launches of these grids (the smaller, the quicker to interpret)."""
+    from tritune.capture.spec import read_launches
+
+    return [spec.id for spec in read_launches(root) if spec.grid[0] in grids]
+
+
+SMALL = GRIDS[1:]  # the three smaller keys: the largest alone takes longer to interpret than they do
+
+
+def close(lanes) -> None:
+    for lane in lanes:
+        lane.close()
+
+
+@pytest.fixture(scope="module")
+def local_and_ray(captured, tmp_path_factory):
+    """The capture optimized on one local lane, then on two Ray lanes: (results, out) of each."""
+    local_out, ray_out = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("ray")
+    worker = interpreter_worker()
+    try:
+        lane = LocalLane(None, captured, evaluator=Evaluator(captured, retime=by_grid, worker=worker))
+        local = optimize(captured, local_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=[lane])
+    finally:
+        worker.close()
+    lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
+    try:
+        remote = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes)
+    finally:
+        close(lanes)
+    return (local, local_out), (remote, ray_out)
+
+
+def test_ray_lanes_decide_what_one_local_lane_decides(local_and_ray):
+    (local, local_out), (remote, ray_out) = local_and_ray
+    assert len(local.kernels) == len(SMALL) == len(remote.kernels)
+    assert [k.key_sha for k in remote.kernels] == [t.key_sha for t in local.timed] == [k.key_sha for k in local.kernels]
+    for a, b in zip(local.kernels, remote.kernels):
+        assert (a.decision, a.accepted, a.speedup, a.baseline_ms) == (b.decision, b.accepted, b.speedup, b.baseline_ms)
+        assert [(c["variant"], c["status"]) for c in a.candidates] == \
+            [(c["variant"], c["status"]) for c in b.candidates]
+    assert any(k.accepted for k in remote.kernels)
+    assert decisions_of(local_out / "decisions.db") == decisions_of(ray_out / "decisions.db") != {}
+    names = [lane.name for lane in remote.lanes]
+    assert len(names) == 2 and all(n.startswith("ray:") and "/cpu" in n for n in names) and len(set(names)) == 2
+    assert all(lane.gpu == "interpreter" and lane.kernels >= 1 and lane.died is None for lane in remote.lanes)
+    assert {k.lane for k in remote.kernels} == set(names) and remote.finished is not None
+
+
+def test_the_driver_alone_writes_the_store_signed_and_usable(local_and_ray):
+    (local, local_out), (remote, ray_out) = local_and_ray
+    with DecisionStore(ray_out / "decisions.db") as store, DecisionStore(local_out / "decisions.db") as mine:
+        assert [(r.id, r.pid) for r in store.runs()] == [(remote.run_id, os.getpid())]  # no actor's run leaked in
+        cands = store.candidates()
+        assert cands and all(c.signed and c.done and c.run_id == remote.run_id for c in cands)
+        assert sorted((c.key_sha, c.variant_hash, c.status) for c in cands) == \
+            sorted((c.key_sha, c.variant_hash, c.status) for c in mine.candidates())
+        assert [d.usable for d in store.decisions()] == [True] * len(mine.decisions())
+        for kernel in remote.kernels:
+            assert store.profile_for(kernel.key_sha) is not None  # signed here, as the loop reads it
+            records = store.key_records(kernel.key_sha)  # what a resumed key would be shipped
+            assert len(records["candidates"]) == len(mine.key_records(kernel.key_sha)["candidates"]) > 0
+
+
+def test_a_resumed_key_reuses_the_records_the_driver_ships(local_and_ray, captured):
+    """A new run on the Ray store: every key's candidates travel to the lanes and are reused."""
+    _, (remote, ray_out) = local_and_ray
+    lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
+    try:
+        again = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes,
+                         fresh=True)
+    finally:
+        close(lanes)
+    assert again.run_id != remote.run_id and len(again.kernels) == len(SMALL)
+    assert all(c["reused"] for k in again.kernels for c in k.candidates)
+    assert [k.decision for k in again.kernels] == [k.decision for k in remote.kernels]
+    with DecisionStore(ray_out / "decisions.db") as store:
+        assert all(c.run_id == remote.run_id for c in store.candidates())  # unchanged: not written again
+
+
+class DieOnce:
+    """Scripted times, but the first candidate any lane times ends that lane's actor (its process
+    exits), once for the run (``marker``)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __call__(self, spec, variant, measured_ms):
+        if not variant.is_baseline:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(3)
+        return by_grid(spec, variant, measured_ms)
+
+
+def test_an_actor_that_dies_gives_its_key_to_the_other_lane(captured, tmp_path):
+    lines: list[str] = []
+    lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=DieOnce(tmp_path / "died"))
+    try:
+        results = optimize(captured, tmp_path / "out", settings=SETTINGS, cover=1.0, kernels=ids(captured, GRIDS[-1:]),
+                           lanes=lanes, log=lines.append)
+    finally:
+        close(lanes)
+    assert (tmp_path / "died").exists() and len(results.kernels) == 1 and results.stopped is None
+    dead = [lane for lane in results.lanes if lane.died]
+    alive = [lane for lane in results.lanes if not lane.died]
+    assert len(dead) == len(alive) == 1 and "ActorDiedError" in dead[0].died and dead[0].kernels == 0
+    assert [k.lane for k in results.kernels] == [alive[0].name]  # the key it held, done by the other
+    said = [line for line in lines if " died: its Ray actor is gone" in line]
+    assert len(said) == 1 and said[0].startswith(f"tritune optimize: lane {dead[0].name} (interpreter) died: ")
+    with DecisionStore(tmp_path / "out" / "decisions.db") as store:
+        cands = store.candidates()
+        assert cands and all(c.signed and c.done for c in cands)  # nothing of the dead actor's half key
+
+
+def test_a_lane_that_finds_no_cpu_free_does_not_start(captured):
+    """Both CPUs of the instance held: a lane waits for one, then counts as dead."""
+
+    @ray.remote(num_cpus=1)
+    class Holder:
+        def ready(self) -> bool:
+            return True
+
+    holders = [Holder.remote() for _ in range(2)]
+    late = RayLane(captured, SETTINGS, index=2, gpu=False, interpret=True, start_timeout_s=1.0)
+    try:
+        assert ray.get([holder.ready.remote() for holder in holders]) == [True, True]
+        with pytest.raises(LaneDied) as caught:
+            late.start()
+    finally:
+        late.close()
+        for holder in holders:
+            ray.kill(holder)
+    assert str(caught.value) == "no CPU of the cluster came free for it, or its workers did not start (1 s)"
+
+
+class BugFor:
+    """Planted families: the real ones (None), but a bug for the launch of ``grid`` programs."""
+
+    def __init__(self, grid: int) -> None:
+        self.grid = grid
+
+    def __call__(self, spec):
+        if spec.grid[0] == self.grid:
+            raise ValueError("a bug in the families")
+        return None
+
+
+def test_a_job_s_error_is_raised_and_interrupt_kills_what_runs(captured, tmp_path):
+    """The job's own error comes back as itself (the run would stop); ``interrupt`` kills the
+    actor mid-key, the call raises ``Interrupted``, and nothing of the key reaches the store."""
+    from tritune.capture.spec import read_launches
+    from tritune.loop.evaluate import Interrupted
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+
+    lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid, families=BugFor(GRIDS[-1]))
+    path = tmp_path / "decisions.db"
+    try:
+        target = lane.start()
+        with DecisionStore(path) as store:
+            run = store.start_run({})
+        jobs = {spec.grid[0]: KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
+                                     root=str(captured))
+                for spec, key in plan(read_launches(captured), target).items}
+        with pytest.raises(ValueError, match="a bug in the families"):
+            lane.run_key(jobs[GRIDS[-1]])
+        raised: list[BaseException] = []
+
+        def run_key() -> None:
+            try:
+                lane.run_key(jobs[GRIDS[0]])
+            except BaseException as exc:  # noqa: BLE001 - what the lane's thread would see
+                raised.append(exc)
+
+        thread = threading.Thread(target=run_key)
+        thread.start()
+        time.sleep(1.0)  # the key is running in the actor (it takes a few seconds)
+        lane.interrupt()
+        thread.join(60)
+        assert [type(exc) for exc in raised] == [Interrupted]
+        with pytest.raises(Interrupted):
+            lane.run_key(jobs[GRIDS[1]])  # an interrupted lane is not used again
+    finally:
+        lane.close()
+    with DecisionStore(path) as store:
+        assert store.candidates() == [] and store.profile_for(jobs[GRIDS[0]].key) is None
+
+
+def test_the_cli_runs_its_lanes_on_a_running_cluster(captured, tmp_path):
+    """``--ray auto``: the command connects to this module's instance, and the run is the driver's."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    [smallest] = ids(captured, GRIDS[-1:])
+    done = subprocess.run([sys.executable, "-m", "tritune", "optimize", "--out", str(tmp_path / "out"), "--launches",
+                           str(captured), "--ray", "auto", "--kernel", smallest, "--max-candidates", "2",
+                           "--per-round", "2", "--ncu", "never", "--no-report"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    with DecisionStore(tmp_path / "out" / "decisions.db") as store:
+        [run] = store.runs()
+        cands = store.candidates()
+    assert run.status == "finished" and run.pid != os.getpid()
+    assert 1 <= len(cands) <= 2 and all(c.signed and c.done for c in cands)
+
+
+def test_tritune_imports_ray_only_when_a_ray_lane_is_made():
+    code = ("import sys, tritune.cli, tritune.commands.optimize, tritune.loop.session, tritune.loop.ray_lanes; "
+            "print('ray' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
