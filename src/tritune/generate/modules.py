@@ -94,7 +94,7 @@ def bake(text: str, decisions: list[tuple[Any, Any]]) -> tuple[str, list[str]]:
         if left:
             notes.append(f"{kernel}: {', '.join(left)} not baked in (the launch's grid does not follow them, "
                          "or the option is not a launch keyword)")
-        text = _set_keywords(text, call, keywords)
+        text = _set_keywords(text, kernel, call, keywords)
     return text, notes
 
 
@@ -110,39 +110,21 @@ def _grid_follows_meta(call: ast.Call) -> bool:
     return isinstance(call.func.slice, ast.Lambda)
 
 
-def _set_keywords(text: str, call: ast.Call, values: dict[str, Any]) -> str:
+def _set_keywords(text: str, kernel: str, call: ast.Call, values: dict[str, Any]) -> str:
     """``call``'s keywords set to ``values`` (existing ones replaced in place, new ones appended),
-    by byte offsets; the rest of the text unchanged."""
+    as byte-exact edits (``rewrites.base``): the rest of the text unchanged."""
+    from tritune.rewrites.base import Edit, KernelSource
+
     if not values:
         return text
-    starts = _line_starts(text)
-
-    def offset(line: int, col: int) -> int:
-        return starts[line - 1] + len(text[starts[line - 1]:].encode()[:col].decode(errors="ignore"))
-
-    edits = []
+    source = KernelSource.parse(text, kernel)
     present = {kw.arg: kw for kw in call.keywords if kw.arg is not None}
-    for name, value in values.items():
-        if name in present:
-            node = present[name].value
-            edits.append((offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset),
-                          repr(value)))
+    edits = [Edit(*source.span(present[name].value), repr(value)) for name, value in values.items() if name in present]
     added = [f"{name}={value!r}" for name, value in values.items() if name not in present]
     if added:
-        end = offset(call.end_lineno, call.end_col_offset) - 1  # the closing parenthesis
-        prefix = ", " if call.args or call.keywords else ""
-        edits.append((end, end, prefix + ", ".join(added)))
-    for start, stop, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[stop:]
-    return text
-
-
-def _line_starts(text: str) -> list[int]:
-    starts, at = [0], 0
-    for line in text.splitlines(keepends=True):
-        at += len(line)
-        starts.append(at)
-    return starts
+        end = source.span(call)[1] - 1  # the closing parenthesis
+        edits.append(Edit(end, end, (", " if call.args or call.keywords else "") + ", ".join(added)))
+    return source.edit(edits)
 
 
 def decisions_for(capture: Path, store_path: Path, target: dict) -> list[tuple[Any, Any]]:
