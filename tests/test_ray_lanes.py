@@ -232,6 +232,63 @@ def test_a_job_s_error_is_raised_and_interrupt_kills_what_runs(captured, tmp_pat
         assert store.candidates() == [] and store.profile_for(jobs[GRIDS[0]].key) is None
 
 
+def tolerance(variant) -> str:
+    return "tolerance"
+
+
+class Proposes:
+    """A proposer of fixed variants, in order (each proposed once)."""
+
+    name = "planted"
+
+    def __init__(self, variants) -> None:
+        self.variants = variants
+
+    def propose(self, spec, trials, limit):
+        tried = {t.variant.key() for t in trials}
+        return [v for v in self.variants if v.key() not in tried][:limit]
+
+
+class PlantFor:
+    """Planted families, made in the actor: ``variants`` for the launch of ``grid`` programs."""
+
+    def __init__(self, grid: int, variants) -> None:
+        self.grid, self.variants = grid, variants
+
+    def __call__(self, spec):
+        from tritune.loop.families import Family
+
+        return [Family("planted", Proposes(self.variants), tolerance)] if spec.grid[0] == self.grid else None
+
+
+def test_a_ray_lane_skips_what_timed_out_on_a_sibling_key(captured, tmp_path):
+    """The actor's store holds only its key: the driver's timeouts on the key's siblings (same
+    source, GPU, Triton) travel with the key, so that it skips them as a local lane does."""
+    from tritune.capture.spec import read_launches
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+    from tritune.replay import Variant
+
+    slow, good = Variant(name="slow", constexprs={"BLOCK": 32}), Variant(name="good", constexprs={"BLOCK": 128})
+    lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid,
+                   families=PlantFor(GRIDS[-1], [slow, good]))
+    path = tmp_path / "decisions.db"
+    try:
+        target = lane.start()
+        items = {spec.grid[0]: (spec, key) for spec, key in plan(read_launches(captured), target).items}
+        with DecisionStore(path) as store:
+            run = store.start_run({})
+            cand = store.add_candidate(run, items[GRIDS[-2]][1], slow)  # timed out on a sibling key
+            store.claim(cand.id, run)
+            store.finish_candidate(cand.id, "rejected", failure={"kind": "timeout", "message": "past its limit"})
+        spec, key = items[GRIDS[-1]]
+        result = lane.run_key(KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
+                                     root=str(captured)))
+    finally:
+        lane.close()
+    assert [c["variant"] for c in result["candidates"]] == ["good"] and result["skipped"] == 1
+
+
 def test_the_cli_runs_its_lanes_on_a_running_cluster(captured, tmp_path):
     """``--ray auto``: the command connects to this module's instance, and the run is the driver's."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}

@@ -98,8 +98,11 @@ class KernelLoop:
     def __init__(self, spec: LaunchSpec, key: DecisionKey, *, store: DecisionStore, run_id: int,
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
-                 baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None) -> None:
-        """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set."""
+                 baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
+                 sibling_timeouts: dict[str, str] | None = None) -> None:
+        """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set.
+        ``sibling_timeouts``: what ``store.timed_out_on_siblings`` would say, when ``store`` holds
+        this key alone (a Ray lane's: ``loop.ray_lanes``); None: asked of ``store``."""
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.baseline = baseline  # (timing, failure) when the session timed it already
         self.evaluator, self.settings, self.category = evaluator, settings, category
@@ -125,7 +128,7 @@ class KernelLoop:
         self.waited = 0  # candidates another live optimize process held when this loop proposed them
         self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
         # variant hash -> the sibling key it timed out on (same source, GPU, Triton): not proposed here
-        self._sibling_timeouts: dict[str, str] | None = None
+        self._sibling_timeouts: dict[str, str] | None = None if sibling_timeouts is None else dict(sibling_timeouts)
         self._skipped: set[str] = set()  # variant keys left out for that
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
 

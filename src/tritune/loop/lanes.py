@@ -78,6 +78,8 @@ class KeyJob:
     root: str  # the capture's folder (the lane's evaluator was made for it)
     category: str = "other"
     baseline: tuple[dict | None, Failure | None] | None = None  # ``session.loop_baseline``
+    # The key's siblings' timeouts (``KernelLoop``'s ``sibling_timeouts``): None, the lane's store has them.
+    sibling_timeouts: dict[str, str] | None = None
     # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
     families: list | None = None
     llm: Any = None
@@ -179,7 +181,7 @@ class LocalLane:
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
-                              baseline=job.baseline, llm=job.llm)
+                              baseline=job.baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts)
             return self._guard(loop.run)
 
     def interrupt(self) -> None:

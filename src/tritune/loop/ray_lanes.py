@@ -14,7 +14,9 @@ What travels (the cluster needs no shared file system, and the same tritune on e
 - per key: the launch spec, the decision key, the loop settings with the key's budget, its
   category and baseline, and the key's records in the driver's store (``DecisionStore.
   key_records``: the candidates evaluated so far, profiles, decision, signed by this user), so
-  that a key resumed after an interruption reuses them as a local lane would;
+  that a key resumed after an interruption reuses them as a local lane would, and the variants
+  that timed out on its sibling keys (``DecisionStore.timed_out_on_siblings``), which it skips
+  as a local lane does (the actor's store holds this key alone);
 - back: the key's result (``KernelResult`` JSON), its records after the loop, and the loop's log
   lines (said here when the key is back, not while it runs).
 
@@ -224,9 +226,9 @@ class RayLane:
         if job.families is not None:
             raise ValueError("a Ray lane's planted families are made in its actor: RayLane(families=...)")
         with DecisionStore(job.store_path) as store:  # this thread's own connection
-            records = store.key_records(job.key)
+            records, siblings = store.key_records(job.key), store.timed_out_on_siblings(job.key)
         body = {"spec": job.spec.to_json(), "key": job.key.to_json(), "settings": job.settings,
-                "category": job.category, "baseline": job.baseline, "records": records}
+                "category": job.category, "baseline": job.baseline, "records": records, "siblings": siblings}
         reply = self._call("run_key", body, self._files([job.spec]), timeout=job.budget_s + HANG_S,
                            late=f"its key {job.spec.kernel} gave no answer within its budget and {HANG_S:.0f} s")
         if self._interrupted.is_set():
@@ -353,6 +355,7 @@ class _LaneActor:
                 store.adopt(run_id, key, body["records"])  # the driver's records: the key resumes
             job = KeyJob(spec, key, settings=body["settings"], run_id=run_id, store_path=str(path),
                          root=str(self.root), category=body["category"], baseline=body["baseline"],
+                         sibling_timeouts=body["siblings"],
                          families=self.families(spec) if self.families is not None else None, log=lines.append)
             result = self.lane.run_key(job)
             with DecisionStore(path, signer=self.lane.signer) as store:
