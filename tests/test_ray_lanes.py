@@ -289,6 +289,56 @@ def test_a_ray_lane_skips_what_timed_out_on_a_sibling_key(captured, tmp_path):
     assert [c["variant"] for c in result["candidates"]] == ["good"] and result["skipped"] == 1
 
 
+class Misaddressed:
+    """An actor as a node running other code might be: it answers each key with a made-up result
+    and records for another key (no workers: it runs nothing)."""
+
+    def __init__(self, **options) -> None:
+        pass
+
+    def start(self) -> dict:
+        import triton
+
+        from tritune import __version__
+
+        target = {"gpu": "interpreter", "capability": 0, "triton_version": triton.__version__, "meaningful": False,
+                  "copy_gbps": None}
+        return {"target": target, "tritune": __version__, "where": "elsewhere/cpu0", "jobs": 1}
+
+    def run_key(self, body: dict, files: dict) -> dict:
+        verified = {"variant": {"name": "mine", "options": {}, "constexprs": {"BLOCK": 128}, "passes": [],
+                                "fast_math": False, "source": None}, "status": "verified", "failure_kind": None,
+                    "message": None, "detail": None, "verification": {"ok": True}, "timings": {"time_ms": 1.0}}
+        result = {"id": "another", "kernel": "another", "key_sha": "0" * 64, "baseline_ms": 1.0}
+        return {"result": result, "records": {"candidates": [verified], "profiles": [], "decision": None},
+                "log": []}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_reply_for_another_key_is_refused_and_nothing_of_it_recorded(captured, tmp_path, monkeypatch):
+    from tritune.capture.spec import read_launches
+    from tritune.loop import ray_lanes as module
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+
+    monkeypatch.setattr(module, "_LaneActor", Misaddressed)
+    lane = RayLane(captured, SETTINGS, gpu=False, interpret=True)
+    path = tmp_path / "decisions.db"
+    try:
+        target = lane.start()
+        [(spec, key), *_] = plan(read_launches(captured), target).items
+        with DecisionStore(path) as store:
+            run = store.start_run({})
+        with pytest.raises(LaneDied, match="answered for another key"):
+            lane.run_key(KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path), root=str(captured)))
+    finally:
+        lane.close()
+    with DecisionStore(path) as store:
+        assert store.candidates() == []
+
+
 def test_the_cli_runs_its_lanes_on_a_running_cluster(captured, tmp_path):
     """``--ray auto``: the command connects to this module's instance, and the run is the driver's."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}

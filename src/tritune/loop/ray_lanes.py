@@ -28,13 +28,19 @@ driver alone owns the SQLite store (never SQLite over a network file system): ``
 lane's thread here, writes what came back in one transaction per key (``DecisionStore.adopt``),
 signed by this user. That makes the cluster trusted as the user: whoever controls its nodes can
 put code into this user's decisions. Point ``--ray`` only at a cluster you would let run as you.
+What the driver checks of a reply is its form, not its truth: the result must be for the key it
+sent (else the lane counts as dead and nothing of the reply is recorded), and ``adopt`` takes
+only evaluated candidates, and a decision only with its candidate among them, accepted. It does
+not derive the variants' sources again (that is the proposers' whole search, run again here) nor
+verify a decision again (that needs the GPU; ``tritune store import`` does it for a store made
+by someone else).
 An interrupted driver resumes as with local lanes: finished keys are in ``OUT/kernels.jsonl``,
 their records in the store; a key in flight is lost with its actor.
 
 Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, any other
 ``RayError`` but the job's own), that gives no answer in the key's budget plus ``HANG_S``, whose
-workers cannot be started again (``LaneDied`` inside it), or that finds no GPU its workers can use
-raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is
+workers cannot be started again (``LaneDied`` inside it), that answers for another key than it
+was sent, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is
 raised here as the job raised it (the run stops, as with a local lane). ``interrupt`` kills the
 actor (``ray.kill``: a running method of an actor cannot be cancelled, ``ray.cancel`` only stops
 tasks), so nothing it was doing is recorded.
@@ -233,11 +239,15 @@ class RayLane:
                            late=f"its key {job.spec.kernel} gave no answer within its budget and {HANG_S:.0f} s")
         if self._interrupted.is_set():
             raise Interrupted()
+        result = reply.get("result") if isinstance(reply, dict) else None
+        if not isinstance(result, dict) or (result.get("key_sha"), result.get("id")) != (job.key.sha, job.spec.id):
+            self._kill()  # not what this driver sent: nothing of it is recorded, and the lane is not used again
+            raise LaneDied(f"it answered for another key than {job.spec.kernel} ({job.key.sha[:10]}): not recorded")
         with DecisionStore(job.store_path) as store:  # one transaction, signed by this user
             store.adopt(job.run_id, job.key, reply["records"])
         for line in reply["log"]:
             (job.log or _quiet)(line)
-        return reply["result"]
+        return result
 
     def interrupt(self) -> None:
         self._interrupted.set()
