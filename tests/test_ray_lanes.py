@@ -230,6 +230,21 @@ def test_a_job_s_error_is_raised_and_interrupt_kills_what_runs(captured, tmp_pat
         lane.close()
     with DecisionStore(path) as store:
         assert store.candidates() == [] and store.profile_for(jobs[GRIDS[0]].key) is None
+    # A killed actor cannot remove its folder (the capture's copy, its stores): the next lane on
+    # the node removes the folders of actors whose process is gone.
+    from tritune.loop.ray_lanes import _LaneActor
+
+    folder = Path(lane.folder)
+    assert folder.is_dir()
+    for _ in range(20):  # until the killed actor's process is gone
+        after = ray.remote(_LaneActor).options(num_cpus=1).remote(index=1, interpret=True, jobs=1, use_ncu="never",
+                                                                  retime=None, families=None)
+        ray.get(after.close.remote())  # made (it starts no worker), then closed: its own folder removed
+        ray.kill(after)
+        if not folder.exists():
+            break
+        time.sleep(0.5)
+    assert not folder.exists()
 
 
 def tolerance(variant) -> str:

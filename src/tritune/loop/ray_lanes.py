@@ -43,7 +43,8 @@ workers cannot be started again (``LaneDied`` inside it), that answers for anoth
 was sent, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is
 raised here as the job raised it (the run stops, as with a local lane). ``interrupt`` kills the
 actor (``ray.kill``: a running method of an actor cannot be cancelled, ``ray.cancel`` only stops
-tasks), so nothing it was doing is recorded.
+tasks), so nothing it was doing is recorded; a killed actor's folder on its node (the capture's
+copy) is removed by the next lane that starts there (``_folder``).
 
 How many lanes (``ray_lanes``): one per GPU the cluster offers (``ray.cluster_resources()``);
 ``--workers N`` takes N of them. Under ``TRITON_INTERPRET=1`` (here, or ``interpret=True``) the
@@ -59,6 +60,7 @@ cluster connected: this module imports without it, and ``import_ray`` says how t
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import tempfile
@@ -73,6 +75,7 @@ from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane
 from tritune.store import DecisionKey, DecisionStore
+from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
 from tritune.worker.failures import Failure
 
@@ -81,6 +84,7 @@ INTERPRETER_LANES = 2  # interpreter lanes by default: each runs torch and the i
 START_TIMEOUT_S = 600.0  # an actor waits this long for its GPU, then for its workers to start
 HANG_S = 1800.0  # past a key's budget, how long a lane may stay silent before it counts as dead
 CLOSE_S = 30.0
+FOLDER_PREFIX = "tritune-ray-lane-"  # an actor's folder: FOLDER_PREFIX + its process id + "-" + random
 
 
 def import_ray() -> Any:
@@ -180,6 +184,7 @@ class RayLane:
         self._target: dict = {}
         self._where = ""  # "NODE_IP/gpuN" (cpuN for an interpreter lane), once started
         self._shipped: set[str] = set()  # capture files the actor has
+        self.folder = ""  # the actor's folder on its node, once started (``_LaneActor``)
         self._interrupted = threading.Event()
 
     @property
@@ -216,6 +221,7 @@ class RayLane:
             self._kill()
             raise LaneDied(f"its node ({reply['where']}) gave it a GPU its workers cannot use")
         self._where, self._jobs, self._target = reply["where"], reply["jobs"], target
+        self.folder = reply["folder"]
         return target
 
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
@@ -330,7 +336,7 @@ class _LaneActor:
 
         if interpret:  # the actor's process is the lane's alone: its workers inherit this
             config.update({config.ENV_INTERPRET: "1"})
-        self._dir = Path(tempfile.mkdtemp(prefix="tritune-ray-lane-"))
+        self._dir = _folder()
         self.root = self._dir / "capture"
         self.root.mkdir()
         gpus = ray.get_gpu_ids()
@@ -345,7 +351,8 @@ class _LaneActor:
 
     def start(self) -> dict:
         target = self.lane.start()
-        return {"target": target, "tritune": __version__, "where": self.where, "jobs": self.lane.jobs}
+        return {"target": target, "tritune": __version__, "where": self.where, "jobs": self.lane.jobs,
+                "folder": str(self._dir)}
 
     def baselines(self, specs: list[dict], files: dict[str, bytes]) -> dict:
         self._write(files)
@@ -386,6 +393,18 @@ class _LaneActor:
                 raise SpecError(f"{name}: a capture file outside the capture folder: refused")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+
+
+def _folder() -> Path:
+    """A new folder for an actor (its capture, its stores), named after its process. A killed actor
+    (``RayLane.interrupt``, a hung or dying one) cannot remove its own: the folders of actors whose
+    process is gone are removed here first, by the next lane on the node."""
+    parent = Path(tempfile.gettempdir())
+    for found in parent.glob(f"{FOLDER_PREFIX}*-*"):
+        pid = found.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(found, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=parent))
 
 
 def _inside(root: Path, name: str) -> Path | None:

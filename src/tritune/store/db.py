@@ -114,7 +114,7 @@ class DecisionStore(DecisionsMixin, ExchangesMixin, RemoteMixin):
             return False
         if run.host != socket.gethostname():
             return True
-        return _pid_alive(run.pid)
+        return pid_alive(run.pid)
 
     def find_resumable(self, settings: dict | None = None, command: str | None = None) -> Run | None:
         """The latest run that did not finish, is not live elsewhere and matches ``settings``/``command``."""
@@ -333,7 +333,7 @@ def _failure(failure: Any) -> tuple[str | None, str | None, str | None]:
     return getattr(failure, "kind", None), getattr(failure, "message", None), getattr(failure, "detail", None)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
