@@ -361,6 +361,40 @@ def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captu
     assert reused >= len(done_before) > 0
 
 
+def test_interrupt_runs_nothing_more_not_even_a_call_waiting_for_the_worker(tmp_path):
+    """``Evaluator.interrupt`` (Ctrl-C, from the caller's thread) kills what runs; a call that was
+    waiting for the same worker (``--jobs``: the verify threads queue on the timing worker) must not
+    start a fresh child for its job once the running one is killed: it raises ``Interrupted``."""
+    from tritune.loop.evaluate import Interrupted
+
+    worker = Worker(30.0)
+    evaluator = Evaluator(tmp_path, worker=worker)
+    raised: list[type] = []
+
+    def call(job: str) -> None:
+        try:
+            evaluator.call(job, None)
+        except BaseException as exc:  # noqa: BLE001 - what the lane's thread would see
+            raised.append(type(exc))
+
+    try:
+        assert worker.start().ok
+        running = threading.Thread(target=call, args=("worker_jobs:hang",))
+        running.start()
+        while not worker.busy:
+            time.sleep(0.01)
+        waiting = threading.Thread(target=call, args=("worker_jobs:echo",))
+        waiting.start()
+        time.sleep(0.5)  # it waits for the worker the hanging job holds
+        starts = worker.starts
+        evaluator.interrupt()
+        running.join(30)
+        waiting.join(30)
+        assert raised == [Interrupted, Interrupted] and worker.starts == starts  # no child made after Ctrl-C
+    finally:
+        worker.close()
+
+
 # ----------------------------------------------------------------- which GPUs, the CLI
 
 def two_gpus():

@@ -155,12 +155,15 @@ class Evaluator:
         """``job`` on the timing worker (e.g. ``loop.jobs.TARGET_JOB``), as every job here is called."""
         return self._call(self.worker, job, payload, **call)
 
-    def _call(self, worker: Worker, job: str, payload: Any, **call: Any) -> Outcome:
+    def _call(self, worker: Worker, job: str, payload: Any, *, cancelled: Callable[[], bool] | None = None,
+              **call: Any) -> Outcome:
         """``worker.call``, then: ``Interrupted`` if ``interrupt`` came meanwhile; ``WorkerLost``
-        if the worker's process ended (or never started) and cannot be started again."""
+        if the worker's process ended (or never started) and cannot be started again. The job is
+        not run once ``interrupt`` came, even when it was waiting for the worker then
+        (``cancelled``: when else it is not to run, e.g. its round was left, ``_abandon``)."""
         if self._interrupted.is_set():
             raise Interrupted()
-        outcome = worker.call(job, payload, **call)
+        outcome = worker.call(job, payload, cancelled=cancelled or self._interrupted.is_set, **call)
         if self._interrupted.is_set():
             raise Interrupted()
         if not outcome.ok and worker.pid is None and not self._stopping.is_set():  # not a round left early
@@ -289,7 +292,7 @@ class Evaluator:
             if self._stopping.is_set():
                 return None
             outcome = self._call(verifier, jobs.COMPILE_JOB, {"spec": spec.to_json(), "root": self.root},
-                                 timeout_s=BASELINE_TIMEOUT_S)
+                                 timeout_s=BASELINE_TIMEOUT_S, cancelled=self._stopping.is_set)
         finally:
             self._idle.put(verifier)
         return None if outcome.ok else outcome.failure
@@ -336,12 +339,14 @@ class Evaluator:
             if self._stopping.is_set():
                 return _Ran(None, None, time.perf_counter() - submitted)
             limit = {} if verify_timeout_s is None else {"timeout_s": min(verify_timeout_s, verifier.timeout_s or math.inf)}
-            verified = self._call(verifier, jobs.VERIFY_JOB, payload, **limit, **sandboxed(variant))
+            verified = self._call(verifier, jobs.VERIFY_JOB, payload, cancelled=self._stopping.is_set, **limit,
+                                  **sandboxed(variant))
         finally:
             self._idle.put(verifier)
         timed = None
         if verified.ok and verified.value["verification"]["ok"] and not self._stopping.is_set():
-            timed = self._call(self.worker, jobs.TIME_JOB, payload, **sandboxed(variant))
+            timed = self._call(self.worker, jobs.TIME_JOB, payload, cancelled=self._stopping.is_set,
+                               **sandboxed(variant))
         return _Ran(verified, timed, time.perf_counter() - submitted)
 
     def _abandon(self, futures: list[concurrent.futures.Future]) -> None:

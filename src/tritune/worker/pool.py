@@ -40,7 +40,7 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from tritune import config
 from tritune.worker.child import DUMP_SIGNAL
@@ -109,7 +109,8 @@ class Worker:
             return self._ensure_child()
 
     def call(self, target: str, payload: Any = None, timeout_s: Any = _WORKER_DEFAULT, *,
-             cpu_s: float | None = None, memory_mb: float | None = None) -> Outcome:
+             cpu_s: float | None = None, memory_mb: float | None = None,
+             cancelled: Callable[[], bool] | None = None) -> Outcome:
         """Run ``target`` (``"package.module:function"``) on ``payload`` in the child.
 
         ``timeout_s`` defaults to the worker's (``None``: no limit). ``cpu_s``: the job's CPU
@@ -117,6 +118,12 @@ class Worker:
         (a ``crash`` failure past it); both are polled (``limits``) and kill the child like a
         timeout. Failures of the job come back in the Outcome; a payload that cannot be pickled
         raises here, as a caller's bug, and leaves the child as it was.
+
+        ``cancelled``: asked once this call has the worker (it may have waited for another call),
+        before a child is started for it and again before the job is sent; True: the job is not
+        run and the call returns a ``crash``, as an aborted one does. A call that waited while
+        ``abort`` killed the running one would otherwise start a fresh child and run its job
+        (``Evaluator.interrupt``: Ctrl-C).
         """
         limit = self.timeout_s if timeout_s is _WORKER_DEFAULT else timeout_s
         limits = Limits(cpu_s, memory_mb)
@@ -126,9 +133,13 @@ class Worker:
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker is closed")
+            if cancelled is not None and cancelled():
+                return _cancelled()
             started = self._ensure_child()
             if not started.ok:
                 return started
+            if cancelled is not None and cancelled():  # while the child started (``abort`` found none to kill)
+                return _cancelled()
             child = self._child
             try:
                 return self._call(child, message, limit, limits)
@@ -261,6 +272,10 @@ class Worker:
         if self._child is not None:
             self._child.kill()
             self._child = None
+
+
+def _cancelled() -> Outcome:
+    return Outcome(ok=False, failure=Failure(CRASH, "not run: the caller cancelled it"))
 
 
 def run_isolated(
