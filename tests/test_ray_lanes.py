@@ -318,7 +318,7 @@ class Misaddressed:
 
         target = {"gpu": "interpreter", "capability": 0, "triton_version": triton.__version__, "meaningful": False,
                   "copy_gbps": None}
-        return {"target": target, "tritune": __version__, "where": "elsewhere/cpu0", "jobs": 1}
+        return {"target": target, "tritune": __version__, "where": "elsewhere/cpu0", "jobs": 1, "folder": ""}
 
     def run_key(self, body: dict, files: dict) -> dict:
         verified = {"variant": {"name": "mine", "options": {}, "constexprs": {"BLOCK": 128}, "passes": [],
