@@ -371,6 +371,18 @@ def test_the_cli_runs_its_lanes_on_a_running_cluster(captured, tmp_path):
     assert 1 <= len(cands) <= 2 and all(c.signed and c.done for c in cands)
 
 
+def test_a_cluster_address_where_nothing_answers_is_one_line_at_once(captured, tmp_path):
+    """Ray itself would try to reach it for many minutes (20 tries of ~40 s in Ray 2.60), printing
+    its warnings."""
+    done = subprocess.run([sys.executable, "-m", "tritune", "optimize", "--out", str(tmp_path / "out"), "--launches",
+                           str(captured), "--ray", "127.0.0.1:1", "--no-report"],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("tritune optimize: --ray 127.0.0.1:1: cannot connect to the Ray cluster: nothing "
+                               "answers at "), lines[0]
+
+
 def test_tritune_imports_ray_only_when_a_ray_lane_is_made():
     code = ("import sys, tritune.cli, tritune.commands.optimize, tritune.loop.session, tritune.loop.ray_lanes; "
             "print('ray' in sys.modules)")

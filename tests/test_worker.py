@@ -217,17 +217,19 @@ def test_child_exits_when_its_parent_is_killed(tmp_path):
         from tritune.worker import Worker
         w = Worker(timeout_s=100)
         w.start()
-        print(w.pid, flush=True)
+        print(w.pid, w._child.cwd, w._child.log_path, flush=True)
         w.call("worker_jobs:hang")
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        child = int(parent.stdout.readline())
-        assert alive(child)
+        child, scratch, log = parent.stdout.readline().split()
+        assert alive(int(child)) and Path(scratch).is_dir() and Path(log).is_file()
     finally:
         parent.kill()
         parent.wait()
-    assert wait_gone(child), "orphaned worker child still running"
+    assert wait_gone(int(child)), "orphaned worker child still running"
+    # nobody else removes them (a killed optimize, a Ray lane's killed actor): the child does
+    assert not Path(scratch).exists() and not Path(log).exists()
 
 
 def test_preload_failure_is_reported_not_raised():

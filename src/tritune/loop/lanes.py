@@ -53,7 +53,7 @@ from tritune.worker.failures import Failure
 
 READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
 DEVICES_TIMEOUT_S = 120.0
-JOIN_S = 30.0  # after Ctrl-C, how long a lane's thread is waited for (an LLM request may still run)
+JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
 
 
@@ -404,21 +404,24 @@ class LanePool:
     # ------------------------------------------------------------------------------- the end
 
     def interrupt(self) -> None:
-        """Every live lane interrupted, and its thread waited for (at most ``JOIN_S`` each)."""
+        """Every live lane interrupted, and their threads waited for (``JOIN_S`` at most, in all)."""
         for lane in self.live:
             lane.interrupt()
         self.close()
 
     def close(self) -> None:
-        """The lanes' threads told to end and waited for; the lanes themselves are the caller's."""
+        """The lanes' threads told to end and waited for, ``JOIN_S`` at most in all (not each: a
+        lane that does not stop, e.g. on an LLM request, must not make Ctrl-C wait once per lane);
+        the lanes themselves are the caller's."""
+        until = time.monotonic() + JOIN_S
         for lane in self.lanes:
-            self._stop_thread(lane)
+            self._stop_thread(lane, until)
 
-    def _stop_thread(self, lane: Lane) -> None:
+    def _stop_thread(self, lane: Lane, until: float | None = None) -> None:
         found = self._threads.pop(id(lane), None)
         if found is None:
             return
         thread, inbox = found
         inbox.put(None)
         if thread is not threading.current_thread():
-            thread.join(JOIN_S)
+            thread.join(JOIN_S if until is None else max(0.0, until - time.monotonic()))

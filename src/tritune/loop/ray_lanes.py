@@ -40,11 +40,12 @@ their records in the store; a key in flight is lost with its actor.
 Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, any other
 ``RayError`` but the job's own), that gives no answer in the key's budget plus ``HANG_S``, whose
 workers cannot be started again (``LaneDied`` inside it), that answers for another key than it
-was sent, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is
-raised here as the job raised it (the run stops, as with a local lane). ``interrupt`` kills the
-actor (``ray.kill``: a running method of an actor cannot be cancelled, ``ray.cancel`` only stops
-tasks), so nothing it was doing is recorded; a killed actor's folder on its node (the capture's
-copy) is removed by the next lane that starts there (``_folder``).
+was sent, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the
+key to another lane. An error of the job itself is raised here as the job raised it (the run
+stops, as with a local lane). ``interrupt`` kills the actor (``ray.kill``: a running method of
+an actor cannot be cancelled, ``ray.cancel`` only stops tasks), so nothing it was doing is
+recorded; a killed actor's folder on its node (the capture's copy) is removed by the next lane
+that starts there (``_folder``), its workers' own by the workers as they exit.
 
 How many lanes (``ray_lanes``): one per GPU the cluster offers (``ray.cluster_resources()``);
 ``--workers N`` takes N of them. Under ``TRITON_INTERPRET=1`` (here, or ``interpret=True``) the
@@ -63,6 +64,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import threading
 from pathlib import Path, PurePath
@@ -84,6 +86,7 @@ INTERPRETER_LANES = 2  # interpreter lanes by default: each runs torch and the i
 START_TIMEOUT_S = 600.0  # an actor waits this long for its GPU, then for its workers to start
 HANG_S = 1800.0  # past a key's budget, how long a lane may stay silent before it counts as dead
 CLOSE_S = 30.0
+CONNECT_S = 10.0  # how long the cluster's address may take to answer at all
 FOLDER_PREFIX = "tritune-ray-lane-"  # an actor's folder: FOLDER_PREFIX + its process id + "-" + random
 
 
@@ -109,6 +112,7 @@ def connected(address: str) -> Iterator[Any]:
     options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address == "local":
         options["include_dashboard"] = False
+    _answering(address)
     try:
         with config.override(dict.fromkeys(config.SECRET_ENV)):  # a local instance's processes inherit these
             ray.init(address=address, **options)
@@ -118,6 +122,31 @@ def connected(address: str) -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _answering(address: str) -> None:
+    """``LaneError`` when nothing answers at the cluster's address (as Ray resolves ``address``:
+    ``auto`` included), before ``ray.init``, which would try to reach it for many minutes (20
+    tries of ~40 s each in Ray 2.60), printing its warnings. ``local`` and Ray Client addresses
+    (``ray://``) are left to Ray."""
+    if address == "local" or address.startswith("ray://"):
+        return
+    try:
+        from ray._private.services import canonicalize_bootstrap_address  # what ray.init resolves it to
+    except ImportError:  # another Ray: it says for itself
+        return
+    try:
+        found = canonicalize_bootstrap_address(address)
+    except Exception as exc:  # noqa: BLE001 - a bad address, or no cluster to find for ``auto``
+        raise LaneError(f"--ray {address}: cannot connect to the Ray cluster: {one_line(exc)}") from None
+    if found is None:  # Ray starts an instance of its own
+        return
+    host, _, port = found.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+    except (OSError, ValueError) as exc:
+        raise LaneError(f"--ray {address}: cannot connect to the Ray cluster: nothing answers at {found} "
+                        f"({one_line(exc)}); is it up (`ray status` on its head)?") from None
 
 
 def ray_lanes(root: str | Path, settings: LoopSettings, *, workers: int | None = None, interpret: bool | None = None,

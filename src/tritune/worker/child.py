@@ -1,8 +1,10 @@
 """The worker's child process: receive jobs, run them one at a time, send back what happened.
 
-Started by ``tritune.worker.pool`` as ``python -c "...main()" READ_FD WRITE_FD PARENT_PID`` with
+Started by ``tritune.worker.pool`` as ``python -c "...main()" READ_FD WRITE_FD PARENT_PID LOG`` with
 the job environment already in place (no secrets in it), stdout/stderr going to the worker's log
-file, its own process group, and a fresh temporary directory as its working directory. Protocol
+file (LOG), its own process group, and a fresh temporary directory as its working directory. The
+parent removes both when the child ends; a child whose parent died (killed: a Ray lane's actor,
+an optimize run) removes them itself as it exits. Protocol
 (pickled tuples over ``multiprocessing.connection``)::
 
     parent -> child   ("init", {"sys_path": [...], "preload": [...]})
@@ -16,9 +18,11 @@ the job asks for it.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -32,15 +36,18 @@ from tritune.worker.failures import ERROR, Failure, from_exception, shorten, tra
 # prints where every thread was, which becomes the timeout's detail.
 DUMP_SIGNAL = signal.SIGUSR1
 _ORPHAN_POLL_S = 0.5
+SCRATCH_PREFIX = "tritune-worker-cwd-"  # the child's working directory, made by the parent
+LOG_PREFIX = "tritune-worker-"  # the child's log file, made by the parent
 
 
 def main() -> None:
     read_fd, write_fd, parent_pid = (int(arg) for arg in sys.argv[1:4])
+    leftovers = (os.getcwd(), *sys.argv[4:5])  # the parent's to remove, unless it is gone
     for fd in (read_fd, write_fd):
         os.set_inheritable(fd, False)  # a job's own subprocesses must not hold our pipes open
     faulthandler.enable(all_threads=True)  # a segfault's Python stack goes to the log
     faulthandler.register(DUMP_SIGNAL, all_threads=True)
-    _exit_when_orphaned(parent_pid)
+    _exit_when_orphaned(parent_pid, leftovers)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     if not _init(inbox, outbox):
         return
@@ -48,6 +55,7 @@ def main() -> None:
         try:
             message = inbox.recv()
         except (EOFError, OSError):
+            _remove(leftovers)
             return  # the parent is gone
         if message[0] == "stop":
             return
@@ -114,6 +122,18 @@ def _reply(outbox: Connection, *message: Any) -> None:
         outbox.send(("failed", failure, message[2]))
 
 
+def _remove(leftovers: tuple[str, ...]) -> None:
+    """The working directory and the log the parent made for this child (by their names only:
+    nothing else is removed), once the parent is gone."""
+    scratch, *log = leftovers
+    if os.path.basename(scratch).startswith(SCRATCH_PREFIX):
+        shutil.rmtree(scratch, ignore_errors=True)
+    for path in log:
+        if os.path.basename(path).startswith(LOG_PREFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -122,12 +142,14 @@ def _flush() -> None:
             pass
 
 
-def _exit_when_orphaned(parent_pid: int) -> None:
-    """Exit when the parent dies mid-job (a hung job never reads the closed pipe)."""
+def _exit_when_orphaned(parent_pid: int, leftovers: tuple[str, ...]) -> None:
+    """Exit when the parent dies mid-job (a hung job never reads the closed pipe), removing what
+    the parent would have (``_remove``)."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(_ORPHAN_POLL_S)
+        _remove(leftovers)
         os._exit(1)
 
     threading.Thread(target=watch, name="tritune-orphan-watch", daemon=True).start()

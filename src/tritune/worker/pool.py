@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tritune import config
-from tritune.worker.child import DUMP_SIGNAL
+from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
 from tritune.worker.limits import POLL_S, Limits, Meter, enforceable
 
@@ -306,17 +306,18 @@ class _Child:
 
     def __init__(self, env: Mapping[str, str | None], log_kb: int) -> None:
         self.log_bytes = log_kb * 1024
-        fd, name = tempfile.mkstemp(prefix="tritune-worker-", suffix=".log")
+        fd, name = tempfile.mkstemp(prefix=LOG_PREFIX, suffix=".log")
         os.close(fd)
         self.log_path = Path(name)
-        self.cwd = Path(tempfile.mkdtemp(prefix="tritune-worker-cwd-"))  # the job's, thrown away
+        self.cwd = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # the job's, thrown away
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid())],
+                [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid()),
+                 str(self.log_path)],
                 env=_child_env(env),
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
