@@ -79,7 +79,7 @@ class Meter:
             resident = resident_mib(self.pid)
             if resident is not None and resident > self.limits.memory_mb:
                 return Failure(CRASH, f"memory limit of {self.limits.memory_mb:g} MiB exceeded "
-                                      f"(resident {resident:.0f} MiB)")
+                                      f"(resident {resident:.1f} MiB)")
         return None
 
 
