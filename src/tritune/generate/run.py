@@ -122,7 +122,7 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
         shutil.copyfile(verified[winner], out / "kernel.py")
         result["paths"]["kernel"] = str(out / "kernel.py")
         if len(verified) > 1:
-            result["notes"].append(f"{winner} won: " + _why(winner, bench))
+            result["notes"].append(f"{winner} won: " + _why(bench))
     _write(out, result)
     return result
 
@@ -282,22 +282,24 @@ def _llm_timer(worker: Any, spec_path: Path) -> tuple[dict, Callable[[Path], dic
     return p50({}, "eager"), lambda path: p50({"candidate": str(path)}, "candidate")
 
 
+def _p50_total(bench: dict, name: str) -> float:
+    """``name``'s p50 summed over the benchmark's cases (the cases it was timed on)."""
+    return sum(case["times"][name]["p50"] for case in bench["cases"] if name in case["times"])
+
+
 def _winner(verified: dict[str, Path], bench: dict | None) -> str:
     """The faster verified module by the benchmark's p50 summed over the cases; without timings,
     the model-free one (it is Inductor's own code), else the LLM's."""
     if bench and len(verified) > 1:
-        def total(name: str) -> float:
-            return sum(case["times"][name]["p50"] for case in bench["cases"] if name in case["times"])
-        return min(verified, key=total)
+        return min(verified, key=lambda name: _p50_total(bench, name))
     return "inductor" if "inductor" in verified else next(iter(verified))
 
 
-def _why(winner: str, bench: dict | None) -> str:
+def _why(bench: dict | None) -> str:
     if not bench:
         return "no timings (no GPU): the model-free module is preferred when both verify"
-    total = {name: sum(c["times"][name]["p50"] for c in bench["cases"] if name in c["times"])
-             for name in ("inductor", "llm")}
-    return f"p50 summed over the cases: inductor {total['inductor']:.4f} ms, llm {total['llm']:.4f} ms"
+    return (f"p50 summed over the cases: inductor {_p50_total(bench, 'inductor'):.4f} ms, "
+            f"llm {_p50_total(bench, 'llm'):.4f} ms")
 
 
 def _write(out: Path, result: dict) -> None:
