@@ -1,6 +1,7 @@
 """The end-to-end table for benchmarks/README.md, from ``results/e2e/*.json`` (``e2e.py``'s); no GPU.
 
     python3 benchmarks/e2e_table.py [DIR]        # default: benchmarks/results/e2e
+    python3 benchmarks/e2e_table.py --merge OLD.json NEW.json OUT.json   # two states' results of one model
 
 One table per model: the five modes' step time (with its noise), how each compares with the
 default mode (separate processes), tritune's gain over its own baseline in the same process
@@ -92,6 +93,13 @@ def notes(result: dict) -> list[str]:
     said = [f"{text}: {'met' if goals[key] else 'not met'}" for key, text in named.items() if goals.get(key) is not None]
     if said:
         out.append("- Goals: " + "; ".join(said) + ".")
+    if result.get("merged_from"):
+        by_date: dict = {}
+        for mode, row in (result.get("modes") or {}).items():
+            if row.get("step_ms") is not None:
+                by_date.setdefault((row.get("measured") or "?")[:10], []).append(mode)
+        out.append("- Measured in separate sessions (a machine of the same kind each): "
+                   + "; ".join(f"{', '.join(modes)} on {date}" for date, modes in sorted(by_date.items())) + ".")
     if result.get("missing"):
         out.append(f"- Not measured yet: {', '.join(result['missing'])}.")
     return out
@@ -109,6 +117,22 @@ def render(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--merge"]:
+        if len(args) != 4:
+            print("e2e_table.py: --merge OLD.json NEW.json OUT.json", file=sys.stderr)
+            return 2
+        sys.path.insert(0, str(BENCH / "e2e"))
+        from summary import merge
+
+        old, new = (json.loads(pathlib.Path(path).read_text()) for path in args[1:3])
+        try:
+            merged = merge(old, new)
+        except ValueError as exc:
+            print(f"e2e_table.py: {exc}", file=sys.stderr)
+            return 2
+        pathlib.Path(args[3]).write_text(json.dumps(merged, indent=1) + "\n")
+        print(render(merged))
+        return 0
     folder = pathlib.Path(args[0]) if args else BENCH / "results" / "e2e"
     files = sorted(folder.glob("*.json"))
     if not files:

@@ -487,6 +487,56 @@ def test_e2e_refuses_bad_arguments_in_one_line(argv, message, tmp_path):
     assert result.stderr.count("\n") == 1 and not (tmp_path / "s").exists()
 
 
+def _e2e_result(date, done, model="tiny"):
+    """A results file in e2e.py's shape where the tasks in ``done`` ran (their modes step 10 ms)."""
+    import summary
+
+    tasks = {t.name: {"status": "done" if t.name in done else "pending"} for t in e2e_tasks.ORDER}
+    mode_task = {**{m: f"modes:{m}" for m in e2e_tasks.COMPILE_MODES},
+                 **{label: f"measure:{m}" for m, label in e2e_tasks.TUNED.items()}}
+    modes = {label: {**dict.fromkeys(summary.MODE_FIELDS), "status": "not run yet",
+                     **({"step_ms": 10.0, "gpu_ms": 5.0, "kernel_ms": 2.0, "gpu_busy": 0.5, "source": date}
+                        if name in done else {})} for label, name in mode_task.items()}
+    coverage = {m: ({"share": 0.5, "from": date, "optimized": 1, "keys": 2, "decided": 1, "of": "kernel time"}
+                    if f"optimize:{m}" in done else None) for m in e2e_tasks.TUNED}
+    return {"date": date, "model": {"name": model}, "command": [f"call {date}"], "modes": modes,
+            "coverage": coverage, "tasks": tasks}
+
+
+def test_e2e_merge_takes_each_mode_from_the_file_whose_task_ran(tmp_path):
+    """Two sessions' results of one model (their states not kept): each mode, coverage and task comes
+    from the file where it ran, says its date, and the goals and what is missing are derived again."""
+    import e2e_table
+    import summary
+
+    old = _e2e_result("2026-01-01", {"modes:default", "optimize:default", "measure:default"})
+    new = _e2e_result("2026-02-02", {"modes:coordinate_descent", "optimize:coordinate_descent",
+                                     "measure:coordinate_descent"})
+    for first, second in ((old, new), (new, old)):  # the order given does not matter: dates decide
+        merged = summary.merge(first, second)
+        assert {mode: row["measured"] for mode, row in merged["modes"].items()} == {
+            "default": "2026-01-01", "tritune": "2026-01-01", "coordinate_descent": "2026-02-02",
+            "coordinate_descent+tritune": "2026-02-02", "max_autotune": "2026-01-01"}
+        assert merged["modes"]["default"]["source"] == "2026-01-01"
+        assert merged["modes"]["coordinate_descent"]["source"] == "2026-02-02"
+        assert {mode: cover["from"] for mode, cover in merged["coverage"].items()} == {
+            "default": "2026-01-01", "coordinate_descent": "2026-02-02"}
+        assert merged["missing"] == ["modes:max_autotune"] and merged["date"] == "2026-02-02"
+        assert merged["command"] == ["call 2026-01-01", "call 2026-02-02"]
+        assert merged["merged_from"] == ["2026-01-01", "2026-02-02"]
+        assert merged["goals"]["tritune_at_least_coordinate_descent"] is True  # 10 ms each, from two files
+    assert "default, tritune on 2026-01-01; coordinate_descent, coordinate_descent+tritune on 2026-02-02" in \
+        e2e_table.render(summary.merge(old, new))
+    with pytest.raises(ValueError, match="cannot merge"):
+        summary.merge(old, _e2e_result("2026-03-03", set(), model="other"))
+    (tmp_path / "a.json").write_text(json.dumps(old))
+    (tmp_path / "b.json").write_text(json.dumps(_e2e_result("2026-03-03", set(), model="other")))
+    result = _run(str(BENCH / "e2e_table.py"), "--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                  str(tmp_path / "out.json"))
+    assert result.returncode == 2 and result.stderr.startswith("e2e_table.py: cannot merge")
+    assert result.stderr.count("\n") == 1 and not (tmp_path / "out.json").exists()
+
+
 def test_e2e_table_without_results_says_so_in_one_line(tmp_path):
     result = _run(str(BENCH / "e2e_table.py"), str(tmp_path))
     assert result.returncode == 2 and result.stderr == f"e2e_table.py: no results in {tmp_path}\n"

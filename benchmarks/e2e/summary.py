@@ -5,7 +5,7 @@ modes, the optimize runs' coverage, where the step is CPU-bound, and the issue's
 from __future__ import annotations
 
 from measure import bound
-from tasks import COMPILE_MODES, ORDER, TUNED, Progress, is_final
+from tasks import COMPILE_MODES, MAX_FAILURES, ORDER, TUNED, Progress, is_final
 
 
 def coverage(run) -> dict:
@@ -66,6 +66,37 @@ def assemble(progress: Progress) -> dict:
             "tasks": {t.name: {k: tasks.get(t.name, {"status": "pending"}).get(k)
                                for k in ("status", "note", "seconds", "calls", "failures", "command")} for t in ORDER},
             "definitions": DEFINITIONS}
+
+
+def merge(old: dict, new: dict) -> dict:
+    """Two results files of one model (``OUT/e2e/MODEL.json``) made from different states, e.g. two
+    sessions whose state archives were not kept: per mode, per coverage and per task the newer
+    file's entry where its task is done, else the older one's. Each mode says in ``measured`` the
+    date of the file it came from; the goals, the CPU-bound note and ``missing`` are derived again.
+    Modes of the two files compare as separate processes do (each compiled anew)."""
+    older, newer = sorted((old, new), key=lambda result: result.get("date") or "")
+    if (older.get("model") or {}).get("name") != (newer.get("model") or {}).get("name"):
+        raise ValueError(f"cannot merge results of {older.get('model')} and {newer.get('model')}")
+    tasks, modes, coverages = {}, {}, {}
+    for name in (t.name for t in ORDER):
+        pick = newer if (newer["tasks"].get(name) or {}).get("status") == "done" else older
+        tasks[name] = pick["tasks"].get(name) or {"status": "pending"}
+    mode_task = {**{mode: f"modes:{mode}" for mode in COMPILE_MODES},
+                 **{label: f"measure:{mode}" for mode, label in TUNED.items()}}
+    for label, name in mode_task.items():
+        pick = newer if (newer["tasks"].get(name) or {}).get("status") == "done" else older
+        if label == "default" and (pick["modes"].get(label) or {}).get("step_ms") is None:
+            pick = newer if (newer["modes"].get(label) or {}).get("step_ms") is not None else older
+        modes[label] = {**pick["modes"][label], "measured": pick.get("date")}
+    for mode in TUNED:
+        pick = newer if (newer["tasks"].get(f"optimize:{mode}") or {}).get("status") == "done" else older
+        coverages[mode] = pick["coverage"].get(mode)
+    merged = {**newer, "command": [*older.get("command", []), *newer.get("command", [])], "modes": modes,
+              "coverage": coverages, "cpu_bound": cpu_bound_note(modes), "goals": goals(modes),
+              "missing": [name for name, entry in tasks.items() if entry.get("status") not in ("done", "skipped")
+                          and not (entry.get("failures") or 0) >= MAX_FAILURES],
+              "tasks": tasks, "merged_from": [older.get("date"), newer.get("date")]}
+    return merged
 
 
 DEFINITIONS = {
