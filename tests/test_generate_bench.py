@@ -139,7 +139,7 @@ class FakeSpecModule:
         return ", ".join(f"f32{list(t.shape)}" for t in tensors)
 
 
-def test_bench_job_times_every_name_per_case_and_compiles_fresh(tmp_path, monkeypatch):
+def test_bench_job_times_every_name_per_case_together_and_compiles_fresh(tmp_path, monkeypatch):
     from tritune.bench import timing
 
     module = tmp_path / "kernel.py"
@@ -147,17 +147,18 @@ def test_bench_job_times_every_name_per_case_and_compiles_fresh(tmp_path, monkey
     compiles, resets, timed = [], [], []
 
     def fake_compile(fn, mode=None, dynamic=None):
-        compiles.append((mode, dynamic))
+        compiles.append((mode, dynamic, len(resets)))
         if mode == bench.MAX_AUTOTUNE:
             def broken(*args):
                 raise RuntimeError("planted compile failure")
             return broken
         return fn
 
-    def fake_event_stats(fn, warmup=10, runs=200, flush=True):
-        fn()
-        timed.append((warmup, runs))
-        return {"mean_ms": 0.02, "p50_ms": 0.01 * len(timed), "p95_ms": 0.03 * len(timed)}
+    def fake_interleaved(fns, warmup=10, runs=200, **kw):
+        timed.append((list(fns), warmup, runs))
+        for fn in fns.values():
+            fn()
+        return {name: {"mean_ms": 0.02, "p50_ms": 0.01 * (i + 1), "p95_ms": 0.03} for i, name in enumerate(fns)}
 
     monkeypatch.setitem(sys.modules, "tritune.generate.spec", FakeSpecModule)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -166,7 +167,7 @@ def test_bench_job_times_every_name_per_case_and_compiles_fresh(tmp_path, monkey
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
     monkeypatch.setattr(torch, "compile", fake_compile)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
-    monkeypatch.setattr(timing, "event_stats", fake_event_stats)
+    monkeypatch.setattr(timing, "interleaved_event_stats", fake_interleaved)
     monkeypatch.setattr(timing, "copy_bandwidth_gbps", lambda *a, **k: 3000.0)
 
     result = bench.bench_job({"modules": {"generated": str(module)}, "spec": "spec.py", "device": "cuda",
@@ -178,11 +179,59 @@ def test_bench_job_times_every_name_per_case_and_compiles_fresh(tmp_path, monkey
     assert first["times"]["max-autotune-no-cudagraphs"] is None
     assert first["errors"] == {"max-autotune-no-cudagraphs": "RuntimeError: planted compile failure"}
     assert first["times"]["generated"] == {"mean": 0.02, "p50": 0.01, "p95": 0.03}
+    assert first["times"]["compile"] == {"mean": 0.02, "p50": 0.03, "p95": 0.03}
     assert first["bytes"] == (48 + 8 + 48) * 4 and first["shapes"] == "f32[2, 3, 8], f32[8]"
-    # each torch.compile variant compiled fresh, per case, for static shapes
-    assert compiles == [(None, False), (bench.MAX_AUTOTUNE, False)] * 2
-    assert len(resets) >= len(compiles)
-    assert set(timed) == {(3, 7)} and len(timed) == 3 * 2  # generated, eager, compile; per case
+    # each case: one reset before its compiles (none between its modes), static shapes; the names
+    # that compiled are timed in one interleaved call, the failed one left out
+    assert [(mode, dynamic) for mode, dynamic, _ in compiles] == [(None, False), (bench.MAX_AUTOTUNE, False)] * 2
+    assert compiles[0][2] == compiles[1][2] and compiles[2][2] == compiles[3][2] > compiles[1][2]
+    assert timed == [(["generated", "eager", "compile"], 3, 7)] * 2
+
+
+def test_interleave_order_gives_every_name_its_runs_in_rotating_rounds():
+    from tritune.bench.timing import interleave_order
+
+    order = interleave_order(["a", "b", "c"], runs=5, rounds=2)
+    assert order == ["a"] * 3 + ["b"] * 3 + ["c"] * 3 + ["b"] * 2 + ["c"] * 2 + ["a"] * 2
+    big = interleave_order(["g", "e", "c", "m"], runs=200, rounds=10)
+    assert {name: big.count(name) for name in "gecm"} == dict.fromkeys("gecm", 200)
+    firsts = [big[i * 80] for i in range(10)]  # 20 runs x 4 names a round
+    assert firsts == ["g", "e", "c", "m"] * 2 + ["g", "e"]
+    assert interleave_order(["a"], runs=3, rounds=10) == ["a"] * 3  # fewer runs than rounds
+    with pytest.raises(ValueError, match="at least 1"):
+        interleave_order(["a"], runs=0)
+
+
+def test_two_compiled_modes_of_one_function_each_run_their_own_code():
+    """bench_job compiles a case's modes side by side without a Dynamo reset between them: each
+    compiled callable must keep running the code its own backend made (Dynamo's backend guard)."""
+    ran = []
+
+    def backend(tag):
+        def compile_graph(gm, example_inputs):
+            def run(*args):
+                ran.append(tag)
+                return gm(*args)
+            return run
+        return compile_graph
+
+    def reference(x, bias):
+        return torch.relu(x + bias)
+
+    x, bias = torch.randn(4, 8), torch.randn(8)
+    torch._dynamo.reset()
+    try:
+        first = torch.compile(reference, backend=backend("first"), dynamic=False)
+        first(x, bias)
+        second = torch.compile(reference, backend=backend("second"), dynamic=False)
+        second(x, bias)
+        ran.clear()
+        for _ in range(2):
+            first(x, bias)
+            second(x, bias)
+        assert ran == ["first", "second"] * 2
+    finally:
+        torch._dynamo.reset()
 
 
 # --------------------------------------------------------------------- benchmarks/generate.py
@@ -199,7 +248,7 @@ def generate_json(cases: list[dict], ok: bool = True, failed_label: str | None =
     check = {"ok": ok, "failure": None if ok else "wrong_result", "message": "", "launches": 1,
              "cases": [{"label": c["label"], "shapes": c["shapes"], "ok": c["label"] != failed_label,
                         "message": "", "outputs": []} for c in cases]}
-    return {"spec": "x.py", "name": "x", "winner": "inductor", "check": check,
+    return {"spec": "x.py", "name": "x", "winner": "inductor", "check": check, "optimize": {"decided": 0},
             "bench": {"gpu": "H100", "copy_gbps": 3000.0, "cases": cases}, "fused": True, "kernels": ["k"]}
 
 
@@ -259,6 +308,16 @@ def test_table_rows_goals_and_seed_numbers(synthetic):
     assert (rms["seed_fused_ms"], rms["seed_unfused_ms"], rms["seed_speedup"]) == (0.21, 0.38, 1.79)
 
 
+def test_a_ratio_within_timing_noise_is_not_faster(tmp_path):
+    (tmp_path / "swiglu").mkdir()
+    body = generate_json([bench_case("spec 0", [4, 128, 768], "float16", 0.0100, 0.1, 0.0102, 0.01, 0.5),  # 1.02x
+                          bench_case("spec 1", [4, 128, 768], "float32", 0.0100, 0.1, 0.0103, 0.01, 0.5),  # 1.03x
+                          bench_case("spec 2", [4, 128, 768], "float32", 0.0103, 0.1, 0.0100, 0.01, 0.5)])  # slower
+    (tmp_path / "swiglu" / "generate.json").write_text(json.dumps(body))
+    faster = gen_bench.summarize(tmp_path, ["swiglu"], {})["goals"]["faster_than_compile_on_half"]
+    assert (faster["faster"], faster["slower"], faster["cases"], faster["met"]) == (1, 1, 3, False)
+
+
 def test_goals_met_when_every_case_is_verified_fast_and_at_the_roofline(tmp_path):
     (tmp_path / "swiglu").mkdir()
     body = generate_json([bench_case("spec 0", [16, 512, 2048], "float16", 0.05, 0.1, 0.06, 0.06, 0.93)])
@@ -271,10 +330,11 @@ def test_table_mode_writes_the_markdown_with_goals_and_seed_004(synthetic, tmp_p
     out = tmp_path / "out"
     assert gen_bench.main(["--table", str(synthetic), "--out", str(out)]) == 0
     md = (out / "generate.md").read_text()
-    assert "| bias_relu | (4, 128, 768) | float32 | yes | 0.0100 | 0.0200 | 0.0110 | 0.0120 | 1.10x | 1.20x | 50% |" in md
+    assert ("| bias_relu | (4, 128, 768) | float32 | yes | 0.0100 | 0.0200 | 0.0110 | 0.0120 | 1.10x | 1.20x | 50% "
+            "| inductor, untuned |") in md
     assert "every generated kernel verified: NOT met (2 of 6 specs; not: add_layernorm, bias_gelu_tanh, softmax, swiglu)" in md
     assert "at (16, 512, 2048): NOT met (1 of 2 cases; below: rmsnorm_bias_scale float16: 80%)" in md
-    assert "faster than torch.compile on at least half of the cases: met (3 of 6)" in md
+    assert "faster than torch.compile on at least half of the cases: met (3 of 6 at >= 1.03x p50; 2 slower" in md
     assert "| rmsnorm_bias_scale | I | (8, 256, 1024) | float32 | 0.21 | 0.38 | 1.79x |" in md
     assert "Google Colab using T4 and A100 GPUs" in md
     saved = json.loads((out / "generate.json").read_text())
@@ -359,3 +419,40 @@ def test_spec_passes_the_spec_loader(path, monkeypatch):
     spec = spec_module.load_spec(path, device="cpu")
     assert spec.name == path.stem
     assert len(spec.cases("cpu")) == 2
+
+
+def test_interleaved_event_stats_ramps_warms_and_times_each_name_in_rounds(monkeypatch):
+    """With fake CUDA events (each run's time: the name's cost): the clock ramp runs every name
+    before any warm-up, each name gets its warm-ups and exactly ``runs`` timed runs, and its
+    statistics are its own runs' times."""
+    from tritune.bench import timing
+
+    calls, cost, clock = [], {"fast": 1.0, "slow": 3.0}, [0.0]
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self):
+            self.at = clock[0]
+
+        def elapsed_time(self, end):
+            return end.at - self.at
+
+    def fn(name):
+        def run():
+            calls.append(name)
+            clock[0] += cost[name]
+        return run
+
+    moments = iter([0.0, 0.0, 0.1, 0.5])  # perf_counter: the ramp runs at 0 and 100 ms, stops at 500
+    monkeypatch.setattr(__import__("time"), "perf_counter", lambda: next(moments))
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    stats = timing.interleaved_event_stats({"fast": fn("fast"), "slow": fn("slow")}, warmup=2, runs=6, flush=False,
+                                           rounds=3, ramp_ms=200)
+    assert calls[:4] == ["fast", "slow"] * 2  # the ramp: two passes over both names
+    assert calls[4:8] == ["fast", "fast", "slow", "slow"]  # warm-ups
+    assert calls[8:] == timing.interleave_order(["fast", "slow"], 6, 3)
+    assert stats["fast"]["runs"] == stats["slow"]["runs"] == 6
+    assert stats["fast"]["p50_ms"] == 1.0 and stats["slow"]["p50_ms"] == 3.0 and not stats["fast"]["l2_flushed"]

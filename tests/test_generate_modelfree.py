@@ -237,3 +237,39 @@ def test_a_spec_passing_one_tensor_twice_gets_a_kernel_that_reads_both_arguments
     same = _run_kernel(tmp_path / "out" / "kernel.py", (
         "x, y = torch.randn(8, 40), torch.randn(8, 40)\nprint(torch.allclose(kernel.run(x, y), x * y + 1.0))\n"))
     assert same.split() == ["True"]
+
+
+def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, interpreted, monkeypatch):
+    """The derived cases (odd shapes, one row, larger) verify kernel.py; the search spends its
+    budget on the spec's own cases only, and no launch gets more than an equal part of it."""
+    from tritune.capture.spec import LaunchSpec, read_launches
+    from tritune.loop.session import FLOOR_S
+
+    seen = {}
+
+    def record(capture, folder, settings, kernels, result, field, log, only=None):
+        seen.update(capture=capture, only=only)
+        result[field] = {"kernels": 0, "decided": 0, "decisions": {}, "stopped": None}
+        return []
+
+    monkeypatch.setattr(flow, "_loop_on", record)
+    real_plan = flow._optimize
+
+    def keep_plans(capture, folder, body, settings, result, log):
+        seen["plans"] = body["plans"]
+        return real_plan(capture, folder, body, settings, result, log)
+
+    monkeypatch.setattr(flow, "_optimize", keep_plans)
+    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=60, bench=False, interpret=True),
+                      log=lambda line: None)
+    assert result["check"]["ok"]
+    plans = seen["plans"]
+    own = [p for p in plans if not p["derived"]]
+    assert [p["label"] for p in own] == ["spec 0"] and len(plans) > len(own)  # derived cases were captured
+    own_ids = [LaunchSpec.from_json(s["spec"]).id for p in own for s in p["steps"]]
+    derived_ids = {LaunchSpec.from_json(s["spec"]).id for p in plans if p["derived"] for s in p["steps"]}
+    assert seen["only"] == own_ids and not set(own_ids) & derived_ids
+    assert set(own_ids) <= {spec.id for spec in read_launches(seen["capture"])}  # ids the loop can find
+    settings = GenerateSettings(budget_s=60, per_kernel_s=60)
+    assert flow.per_key_s(settings, 6) == 10.0 and flow.per_key_s(settings, 1) == 60.0
+    assert flow.per_key_s(settings, 60) == FLOOR_S and flow.per_key_s(settings, 0) == 60.0

@@ -96,7 +96,7 @@ from tritune.replay.variant import Variant
 
 mode = sys.argv[3]
 
-def planted(capture, folder, settings, kernels, result, field, log):
+def planted(capture, folder, settings, kernels, result, field, log, only=None):
     """The loop replaced: every captured launch 'decided' with a planted variant."""
     out = []
     for spec in read_launches(capture):

@@ -7,6 +7,9 @@
                        ``do_bench`` does, so p50 here and the median above measure the same thing
                        (cold L2, inputs from DRAM) and differ only by method noise; without the
                        clear, a kernel whose inputs fit in L2 would be timed reading L2.
+- ``interleaved_event_stats``  ``event_stats`` for several callables at once, their runs
+                       interleaved in rounds after a clock ramp: what ``tritune generate``
+                       compares its kernel with eager and torch.compile by (see its docstring).
 - ``paired_ratio``     seed 000's speedup: mean of 50 per-run ratios, runs alternating.
 - ``graph_time``       launches captured back to back in a CUDA graph, replays timed: for
                        microsecond kernels, whose event-timed runs are dominated by launch gaps.
@@ -122,6 +125,68 @@ def event_stats(fn: Callable[[], None], warmup: int = 10, runs: int = 200, flush
         end.record()
     torch.cuda.synchronize()
     return {**summarize([s.elapsed_time(e) for s, e in events]), "l2_flushed": flush}
+
+
+RAMP_MS = 200.0  # interleaved_event_stats: GPU work run before any timed run, so clocks are up
+ROUNDS = 10
+
+
+def interleave_order(names: Sequence[str], runs: int, rounds: int = ROUNDS) -> list[str]:
+    """The order ``interleaved_event_stats`` times in: ``rounds`` rounds, each name's runs split
+    evenly over them (the first ``runs % rounds`` rounds one run more), names in turn within a
+    round, the first name moving one place each round; every name gets exactly ``runs`` runs."""
+    if runs < 1 or rounds < 1:
+        raise ValueError(f"runs and rounds must be at least 1, got {runs} and {rounds}")
+    rounds = min(rounds, runs)
+    order: list[str] = []
+    for r in range(rounds):
+        per = runs // rounds + (1 if r < runs % rounds else 0)
+        turn = [names[(r + i) % len(names)] for i in range(len(names))]
+        for name in turn:
+            order += [name] * per
+    return order
+
+
+def interleaved_event_stats(fns: dict[str, Callable[[], None]], warmup: int = 10, runs: int = 200,
+                            flush: bool = True, rounds: int = ROUNDS, ramp_ms: float = RAMP_MS
+                            ) -> dict[str, dict]:
+    """``event_stats`` for each of ``fns``, timed together: ``ramp_ms`` of the callables in turn
+    first (a GPU that sat idle, e.g. through a torch.compile, runs at a fraction of its clock for
+    the first tens of milliseconds: timed alone right after a compile, a 5 us kernel read 0.03-0.07
+    ms and a 28 us one 0.17 ms on the H100, results/generate of 2026-11-26), then ``warmup`` runs
+    each, then ``runs`` runs each between two CUDA events, in ``interleave_order`` (so a slow
+    stretch of the GPU or the host falls on every name alike). L2 cleared before each run,
+    outside the events. Returns name -> ``summarize``'s statistics plus ``l2_flushed``."""
+    import time
+
+    import torch
+
+    clear = _l2_clearer() if flush else None
+    names = list(fns)
+    began = time.perf_counter()
+    while (time.perf_counter() - began) * 1e3 < ramp_ms:  # the L2 clears keep the GPU busy between tiny runs
+        for name in names:
+            if clear is not None:
+                clear()
+            fns[name]()
+        torch.cuda.synchronize()
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    torch.cuda.synchronize()
+    order = interleave_order(names, runs, rounds)
+    events = [(name, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for name in order]
+    for name, start, end in events:
+        if clear is not None:
+            clear()
+        start.record()
+        fns[name]()
+        end.record()
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for name, start, end in events:
+        times[name].append(start.elapsed_time(end))
+    return {name: {**summarize(values), "l2_flushed": flush} for name, values in times.items()}
 
 
 def paired_ratio(base: Callable[[int], None], cand: Callable[[int], None], runs: int = 50,

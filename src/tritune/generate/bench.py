@@ -2,12 +2,16 @@
 generated module(s) against the reference run eagerly, under ``torch.compile`` (default mode) and
 under ``torch.compile(mode="max-autotune-no-cudagraphs")``.
 
-Timing is seed 004's (``tritune.bench.timing.event_stats``: CUDA events, 10 warm-ups + 200 timed
-runs, mean / p50 / p95 ms, L2 cleared before each run outside the events, so every name reads its
-inputs from DRAM). Each torch.compile variant is compiled fresh for each case
-(``torch._dynamo.reset()`` first, ``dynamic=False``: the kernel Inductor makes for that shape, not
-a dynamic-shape kernel left over from an earlier case) and run once before ``event_stats``'s own
-warm-ups, so compilation is never timed.
+Timing is seed 004's counts (CUDA events, 10 warm-ups + 200 timed runs, mean / p50 / p95 ms, L2
+cleared before each run outside the events, so every name reads its inputs from DRAM), taken for
+all names of a case at once (``tritune.bench.timing.interleaved_event_stats``): every name is
+compiled and run once first, then 200 ms of GPU work raise the clocks, then the names' runs go in
+interleaved rounds. Timed one after another, each right after its own compile, a name met a GPU
+that had idled through that compile: on the H100 (results/generate, 2026-11-26) a 5 us kernel
+then read 0.03-0.07 ms and a 28 us one 0.17 ms, and which name it hit was chance. Each
+torch.compile variant is compiled fresh for each case (``torch._dynamo.reset()`` per case,
+``dynamic=False``: the kernel Inductor makes for that shape, not a dynamic-shape kernel left over
+from an earlier case), so compilation is never timed.
 
 Bytes are the floor of issue 14: each input tensor read once and each output tensor written once
 (``numel * element_size``; a tensor passed twice counts once). The roofline fraction of a name is
@@ -166,9 +170,6 @@ def bench_job(payload: dict) -> dict:
     runs = {name: import_file(path).run for name, path in (payload.get("modules") or {}).items()}
     warmup, count = int(payload.get("warmup", WARMUP)), int(payload.get("runs", RUNS))
 
-    def measure(fn: Callable[[], Any]) -> dict:
-        return stats_of(timing.event_stats(fn, warmup=warmup, runs=count))
-
     with torch.cuda.device(torch.device(device)):
         copy_gbps = timing.copy_bandwidth_gbps(device, cache_file=payload.get("copy_cache"))
         cases = []
@@ -176,12 +177,17 @@ def bench_job(payload: dict) -> dict:
             args = case.tensors
             outputs = spec.reference(*args)
             torch.cuda.synchronize()
-            times: dict[str, dict | None] = {}
+            torch._dynamo.reset()  # nothing compiled for an earlier case is reused
+            ready: dict[str, Callable[[], Any]] = {}
             errors: dict[str, str] = {}
             for name, run in runs.items():
-                _timed(name, lambda run=run: run, args, measure, times, errors)
+                _ready(name, lambda run=run: run, args, ready, errors)
             for mode in modes:
-                _timed(mode, lambda mode=mode: _compiled(spec.reference, mode, args), args, measure, times, errors)
+                _ready(mode, lambda mode=mode: _compiled(spec.reference, mode, args), args, ready, errors)
+            times: dict[str, dict | None] = dict.fromkeys([*runs, *modes])
+            if ready:
+                measured = timing.interleaved_event_stats(ready, warmup=warmup, runs=count)
+                times.update({name: stats_of(stats) for name, stats in measured.items()})
             torch._dynamo.reset()  # the compiled variants' code and guards go with the case
             cases.append(case_result(case.label, shapes_text(args), args, outputs, times, copy_gbps, errors))
     return {"gpu": torch.cuda.get_device_name(torch.device(device)), "torch": torch.__version__,
@@ -190,31 +196,35 @@ def bench_job(payload: dict) -> dict:
 
 
 def _compiled(reference: Callable, mode: str, args: Sequence) -> Callable:
-    """``reference`` as ``mode`` runs it: itself (eager), or under torch.compile compiled fresh
-    for ``args`` and run once, so that compilation is not timed."""
+    """``reference`` as ``mode`` runs it: itself (eager), or under torch.compile compiled for
+    ``args`` and run once, so that compilation is not timed. The modes of a case live side by side
+    (``bench_job`` resets Dynamo per case, not per mode): Dynamo guards each compiled entry with
+    the backend that made it, so each mode's callable runs its own code (a CPU test checks it)."""
     if mode == EAGER:
         return reference
     import torch
 
-    torch._dynamo.reset()
     compiled = torch.compile(reference, mode=COMPILE_MODES[mode], dynamic=False)
     compiled(*args)
     torch.cuda.synchronize()
     return compiled
 
 
-def _timed(name: str, make: Callable[[], Callable], args: Sequence, measure: Callable, times: dict,
-           errors: dict) -> None:
-    """``times[name]``: ``measure`` of ``make()(*args)``. An exception (a compile that fails)
-    leaves it None with its line in ``errors``; the other names are still timed. A CUDA fault is
-    not survivable here: it ends the worker, and the caller reports that."""
+def _ready(name: str, make: Callable[[], Callable], args: Sequence, ready: dict, errors: dict) -> None:
+    """``ready[name]``: ``make()`` bound to ``args``, run once (a compile happens here, untimed).
+    An exception (a compile that fails) leaves it out with its line in ``errors``; the other names
+    are still timed. A CUDA fault is not survivable here: it ends the worker, and the caller
+    reports that."""
+    import torch
+
     from tritune.errors import one_line
 
     try:
         fn = make()
-        times[name] = measure(lambda: fn(*args))
+        fn(*args)
+        torch.cuda.synchronize()
+        ready[name] = lambda: fn(*args)
     except Exception as exc:  # noqa: BLE001 - one name failing does not hide the others' times
-        times[name] = None
         errors[name] = one_line(exc)[:300]
 
 

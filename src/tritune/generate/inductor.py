@@ -94,7 +94,7 @@ def _capture(spec: Any, cases: list, root: Path) -> list[dict]:
                 result = compiled(*inputs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            plans.append(_plan(spec.name, case.label, inputs, result, launches, root))
+            plans.append({**_plan(spec.name, case.label, inputs, result, launches, root), "derived": case.derived})
     finally:
         recorder.close()
     finalize(root)
