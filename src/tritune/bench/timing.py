@@ -151,9 +151,9 @@ def interleaved_event_stats(fns: dict[str, Callable[[], None]], warmup: int = 10
                             flush: bool = True, rounds: int = ROUNDS, ramp_ms: float = RAMP_MS
                             ) -> dict[str, dict]:
     """``event_stats`` for each of ``fns``, timed together: ``ramp_ms`` of the callables in turn
-    first (a GPU that sat idle, e.g. through a torch.compile, runs at a fraction of its clock for
-    the first tens of milliseconds: timed alone right after a compile, a 5 us kernel read 0.03-0.07
-    ms and a 28 us one 0.17 ms on the H100, results/generate of 2026-11-26), then ``warmup`` runs
+    first (timed alone right after a torch.compile, through which the GPU sat idle, a 5 us kernel
+    read 0.03-0.07 ms and a 28 us one 0.17 ms on the H100, results/generate of 2026-11-26; low
+    clocks after the idle spell are the likely cause, not read from the GPU), then ``warmup`` runs
     each, then ``runs`` runs each between two CUDA events, in ``interleave_order`` (so a slow
     stretch of the GPU or the host falls on every name alike). L2 cleared before each run,
     outside the events. Returns name -> ``summarize``'s statistics plus ``l2_flushed``."""
