@@ -101,3 +101,11 @@ def interpreted_kernel(offset):
     out = torch.zeros(8)
     shift[(1,)](x, out, OFFSET=offset, BLOCK=8)
     return {"out": out.tolist(), "interpreted": type(shift).__name__}
+
+
+def exit_slowly(seconds):
+    """The child, when it stops, takes ``seconds`` to exit (as one holding CUDA does)."""
+    import atexit
+
+    atexit.register(time.sleep, seconds)
+    return os.getpid()

@@ -50,7 +50,7 @@ from tritune.capture.spec import LaunchSpec
 from tritune.loop import jobs
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
-from tritune.worker import Outcome, Worker
+from tritune.worker import Outcome, Worker, close_workers
 from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
@@ -180,12 +180,23 @@ class Evaluator:
             failure = started.failure
         raise WorkerLost(f"a worker cannot be started again ({START_TRIES} tries): {failure.kind}: {failure.message}")
 
+    def start_verifiers(self) -> list[concurrent.futures.Future]:
+        """Start the verify workers' processes now, in this evaluator's threads, rather than at
+        their first call (the ranking's first build): ``LocalLane.start`` calls it as the timing
+        worker starts, so that their cold start (torch, Triton, the GPU brought up) overlaps the
+        timing worker's instead of following it. A call meanwhile waits for the start (the
+        worker's lock); a start that fails is left to the worker's first call, which starts it
+        again and handles a failure as it always did (``_call``). Workers given as
+        ``verifiers``, or a lone timing worker that verifies, are left alone. The starts, each
+        to its ``Outcome``."""
+        return [self._threads().submit(verifier.start) for verifier in self._owned]
+
     def close(self) -> None:
+        """The threads waited for, then every worker stopped together (``close_workers``: one
+        stop window for all, not one each: ~8 s a lane on a GPU, one worker after another)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        for verifier in self._owned:
-            verifier.close()
-        self.worker.close()
+        close_workers([*self._owned, self.worker])
 
     # ------------------------------------------------------------------------------ baseline
 

@@ -75,7 +75,7 @@ from tritune.capture.spec import LaunchSpec, SpecError, confined_source
 from tritune.errors import one_line
 from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
-from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane
+from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lanes
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
@@ -189,8 +189,7 @@ def ray_run(address: str, root: str | Path, settings: LoopSettings, **lanes: Any
         try:
             yield made
         finally:
-            for lane in made:
-                lane.close()
+            close_lanes(made)
 
 
 class RayLane:

@@ -45,8 +45,8 @@ from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB, full_timing
 from tritune.loop.kernel import LoopSettings
-from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LanePool, LocalLane, Task, lane_devices,
-                                local_lanes)
+from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LanePool, LocalLane, Task, close_lanes,
+                                lane_devices, local_lanes)
 from tritune.loop.results import FILE_NAME as RESULTS_FILE
 from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
 from tritune.store import DecisionKey, DecisionStore, key_for
@@ -133,8 +133,7 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
     try:
         return _optimize(root, out, specs, owned, **job)
     finally:
-        for lane in owned:
-            lane.close()
+        close_lanes(owned)
 
 
 @dataclasses.dataclass

@@ -6,7 +6,7 @@ one picklable payload) in it; ``call`` returns an ``Outcome`` with the value or 
 a crash ends it and the next call starts a fresh one. ``run_isolated`` is the one-shot form.
 
 - ``failures``  the failure kinds and how an exception maps to one
-- ``pool``      the parent side: ``Worker``, ``Outcome``, ``run_isolated``
+- ``pool``      the parent side: ``Worker``, ``Outcome``, ``run_isolated``, ``close_workers``
 - ``child``     the child's loop (stdlib only, so the job's environment decides what loads)
 """
 
@@ -21,7 +21,7 @@ from tritune.worker.failures import (
     Failure,
     classify,
 )
-from tritune.worker.pool import Outcome, Worker, describe_exit, run_isolated
+from tritune.worker.pool import Outcome, Worker, close_workers, describe_exit, run_isolated
 
 __all__ = [
     "COMPILE_ERROR",
@@ -35,6 +35,7 @@ __all__ = [
     "Outcome",
     "Worker",
     "classify",
+    "close_workers",
     "describe_exit",
     "run_isolated",
 ]
