@@ -201,10 +201,10 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
     ``result[field]``. ``only``: the launch ids to optimize (else all). Every launch gets an
     equal part of the budget at most (``per_key_s``): the user listed each shape because it
     matters, whatever its share of the time."""
+    from tritune.capture.spec import read_launches
     from tritune.generate.modules import decisions_for
     from tritune.loop.kernel import LoopSettings
     from tritune.loop.lanes import lane_devices
-    from tritune.capture.spec import read_launches
     from tritune.loop.session import optimize
 
     store_path = folder / "decisions.db"
