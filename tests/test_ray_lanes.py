@@ -388,3 +388,73 @@ def test_tritune_imports_ray_only_when_a_ray_lane_is_made():
             "print('ray' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_replies_not_in_the_form_the_driver_reads_are_named():
+    """What the driver checks of an actor's start and baselines replies (form, not truth)."""
+    from tritune.loop.ray_lanes import baselines_problem, start_problem
+    from tritune.worker.failures import Failure
+
+    good = {"target": {"gpu": "g", "capability": 0, "triton_version": "3", "meaningful": False},
+            "tritune": "1", "where": "n", "jobs": 1, "folder": ""}
+    assert start_problem(good) is None
+    assert start_problem([good]) == "a list, not a dict"
+    assert start_problem({**good, "jobs": "1"}) == "jobs is not a int"
+    assert start_problem({**good, "target": {"gpu": "g"}}) == "its target lacks capability, triton_version, meaningful"
+    failure = Failure("compile_error", "no")
+    found = {"a": ({"time_ms": 0.5}, None), "b": (None, failure), "c": [{"message": "x"}, None]}
+    assert baselines_problem({"found": found, "log": ["line"]}, ["a", "b", "c"]) is None
+    assert baselines_problem({"found": found}, ["a", "b", "c"]) == "no found dict and log lines"
+    assert baselines_problem({"found": found, "log": []}, ["a", "b"]) == \
+        "timings for 1 launch(es) not sent and 0 missing"
+    assert baselines_problem({"found": {"a": ({"time_ms": 0.5}, None)}, "log": []}, ["a", "z"]) == \
+        "timings for 0 launch(es) not sent and 1 missing"
+    for pair, problem in [(({"time_ms": "fast"}, None), "a: time_ms 'fast' is not a positive number"),
+                          (({"time_ms": -1.0}, None), "a: time_ms -1.0 is not a positive number"),
+                          (({"time_ms": float("nan")}, None), "a: time_ms nan is not a positive number"),
+                          (({"time_ms": True}, None), "a: time_ms True is not a positive number"),
+                          (("1 ms", None), "a: its timing is a str"),
+                          ((None, {"kind": "crash"}), "a: its failure is a dict"),
+                          ((None,), "a: not a (timing, failure) pair")]:
+        assert baselines_problem({"found": {"a": pair}, "log": []}, ["a"]) == problem
+
+
+class Tampered(Misaddressed):
+    """A node that starts well, then answers the ranking with a time that is not a number, and a
+    key (its own, this time) with records the store cannot take."""
+
+    def baselines(self, specs: list, files: dict) -> dict:
+        return {"found": {body["id"]: ({"time_ms": "fast"}, None) for body in specs}, "log": []}
+
+    def run_key(self, body: dict, files: dict) -> dict:
+        result = {"id": body["spec"]["id"], "kernel": body["spec"]["kernel"], "key_sha": body["key"]["sha"],
+                  "baseline_ms": 1.0}
+        return {"result": result, "records": {"candidates": [{"status": "verified"}]}, "log": []}
+
+
+def test_a_tampered_reply_is_a_dead_lane_and_nothing_of_it_recorded(captured, tmp_path, monkeypatch):
+    from tritune.capture.spec import read_launches
+    from tritune.loop import ray_lanes as module
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+
+    monkeypatch.setattr(module, "_LaneActor", Tampered)
+    path = tmp_path / "decisions.db"
+    for call in ("baselines", "run_key"):
+        lane = RayLane(captured, SETTINGS, gpu=False, interpret=True)
+        try:
+            target = lane.start()
+            [(spec, key), *_] = plan(read_launches(captured), target).items
+            with pytest.raises(LaneDied, match=f"its reply to {call} is not in the form") as died:
+                if call == "baselines":
+                    lane.baselines([spec])
+                else:
+                    with DecisionStore(path) as store:
+                        run = store.start_run({})
+                    lane.run_key(KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
+                                        root=str(captured)))
+            assert ("time_ms 'fast'" if call == "baselines" else "records the store refused") in str(died.value)
+        finally:
+            lane.close()
+    with DecisionStore(path) as store:
+        assert store.candidates() == []

@@ -28,9 +28,12 @@ driver alone owns the SQLite store (never SQLite over a network file system): ``
 lane's thread here, writes what came back in one transaction per key (``DecisionStore.adopt``),
 signed by this user. That makes the cluster trusted as the user: whoever controls its nodes can
 put code into this user's decisions. Point ``--ray`` only at a cluster you would let run as you.
-What the driver checks of a reply is its form, not its truth: the result must be for the key it
-sent (else the lane counts as dead and nothing of the reply is recorded), and ``adopt`` takes
-only evaluated candidates, and a decision only with its candidate among them, accepted. It does
+What the driver checks of a reply is its form, not its truth: ``start``'s must name a version,
+a node, a folder and a full target (``start_problem``), ``baselines``' a (timing, failure) pair
+for exactly the launches sent, each time a positive number (``baselines_problem``), and
+``run_key``'s result must be for the key it sent, with records ``adopt`` takes whole (only
+evaluated candidates, a decision only with its candidate among them, accepted); a reply not so
+formed makes the lane dead, and nothing of it is recorded. It does
 not derive the variants' sources again (that is the proposers' whole search, run again here) nor
 verify a decision again (that needs the GPU; ``tritune store import`` does it for a store made
 by someone else).
@@ -76,7 +79,7 @@ from tritune.errors import one_line
 from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lanes
-from tritune.store import DecisionKey, DecisionStore
+from tritune.store import DecisionKey, DecisionStore, StoreError
 from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
 from tritune.worker.failures import Failure
@@ -240,6 +243,7 @@ class RayLane:
         what = "GPU" if self.uses_gpu else "CPU"
         reply = self._call("start", timeout=self.start_timeout_s,
                            late=f"no {what} of the cluster came free for it, or its workers did not start")
+        self._formed("start", start_problem(reply))
         if reply["tritune"] != __version__:
             self._kill()
             raise LaneDied(f"its node ({reply['where']}) runs tritune {reply['tritune']}, this driver "
@@ -256,6 +260,7 @@ class RayLane:
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
         reply = self._call("baselines", [spec.to_json() for spec in specs], self._files(specs),
                            timeout=HANG_S + 2 * len(specs) * BASELINE_TIMEOUT_S)  # built, then timed
+        self._formed("baselines", baselines_problem(reply, [spec.id for spec in specs]))
         for line in reply["log"]:
             (log or _quiet)(line)
         return reply["found"]
@@ -277,11 +282,23 @@ class RayLane:
         if not isinstance(result, dict) or (result.get("key_sha"), result.get("id")) != (job.key.sha, job.spec.id):
             self._kill()  # not what this driver sent: nothing of it is recorded, and the lane is not used again
             raise LaneDied(f"it answered for another key than {job.spec.kernel} ({job.key.sha[:10]}): not recorded")
-        with DecisionStore(job.store_path) as store:  # one transaction, signed by this user
-            store.adopt(job.run_id, job.key, reply["records"])
+        self._formed("run_key", None if isinstance(reply.get("records"), dict) and _lines(reply.get("log"))
+                     else "no records dict and log lines")
+        try:
+            with DecisionStore(job.store_path) as store:  # one transaction, signed by this user: all or nothing
+                store.adopt(job.run_id, job.key, reply["records"])
+        except (StoreError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._formed("run_key", f"records the store refused ({one_line(exc)[:200]})")
         for line in reply["log"]:
             (job.log or _quiet)(line)
         return result
+
+    def _formed(self, method: str, problem: str | None) -> None:
+        """A reply not in the form this driver expects is a dead lane: its actor is killed and
+        nothing of the reply is used (a node running other code, or a tampered one)."""
+        if problem is not None:
+            self._kill()
+            raise LaneDied(f"its reply to {method} is not in the form this driver expects: {problem}; not recorded")
 
     def interrupt(self) -> None:
         self._interrupted.set()
@@ -421,6 +438,47 @@ class _LaneActor:
                 raise SpecError(f"{name}: a capture file outside the capture folder: refused")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+
+
+def _lines(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(line, str) for line in value)
+
+
+def start_problem(reply: Any) -> str | None:
+    """What is wrong with an actor's ``start`` reply, in a few words; None when it has the form
+    ``RayLane.start`` reads."""
+    if not isinstance(reply, dict):
+        return f"a {type(reply).__name__}, not a dict"
+    for name, kind in (("tritune", str), ("where", str), ("jobs", int), ("folder", str), ("target", dict)):
+        if not isinstance(reply.get(name), kind):
+            return f"{name} is not a {kind.__name__}"
+    missing = [k for k in ("gpu", "capability", "triton_version", "meaningful") if k not in reply["target"]]
+    return f"its target lacks {', '.join(missing)}" if missing else None
+
+
+def baselines_problem(reply: Any, sent: Sequence[str]) -> str | None:
+    """What is wrong with an actor's ``baselines`` reply for the launch ids ``sent``; None when it
+    holds, for exactly those ids, a ``(timing, failure)`` pair each: the timing None or a dict whose
+    ``time_ms``, if any, is a positive finite number, the failure None or a ``Failure``."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("found"), dict) or not _lines(reply.get("log")):
+        return "no found dict and log lines"
+    found = reply["found"]
+    if set(found) != set(sent):
+        return f"timings for {len(set(found) - set(sent))} launch(es) not sent and {len(set(sent) - set(found))} missing"
+    for spec_id, pair in found.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return f"{spec_id}: not a (timing, failure) pair"
+        timing, failure = pair
+        if failure is not None and not isinstance(failure, Failure):
+            return f"{spec_id}: its failure is a {type(failure).__name__}"
+        if timing is None:
+            continue
+        if not isinstance(timing, dict):
+            return f"{spec_id}: its timing is a {type(timing).__name__}"
+        ms = timing.get("time_ms")
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms < float("inf")):
+            return f"{spec_id}: time_ms {ms!r} is not a positive number"
+    return None
 
 
 def _folder() -> Path:
