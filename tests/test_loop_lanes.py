@@ -460,3 +460,25 @@ def test_lane_devices_refuse_what_the_host_cannot_meet(monkeypatch, workers, dev
 def test_the_pool_needs_a_lane():
     with pytest.raises(ValueError):
         LanePool([])
+
+
+def test_a_mixed_host_goes_on_when_every_lane_of_one_kind_dies_in_the_ranking(captured, tmp_path):
+    """The ranking: GPU B's one lane dies timing its baselines. GPU A's keys are optimized, the run
+    says GPU B's were not (resumable); only when every kind's lanes died does the run stop there."""
+    class DiesRanking(Planted):
+        def baselines(self, specs, log=None):
+            raise LaneDied("its GPU fell off the bus")
+
+    lines = []
+    lanes = [Planted(0, gpu="GPU A"), DiesRanking(1, gpu="GPU B")]
+    results = planted_run(captured, tmp_path / "mixed", lanes, log=lines.append)
+    assert [k.gpu for k in results.kernels] == ["GPU A"] * 4 and lanes[1].jobs == []
+    assert results.stopped.startswith("lanes: every lane of GPU B died (its GPU fell off the bus); 4 kernels left")
+    assert results.finished is None  # resumable: GPU B's keys wait for the next run
+    assert any(line.startswith("tritune optimize: every lane of GPU B died while timing the baselines") for line in lines)
+    from tritune.loop.session import OptimizeError
+
+    with pytest.raises(OptimizeError, match=r"every lane died while timing the baselines \(GPU A: its GPU fell "
+                                            r"off the bus; GPU B: its GPU fell off the bus\); run the same"):
+        planted_run(captured, tmp_path / "all", [DiesRanking(0, gpu="GPU A"), DiesRanking(1, gpu="GPU B")],
+                    log=lambda line: None)

@@ -155,6 +155,7 @@ class _Kind:
     covered: float = 0.0  # shares of the finished keys the loop ran on
     left: float = 0.0  # shares of the keys not finished
     blocked: str | None = None  # why nothing was handed out the last time: "cover" or "deadline"
+    died: str | None = None  # why, when every lane of this kind died while timing the baselines
 
     @property
     def gpu(self) -> str:
@@ -201,8 +202,8 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
             try:
                 _timed_baselines(kinds, pool, out, run_settings, log)
                 for kind in kinds:
-                    kind.timed = shares([timing_to_key(spec, key, kind.timings.get(key.sha))
-                                         for spec, key in kind.plan.items])
+                    kind.timed = [] if kind.died else shares([timing_to_key(spec, key, kind.timings.get(key.sha))
+                                                              for spec, key in kind.plan.items])
                     if mixed:
                         for t in kind.timed:
                             t.gpu = kind.gpu
@@ -460,13 +461,19 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
                          "the queue")
 
     pool.drive(take, done, lost)
+    dead = []
     for kind in kinds:
         _, _, kept, chunks = work[id(kind)]
-        if chunks:
-            why = "; ".join(filter(None, (pool.line(lane).died for lane in kind.lanes)))
-            raise OptimizeError(f"every lane of {kind.gpu} died while timing the baselines ({why}); "
-                                "run the same command again to go on")
         kind.timings = {sha: (pair[0], Failure.from_json(pair[1]) if pair[1] else None) for sha, pair in kept.items()}
+        if chunks:
+            kind.died = "; ".join(filter(None, (pool.line(lane).died for lane in kind.lanes)))
+            dead.append(kind)
+    if len(dead) == len(kinds):
+        why = "; ".join(f"{kind.gpu}: {kind.died}" if len(kinds) > 1 else kind.died for kind in dead)
+        raise OptimizeError(f"every lane died while timing the baselines ({why}); run the same command again to go on")
+    for kind in dead:  # a mixed host: the other kinds go on; this one's keys wait for a resumed run
+        (log or _stderr)(f"tritune optimize: every lane of {kind.gpu} died while timing the baselines "
+                         f"({kind.died}): its kernels are not optimized in this run; the other GPUs go on")
 
 
 def _kept_baselines(path: Path, stamp: dict) -> dict[str, Any]:
