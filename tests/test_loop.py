@@ -212,7 +212,7 @@ def test_a_round_is_shared_the_first_family_half_the_others_one_each_and_leftove
 
     loop = KernelLoop.__new__(KernelLoop)
     loop.settings, loop.trials = dataclasses.replace(SETTINGS, per_round=4, max_candidates=16), []
-    loop._sibling_timeouts, loop._skipped = {}, set()  # no store: nothing timed out on a sibling key
+    loop._sibling_timeouts, loop._siblings_from_store, loop._skipped = {}, False, set()  # no store, no timeouts
     loop.families = [family("c", 9), family("bb", 1), family("aaa", 0), family("dddd", 5)]
     context = Context(spec, loop.trials)
     order = ["c", "dddd", "bb", "aaa"]
@@ -473,3 +473,34 @@ def test_a_variant_that_timed_out_on_a_sibling_key_is_not_tried_again(siblings, 
     assert "hang" not in [c["variant"] for c in second.candidates] and second.skipped == 1 and first.skipped == 0
     assert second.accepted and second.decision == "block 256"
     assert any("hang skipped: it timed out on a sibling key" in line for line in logged)
+
+
+def test_a_timeout_on_a_sibling_key_found_while_this_key_runs_is_heeded_the_next_round(captured):
+    """Several lanes: a sibling key on another lane may time out on a config while this key runs.
+    The store is asked again each round, so the next round does not try it."""
+    from tritune.search.proposers import Trial
+    from tritune.store import variant_hash
+
+    spec = read_launches(captured)[0]
+    variants = [Variant(name=f"v{i}", constexprs={"BLOCK": 100 + i}) for i in range(4)]
+    timed_out: dict = {}
+
+    class Store:
+        asked = 0
+
+        def timed_out_on_siblings(self, key):
+            Store.asked += 1
+            return dict(timed_out)
+
+    loop = KernelLoop.__new__(KernelLoop)
+    loop.settings, loop.trials = dataclasses.replace(SETTINGS, per_round=1, max_candidates=16), []
+    loop.store, loop.key, loop.spec, loop.log = Store(), None, spec, lambda line: None
+    loop._sibling_timeouts, loop._siblings_from_store, loop._skipped = None, True, set()
+    loop.families = [Family("f", Planted(variants), lambda v: "bitwise")]
+    context = Context(spec, loop.trials)
+    [(first, _)] = loop._propose(["f"], context)
+    assert first.name == "v0" and Store.asked == 1
+    loop.trials.append(Trial(first, ok=True, time_ms=1.0))
+    timed_out[variant_hash(variants[1])] = "0" * 64  # another lane's sibling key timed out on v1 meanwhile
+    loop.settings = dataclasses.replace(loop.settings, per_round=2)
+    assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2"] and Store.asked == 2

@@ -129,6 +129,7 @@ class KernelLoop:
         self.busy = 0  # of those, still held when the budget ran out: not evaluated by this loop
         # variant hash -> the sibling key it timed out on (same source, GPU, Triton): not proposed here
         self._sibling_timeouts: dict[str, str] | None = None if sibling_timeouts is None else dict(sibling_timeouts)
+        self._siblings_from_store = sibling_timeouts is None  # asked again each round: other lanes run siblings now
         self._skipped: set[str] = set()  # variant keys left out for that
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
 
@@ -251,6 +252,8 @@ class KernelLoop:
         within a small ``--max-candidates`` (the first family alone would fill every round).
         ``costly``: the costly families' phase instead, one candidate a round (a model's next
         attempt depends on the last one's outcome), outside ``--max-candidates``."""
+        if self._siblings_from_store:
+            self._sibling_timeouts = None  # asked of the store again: a lane beside this one may have timed out since
         cheap_trials = sum(1 for t in self.trials if not _costly_variant(t.variant))
         left = 1 if costly else min(self.settings.per_round, self.settings.max_candidates - cheap_trials)
         families = sorted((f for f in self.families if f.costly == costly), key=lambda f: _rank(order, f.name))
@@ -284,7 +287,9 @@ class KernelLoop:
     def _timed_out_on_a_sibling(self, variant: Variant) -> bool:
         """A variant that timed out on another key of this kernel's source (the same compile for
         other shapes, e.g. a config whose build takes 40 s) is not tried again here: it would spend
-        this key's budget the same way. Said once per variant."""
+        this key's budget the same way. Said once per variant. The store is asked once a round
+        (``_propose``), not once a key: with several lanes, a sibling key running on another lane
+        may time out on a config while this key is still proposing."""
         if self._sibling_timeouts is None:
             self._sibling_timeouts = self.store.timed_out_on_siblings(self.key)
         sibling = self._sibling_timeouts.get(variant_hash(variant))
