@@ -109,22 +109,9 @@ def do_bench_median(fn: Callable[[], None], warmup: int = 25, rep: int = 100) ->
 
 def event_stats(fn: Callable[[], None], warmup: int = 10, runs: int = 200, flush: bool = True) -> dict:
     """Seed 004's timing: ``warmup`` untimed runs, then ``runs`` runs each between two CUDA events;
-    mean/p50/p95 ms. ``flush`` clears L2 before each run, outside the events (module docstring)."""
-    import torch
-
-    clear = _l2_clearer() if flush else None
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-    for start, end in events:
-        if clear is not None:
-            clear()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return {**summarize([s.elapsed_time(e) for s, e in events]), "l2_flushed": flush}
+    mean/p50/p95 ms. ``flush`` clears L2 before each run, outside the events (module docstring).
+    The one-callable case of ``interleaved_event_stats``, without its clock ramp."""
+    return interleaved_event_stats({"fn": fn}, warmup=warmup, runs=runs, flush=flush, rounds=1, ramp_ms=0.0)["fn"]
 
 
 RAMP_MS = 200.0  # interleaved_event_stats: GPU work run before any timed run, so clocks are up

@@ -183,7 +183,7 @@ def bench_job(payload: dict) -> dict:
             for name, run in runs.items():
                 _ready(name, lambda run=run: run, args, ready, errors)
             for mode in modes:
-                _ready(mode, lambda mode=mode: _compiled(spec.reference, mode, args), args, ready, errors)
+                _ready(mode, lambda mode=mode: _compiled(spec.reference, mode), args, ready, errors)
             times: dict[str, dict | None] = dict.fromkeys([*runs, *modes])
             if ready:
                 measured = timing.interleaved_event_stats(ready, warmup=warmup, runs=count)
@@ -195,23 +195,21 @@ def bench_job(payload: dict) -> dict:
             "runs": count, "cases": cases}
 
 
-def _compiled(reference: Callable, mode: str, args: Sequence) -> Callable:
-    """``reference`` as ``mode`` runs it: itself (eager), or under torch.compile compiled for
-    ``args`` and run once, so that compilation is not timed. The modes of a case live side by side
-    (``bench_job`` resets Dynamo per case, not per mode): Dynamo guards each compiled entry with
-    the backend that made it, so each mode's callable runs its own code (a CPU test checks it)."""
+def _compiled(reference: Callable, mode: str) -> Callable:
+    """``reference`` as ``mode`` runs it: itself (eager), or under torch.compile for static
+    shapes (compiled at its first call, ``_ready``'s, so that compilation is not timed). The modes
+    of a case live side by side (``bench_job`` resets Dynamo per case, not per mode): Dynamo guards
+    each compiled entry with the backend that made it, so each mode's callable runs its own code
+    (a CPU test checks it)."""
     if mode == EAGER:
         return reference
     import torch
 
-    compiled = torch.compile(reference, mode=COMPILE_MODES[mode], dynamic=False)
-    compiled(*args)
-    torch.cuda.synchronize()
-    return compiled
+    return torch.compile(reference, mode=COMPILE_MODES[mode], dynamic=False)
 
 
 def _ready(name: str, make: Callable[[], Callable], args: Sequence, ready: dict, errors: dict) -> None:
-    """``ready[name]``: ``make()`` bound to ``args``, run once (a compile happens here, untimed).
+    """``ready[name]``: ``make()`` bound to ``args``, run once (a torch.compile compiles here, untimed).
     An exception (a compile that fails) leaves it out with its line in ``errors``; the other names
     are still timed. A CUDA fault is not survivable here: it ends the worker, and the caller
     reports that."""
