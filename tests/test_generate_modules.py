@@ -13,6 +13,7 @@ import pytest
 from llm_server import ScriptedServer
 from test_generate_llm import CORRECT, SPEC
 from test_llm_loop import key  # noqa: F401 - the LLM key in the environment, shared
+from test_loop import worker  # noqa: F401 - the module-scoped interpreter worker, shared
 
 from tritune.capture.spec import LaunchSpec
 from tritune.generate.modules import bake
@@ -135,3 +136,33 @@ def test_the_models_module_is_optimized_and_reverified(tmp_path, key, mode):
     else:
         assert llm_path.name == "kernel.py"
         assert any("baked in failed verification (wrong_result" in note for note in result["notes"])
+
+
+def test_the_search_on_the_models_module_gets_the_specs_own_launches_only(tmp_path, worker, monkeypatch):
+    """The model's module is captured on every case (derived ones too: their n and grid differ,
+    so their launches are distinct), but the loop is given the own case's launch alone, as on the
+    model-free path (``run.own_launches``): the derived cases verify, they are not tuned."""
+    from tritune.capture.spec import read_launches
+    from tritune.generate import run as flow
+    from tritune.generate.spec import load_spec
+
+    spec = tmp_path / "bias_relu.py"
+    spec.write_text(SPEC)
+    module = tmp_path / "kernel.py"
+    module.write_text(CORRECT.split("```python\n")[1].split("```")[0])
+    seen = {}
+
+    def record(capture, folder, settings, kernels, result, field, log, only=None):
+        seen.update(capture=capture, only=only, field=field)
+        return []
+
+    monkeypatch.setattr(flow, "_loop_on", record)
+    result = {"notes": []}
+    kept = flow._llm_optimized(load_spec(spec), module, tmp_path / "out", flow.GenerateSettings(budget_s=60), worker,
+                               "cpu", result, lambda line: None)
+    assert kept == module and result["notes"] == [] and seen["field"] == "llm_optimize"
+    launches = {launch.id: launch for launch in read_launches(seen["capture"])}
+    assert len(launches) == 4  # spec 0 (4 x 40), odd (3 x 39), one row (1 x 40), larger (8 x 40)
+    own = [launch_id for launch_id, launch in launches.items()
+           if [arg.value for arg in launch.args if arg.name == "n"] == [4 * 40]]
+    assert len(own) == 1 and seen["only"] == own

@@ -1,7 +1,8 @@
 """A generated module (the model's, from ``llm``) through the model-free optimization.
 
 ``capture_module_job`` (a worker job) imports the module and calls its ``run`` on every case while
-capture records its ``@triton.jit`` launches, into a capture directory the optimize loop reads.
+capture records its ``@triton.jit`` launches, into a capture directory the optimize loop reads,
+and says which launches the spec's own cases made: the loop tunes those (``run.own_launches``).
 ``bake`` writes the decisions back into the module's text, where the text can hold them:
 
 - a rewritten kernel (cache hints, pipelined loops, ...): its ``def`` spliced in by name, every byte
@@ -29,8 +30,10 @@ OPTIONS = ("num_warps", "num_stages", "maxnreg")
 
 
 def capture_module_job(payload: dict) -> dict:
-    """``{"module", "spec", "device", "capture"}`` -> ``{"kernels": [...], "launches": n}``: every
-    case of the spec (derived ones included) run through the module while capture records."""
+    """``{"module", "spec", "device", "capture"}`` -> ``{"kernels": [...], "launches": n, "own":
+    [launch ids]}``: every case of the spec (derived ones included) run through the module while
+    capture records. ``own``: the ids of the launches the spec's own cases made, in order, each
+    once; they run first, so a derived case's launch equal to one of theirs is among them."""
     import torch
 
     from tritune.capture.recorder import capture
@@ -40,17 +43,20 @@ def capture_module_job(payload: dict) -> dict:
 
     device = payload["device"]
     spec = load_spec(payload["spec"], device=device, check=False)
-    cases = spec.cases(device) + derived_cases(spec, device)
     with capture(payload["capture"]) as recorder:
         module = import_file(payload["module"], fresh=True)
+        before = set(recorder.specs)  # launches made on import are no case's
         with torch.no_grad():
-            for case in cases:
+            for case in spec.cases(device):
+                module.run(*case.tensors)
+            own = [launch.id for key, launch in recorder.specs.items() if key not in before]
+            for case in derived_cases(spec, device):
                 module.run(*case.tensors)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         kernels = sorted({spec.kernel for spec in recorder.specs.values()})
         launches = len(recorder.specs)
-    return {"kernels": kernels, "launches": launches}
+    return {"kernels": kernels, "launches": launches, "own": own}
 
 
 def bake(text: str, decisions: list[tuple[Any, Any]]) -> tuple[str, list[str]]:

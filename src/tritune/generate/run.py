@@ -10,7 +10,8 @@
    should the optimized one fail, the one without decisions is written instead, and the notes say so.
 3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``; where
    the loop can run (a GPU), that module goes through it too and its decisions are baked into
-   ``DIR/llm/optimized.py`` (``modules``), kept only if it verifies.
+   ``DIR/llm/optimized.py`` (``modules``), kept only if it verifies. On both paths the search
+   tunes the launches of the spec's own cases (``own_launches``); the derived ones only verify.
 4. The faster verified module becomes ``DIR/kernel.py`` (on a GPU, by the benchmark's p50 summed
    over the spec's cases; without one the only verified module, the model-free one first), then the
    benchmark against eager, torch.compile and max-autotune (``bench.bench_job``, GPU only), and
@@ -185,35 +186,39 @@ def _optimize(capture: Path, folder: Path, body: dict, settings: GenerateSetting
 
 
 def own_launches(plans: list[dict]) -> list[str]:
-    """The launch ids of the spec's own cases, in order, each once: what the search spends its
-    budget on. The derived cases (odd shapes, one row, a larger size) are there to verify
-    ``kernel.py``, not to tune it; they keep Inductor's configuration unless a launch of theirs is
-    one of the spec's own (the capture keeps one id per distinct launch). Measured 2026-11-26 on
-    the H100: with the derived cases in the ranking, 45 s reached 2 of 9 keys and decided none."""
+    """The launch ids of the spec's own cases (``capture_job``'s plans), in order, each once: what
+    the search spends its budget on. The derived cases (odd shapes, one row, a larger size) are
+    there to verify ``kernel.py``, not to tune it; they keep Inductor's configuration unless a
+    launch of theirs is one of the spec's own (the capture keeps one id per distinct launch).
+    Measured 2026-11-26 on the H100: with the derived cases in the ranking, 45 s reached 2 of 9
+    keys and decided none. The model's module gets the same ids from its capture
+    (``modules.capture_module_job``'s ``own``)."""
     return list(dict.fromkeys(step["spec"]["id"] for plan in plans if not plan.get("derived")
                               for step in plan["steps"]))
 
 
 def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: int, result: dict, field: str,
-             log: Callable[[str], None], only: list[str] | None = None) -> list[tuple[Any, Any]]:
+             log: Callable[[str], None], *, only: list[str]) -> list[tuple[Any, Any]]:
     """tritune's loop on a capture (compiler passes left out: kernel.py cannot hold them), for at
     most ``settings.budget_s``; the usable decisions as (LaunchSpec, Variant), summed up in
-    ``result[field]``. ``only``: the launch ids to optimize (else all). Every launch gets an
-    equal part of the budget at most (``per_key_s``): the user listed each shape because it
-    matters, whatever its share of the time."""
-    from tritune.capture.spec import read_launches
+    ``result[field]``. ``only``: the launch ids to optimize, those of the spec's own cases
+    (``own_launches``; none: no search). Every launch gets an equal part of the budget at most
+    (``per_key_s``): the user listed each shape because it matters, whatever its share of the time."""
     from tritune.generate.modules import decisions_for
     from tritune.loop.kernel import LoopSettings
     from tritune.loop.lanes import lane_devices
     from tritune.loop.session import optimize
 
+    if not only:  # the loop, given no kernels, would take every launch
+        result[field] = {"kernels": 0, "decided": 0, "decisions": {}, "stopped": "no launch of the spec's own cases"}
+        return []
     store_path = folder / "decisions.db"
-    launches = len(only) if only else len(read_launches(capture))
+    launches = len(only)
     loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",))
     log(f"optimizing {kernels} kernel(s) ({launches} launch(es)) for up to {settings.budget_s:g} s")
     # one lane: a spec has a few kernels, and a lane per GPU would each take --jobs verify workers
     runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
-                    command="tritune generate", devices=lane_devices(workers=1), kernels=only or (), cover=1.0)
+                    command="tritune generate", devices=lane_devices(workers=1), kernels=only, cover=1.0)
     decided = decisions_for(capture, store_path, runs.target)
     result[field] = {"kernels": len(runs.kernels), "decided": len(decided),
                      "decisions": {spec.id: variant.describe() for spec, variant in decided}, "stopped": runs.stopped}
@@ -249,7 +254,8 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
         result["notes"].append(f"the model's module was not optimized: its launches could not be captured "
                                f"({captured.failure.message})")
         return best
-    decided = _loop_on(capture, folder, settings, len(captured.value["kernels"]), result, "llm_optimize", log)
+    decided = _loop_on(capture, folder, settings, len(captured.value["kernels"]), result, "llm_optimize", log,
+                       only=captured.value["own"])
     if not decided:
         return best
     text, notes = bake(best.read_text(), decided)
