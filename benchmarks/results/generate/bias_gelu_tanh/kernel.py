@@ -282,8 +282,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_add_gelu_0_f8cb0bdb[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_f8cb0bdb[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -291,8 +291,8 @@ def _case_2(in0, in1):
     """spec 2: float32[8, 256, 1024], float32[1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float32, device=device)
-    triton_poi_fused_add_gelu_0_8e3623cd[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_8e3623cd[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -318,8 +318,8 @@ def _case_5(in0, in1):
     """spec 5: float16[16, 512, 2048], float16[2048]"""
     device = in0.device
     buf0 = torch.empty(16777216, dtype=torch.float16, device=device)
-    triton_poi_fused_add_gelu_0_2caa0965[(32768, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_2caa0965[(16384, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((16, 512, 2048))
 
 
@@ -345,8 +345,8 @@ def _case_8(in0, in1):
     """larger: float32[8, 128, 768], float32[768]"""
     device = in0.device
     buf0 = torch.empty(786432, dtype=torch.float32, device=device)
-    triton_poi_fused_add_gelu_0_44c29cf9[(1536, 1, 1)](in0, in1, buf0.view((8, 128, 768)), 786432, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_44c29cf9[(768, 1, 1)](in0, in1, buf0.view((8, 128, 768)), 786432, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 128, 768))
 
 

@@ -168,8 +168,8 @@ def _case_0(in0, in1):
     """spec 0: float32[4, 128, 768], float32[768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float32, device=device)
-    triton_poi_fused_add_relu_0_7b004ac8[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_relu_0_7b004ac8[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -177,8 +177,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_add_relu_0_1e77aac0[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_relu_0_1e77aac0[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -231,7 +231,7 @@ def _case_7(in0, in1):
     """one row: float32[1, 1, 768], float32[768]"""
     device = in0.device
     buf0 = torch.empty(768, dtype=torch.float32, device=device)
-    triton_poi_fused_add_relu_0_f0317eba[(3, 1, 1)](in0, in1, buf0.view((1, 1, 768)), 768, XBLOCK=256, num_warps=4,
+    triton_poi_fused_add_relu_0_f0317eba[(6, 1, 1)](in0, in1, buf0.view((1, 1, 768)), 768, XBLOCK=128, num_warps=4,
         num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((1, 1, 768))
 

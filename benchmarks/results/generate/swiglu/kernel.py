@@ -193,8 +193,8 @@ def _case_0(in0, in1):
     """spec 0: float32[4, 128, 768], float32[4, 128, 768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_eadb5a41[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_eadb5a41[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -202,8 +202,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[4, 128, 768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_mul_silu_0_1df5cce4[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_1df5cce4[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -229,8 +229,8 @@ def _case_4(in0, in1):
     """spec 4: float32[16, 512, 2048], float32[16, 512, 2048]"""
     device = in0.device
     buf0 = torch.empty(16777216, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_0316500b[(16384, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_0316500b[(32768, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((16, 512, 2048))
 
 
@@ -256,7 +256,7 @@ def _case_7(in0, in1):
     """one row: float32[1, 1, 768], float32[1, 1, 768]"""
     device = in0.device
     buf0 = torch.empty(768, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_51b3754a[(3, 1, 1)](in0, in1, buf0.view((1, 1, 768)), 768, XBLOCK=256, num_warps=4,
+    triton_poi_fused_mul_silu_0_51b3754a[(6, 1, 1)](in0, in1, buf0.view((1, 1, 768)), 768, XBLOCK=128, num_warps=4,
         num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((1, 1, 768))
 
@@ -265,8 +265,8 @@ def _case_8(in0, in1):
     """larger: float32[8, 128, 768], float32[8, 128, 768]"""
     device = in0.device
     buf0 = torch.empty(786432, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_0cb3bff0[(768, 1, 1)](in0, in1, buf0.view((8, 128, 768)), 786432, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_0cb3bff0[(1536, 1, 1)](in0, in1, buf0.view((8, 128, 768)), 786432, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 128, 768))
 
 
