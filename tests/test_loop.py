@@ -503,4 +503,7 @@ def test_a_timeout_on_a_sibling_key_found_while_this_key_runs_is_heeded_the_next
     loop.trials.append(Trial(first, ok=True, time_ms=1.0))
     timed_out[variant_hash(variants[1])] = "0" * 64  # another lane's sibling key timed out on v1 meanwhile
     loop.settings = dataclasses.replace(loop.settings, per_round=2)
-    assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2"] and Store.asked == 2
+    # v1 is skipped and takes no slot: the round still holds two candidates
+    assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2", "v3"] and Store.asked == 2
+    timed_out[variant_hash(variants[3])] = "0" * 64  # the family has nothing left beyond the skipped ones
+    assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2"] and Store.asked == 3

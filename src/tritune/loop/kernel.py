@@ -259,22 +259,28 @@ class KernelLoop:
         families = sorted((f for f in self.families if f.costly == costly), key=lambda f: _rank(order, f.name))
         seen = {t.variant.key() for t in self.trials}
         taken: dict[str, list[Variant]] = {family.name: [] for family in families}
+        dropped = {family.name: 0 for family in families}  # this round's variants skipped for a sibling's timeout
 
         def take(family: Family, count: int) -> None:
+            """``count`` more of ``family``'s variants. A proposer skips tried variants, not this
+            round's picks nor its skipped ones, so it is asked for those too; a variant skipped for
+            a sibling's timeout takes no slot: the proposer is asked again, for one more."""
             nonlocal left
-            if count <= 0 or left <= 0:
-                return
-            have = len(taken[family.name])  # proposers skip tried variants, not this round's picks
-            for variant in family.propose(context, have + count):
-                if variant.key() in seen or variant.is_baseline:
-                    continue
-                if self._timed_out_on_a_sibling(variant):
+            while count > 0 and left > 0:
+                new = False
+                for variant in family.propose(context, len(taken[family.name]) + dropped[family.name] + count):
+                    if variant.key() in seen or variant.is_baseline:
+                        continue
                     seen.add(variant.key())
-                    continue
-                seen.add(variant.key())
-                taken[family.name].append(variant)
-                left, count = left - 1, count - 1
-                if left <= 0 or count <= 0:
+                    new = True
+                    if self._timed_out_on_a_sibling(variant):
+                        dropped[family.name] += 1
+                        continue
+                    taken[family.name].append(variant)
+                    left, count = left - 1, count - 1
+                    if left <= 0 or count <= 0:
+                        return
+                if not new:  # the family has nothing more
                     return
 
         first = (left + 1) // 2
