@@ -4,10 +4,12 @@ All proposers share one interface (``propose(spec, trials, limit) -> list[Varian
 loop can order them by the bottleneck and an LLM proposer can join later behind the same gates.
 
 ``LaunchConfigSearch`` is a coordinate descent over ``space.knobs``: from the best verified
-configuration so far it proposes one-step neighbours of one knob at a time (block sizes first,
-then warps, then stages, or the order the bottleneck asks for), moves to a neighbour when it is
-faster, and is exhausted when no untried neighbour is left. It spends a budget on the knobs that
-matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
+configuration so far (the captured launch until a candidate beats its time, ``baseline_ms``) it
+proposes one-step neighbours of one knob at a time (block sizes first, then warps, then stages,
+or the order the bottleneck asks for), moves to a neighbour when it is faster, and is exhausted
+when no untried neighbour is left.
+It spends a budget on the knobs that matter rather than on a blind grid (4 knobs x 6 values is
+1296 points; descent tries ~10-20).
 It learns from failures: a configuration that fails for resources (Triton's ``OutOfResources``:
 shared memory, threads; ptxas's shared-data and register-cap limits; CUDA refusing the launch)
 rules out every larger value of that knob, so a bigger form is never retried.
@@ -19,8 +21,8 @@ On a source rewrite (``base``, the held decision when a rewrite made it: ``searc
 descent runs on the rewritten source: its variants carry that source and rule, it starts from the
 decision's own config, and only trials on that source are its history. Without a base, variants
 with a source (cache hints, a looped reduction) are another family's and not its history.
-In the loop it reads its knob order, the register count and the base from the ``Context``
-(``propose_in``).
+In the loop it reads its knob order, the register count, the baseline's time and the base from
+the ``Context`` (``propose_in``).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
@@ -88,16 +90,18 @@ class LaunchConfigSearch:
     name = "launch-config"
 
     def __init__(self, order: Iterable[str] | None = None, registers: int | None = None,
-                 base: Variant | None = None) -> None:
+                 base: Variant | None = None, baseline_ms: float | None = None) -> None:
         self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
         self.registers = registers  # the baseline's registers per thread, when analysed
         self.base = base  # a variant made by a source rewrite: configs on its source (module docstring)
+        self.baseline_ms = baseline_ms  # the captured launch's time: the descent moves only to faster
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         """The loop's call (``search.family.Context``): the bottleneck's knob order, the baseline's
-        registers, and the held decision as the base when a rewrite made it."""
+        registers and time, and the held decision as the base when a rewrite made it."""
         base = context.accepted if context.accepted.rewrite else None
-        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base)
+        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base,
+                                    baseline_ms=context.baseline_ms)
         return search.propose(context.spec, context.trials, limit)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
@@ -124,7 +128,11 @@ class LaunchConfigSearch:
         return proposals
 
     def best(self, spec: LaunchSpec, trials: list[Trial]) -> dict[str, Any] | None:
+        """The fastest verified config on this search's kernel; the captured launch's own when
+        ``baseline_ms`` is known and none beats it (a slower neighbour is never walked from)."""
         timed = [t for t in trials if t.ok and t.time_ms is not None and self._on_base(t.variant)]
+        if self.base is None and self.baseline_ms is not None:
+            timed.append(Trial(Variant(), True, self.baseline_ms))
         if not timed:
             return None
         return config_of(spec, min(timed, key=lambda t: t.time_ms).variant)
