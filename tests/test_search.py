@@ -75,6 +75,19 @@ def test_wrong_or_failed_variants_never_become_the_best():
     assert search.best(s, trials) == {"BLOCK": 1024, "num_warps": 4, "num_stages": 3, "maxnreg": None}
 
 
+def test_a_slower_neighbour_is_not_walked_from_when_the_baseline_time_is_known():
+    # the loop never records the captured launch as a trial: without its time, the fastest of
+    # the slower neighbours became the best and the descent walked away from the baseline
+    s = spec()
+    trials = [Trial(Variant(constexprs={"BLOCK": 512}), True, 1.2),
+              Trial(Variant(constexprs={"BLOCK": 2048}), True, 1.1)]
+    assert LaunchConfigSearch().best(s, trials)["BLOCK"] == 2048
+    assert LaunchConfigSearch(baseline_ms=1.0).best(s, trials)["BLOCK"] == 1024
+    assert names(LaunchConfigSearch(baseline_ms=1.0).propose(s, trials, limit=8)) == ["num_warps=2", "num_warps=8"]
+    trials.append(Trial(Variant(constexprs={"BLOCK": 4096}), True, 0.9))
+    assert LaunchConfigSearch(baseline_ms=1.0).best(s, trials)["BLOCK"] == 4096
+
+
 def test_a_resource_failure_rules_out_every_bigger_value():
     s, search = spec(), LaunchConfigSearch()
     oom = "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448"

@@ -2,7 +2,8 @@
 
 A family (``search.family.Family``) is a proposer with the verification mode its variants need:
 
-    launch-config   num_warps, num_stages, maxnreg, grid blocks, Inductor's XBLOCK/YBLOCK/R0_BLOCK
+    launch-config   num_warps, num_stages, maxnreg, grid blocks, Inductor's XBLOCK/YBLOCK/R0_BLOCK,
+                    Inductor's max-autotune configs first (``search.inductor_configs``)
                     -> ``tolerance``: another block or warp count may reorder a reduction; a
                     variant that changes only ``maxnreg`` -> ``bitwise`` (a register cap moves
                     values to local memory, never changes an operation). On a source rewrite the

@@ -2,7 +2,8 @@
 ``cache_hints``: eviction-policy variants of the kernel's source; ``looped_reduction``: an Inductor
 persistent reduction rewritten to loop; ``rewrites``: the source rewrite rules' variants; ``chain``:
 a rewrite and the config on top of it; ``family``: a proposer with its verification mode, and the
-``Context`` the loop hands it; ``changes``: which knobs a variant turns)."""
+``Context`` the loop hands it; ``changes``: which knobs a variant turns; ``inductor_configs``: the
+configs Inductor's max-autotune would time, where the config search starts)."""
 
 from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.changes import changed_knobs

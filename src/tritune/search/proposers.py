@@ -4,10 +4,15 @@ All proposers share one interface (``propose(spec, trials, limit) -> list[Varian
 loop can order them by the bottleneck and an LLM proposer can join later behind the same gates.
 
 ``LaunchConfigSearch`` is a coordinate descent over ``space.knobs``: from the best verified
-configuration so far it proposes one-step neighbours of one knob at a time (block sizes first,
-then warps, then stages, or the order the bottleneck asks for), moves to a neighbour when it is
-faster, and is exhausted when no untried neighbour is left. It spends a budget on the knobs that
-matter rather than on a blind grid (4 knobs x 6 values is 1296 points; descent tries ~10-20).
+configuration so far (the captured launch until a candidate beats its time, ``baseline_ms``) it
+proposes one-step neighbours of one knob at a time (block sizes first, then warps, then stages,
+or the order the bottleneck asks for), moves to a neighbour when it is faster, and is exhausted
+when no untried neighbour is left. Before the first step it proposes its ``seeds``, for an
+Inductor kernel the configs Inductor's max-autotune would time (``search.inductor_configs``), in
+Inductor's order: several knobs move at once there, which a descent one step at a time reaches
+late or never; the descent then starts from the fastest, as Inductor's coordinate descent does.
+It spends a budget on the knobs that matter rather than on a blind grid (4 knobs x 6 values is
+1296 points; descent tries ~10-20).
 It learns from failures: a configuration that fails for resources (Triton's ``OutOfResources``:
 shared memory, threads; ptxas's shared-data and register-cap limits; CUDA refusing the launch)
 rules out every larger value of that knob, so a bigger form is never retried.
@@ -19,8 +24,8 @@ On a source rewrite (``base``, the held decision when a rewrite made it: ``searc
 descent runs on the rewritten source: its variants carry that source and rule, it starts from the
 decision's own config, and only trials on that source are its history. Without a base, variants
 with a source (cache hints, a looped reduction) are another family's and not its history.
-In the loop it reads its knob order, the register count and the base from the ``Context``
-(``propose_in``).
+In the loop it reads its knob order, the register count, the baseline's time, the base and the
+kernel's source (for the seeds) from the ``Context`` (``propose_in``).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
@@ -35,13 +40,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
 from tritune.aliasing import NOALIAS, disjoint_at_capture
 from tritune.capture.spec import LaunchSpec
 from tritune.errors import resource_failure_text
 from tritune.replay.variant import Variant
-from tritune.search import chain, space
+from tritune.search import chain, inductor_configs, space
 
 if TYPE_CHECKING:
     from tritune.search.family import Context
@@ -88,16 +93,21 @@ class LaunchConfigSearch:
     name = "launch-config"
 
     def __init__(self, order: Iterable[str] | None = None, registers: int | None = None,
-                 base: Variant | None = None) -> None:
+                 base: Variant | None = None, seeds: Iterable[dict[str, Any]] = (),
+                 baseline_ms: float | None = None) -> None:
         self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
         self.registers = registers  # the baseline's registers per thread, when analysed
         self.base = base  # a variant made by a source rewrite: configs on its source (module docstring)
+        self.seeds = [dict(seed) for seed in seeds]  # configs tried before the descent (module docstring)
+        self.baseline_ms = baseline_ms  # the captured launch's time: the descent moves only to faster
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         """The loop's call (``search.family.Context``): the bottleneck's knob order, the baseline's
-        registers, and the held decision as the base when a rewrite made it."""
+        registers and time, the held decision as the base when a rewrite made it, and Inductor's
+        max-autotune configs as the seeds."""
         base = context.accepted if context.accepted.rewrite else None
-        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base)
+        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base,
+                                    inductor_configs.seeds(context.spec, context.source), context.baseline_ms)
         return search.propose(context.spec, context.trials, limit)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
@@ -105,14 +115,9 @@ class LaunchConfigSearch:
         tried = {_key(config_of(spec, t.variant)) for t in trials if self._on_base(t.variant)}
         baseline = config_of(spec, self.base) if self.base is not None else {k.name: k.current for k in knobs}
         tried.add(_key(baseline))
-        best = self.best(spec, trials) or baseline
-        ceilings = self.ceilings(spec, trials)
         proposals: list[Variant] = []
-        for knob in knobs:
-            for value in knob.neighbours(best[knob.name]):
-                if knob.name in ceilings and not space.above(ceilings[knob.name], value):
-                    continue  # failed for resources at a smaller value: never retried bigger
-                config = {**best, knob.name: value}
+        for group in self._groups(spec, trials, knobs, baseline):
+            for config in group:
                 if _key(config) in tried:
                     continue
                 tried.add(_key(config))
@@ -120,11 +125,28 @@ class LaunchConfigSearch:
                 if len(proposals) >= limit:
                     return proposals
             if proposals:
-                return proposals  # one knob at a time: coordinate descent
+                return proposals  # one group at a time: the seeds, then one knob at a time
         return proposals
 
+    def _groups(self, spec: LaunchSpec, trials: list[Trial], knobs: list[space.Knob],
+                baseline: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """The configs to propose, a group at a time: the seeds (Inductor's max-autotune configs,
+        in its order), then each knob's neighbours of the best so far (coordinate descent: it
+        starts from the best seed). None at or above a value that failed for resources
+        (``ceilings``): a bigger form is never retried."""
+        ceilings = self.ceilings(spec, trials)
+        yield [config for config in ({**baseline, **seed} for seed in self.seeds) if not _over(config, ceilings)]
+        best = self.best(spec, trials) or baseline
+        for knob in knobs:
+            yield [{**best, knob.name: value} for value in knob.neighbours(best[knob.name])
+                   if not _over({knob.name: value}, ceilings)]
+
     def best(self, spec: LaunchSpec, trials: list[Trial]) -> dict[str, Any] | None:
+        """The fastest verified config on this search's kernel; the captured launch's own when
+        ``baseline_ms`` is known and none beats it (a slower neighbour is never walked from)."""
         timed = [t for t in trials if t.ok and t.time_ms is not None and self._on_base(t.variant)]
+        if self.base is None and self.baseline_ms is not None:
+            timed.append(Trial(Variant(), True, self.baseline_ms))
         if not timed:
             return None
         return config_of(spec, min(timed, key=lambda t: t.time_ms).variant)
@@ -216,6 +238,11 @@ def _may_merge_across_store(source: str | None, kernel: str) -> bool:
     loaded = [ast.dump(c.args[0]) for c in calls if c.func.attr == "load" and c.args]
     stores = any(c.func.attr == "store" for c in calls)
     return stores and len(set(loaded)) < len(loaded)
+
+
+def _over(config: dict[str, Any], ceilings: dict[str, Any]) -> bool:
+    """Some knob of ``config`` at or above the value that failed for resources (``ceilings``)."""
+    return any(name in config and not space.above(ceiling, config[name]) for name, ceiling in ceilings.items())
 
 
 def _key(config: dict[str, Any]) -> tuple:

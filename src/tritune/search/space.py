@@ -11,8 +11,9 @@ keeps the kernel correct by construction:
 
 Other constexprs (a row kernel's ``BLOCK_N`` that must cover the row, flags, dtypes) are not
 knobs: changing them changes what the kernel computes. Verification still checks every variant.
-Values are powers of two; ``options`` absent from a capture take Triton's defaults (4 warps, 3
-stages).
+Values are powers of two (an Inductor kernel's blocks from 1, as Inductor's own configs and its
+coordinate descent go; other grid blocks from 16); ``options`` absent from a capture take
+Triton's defaults (4 warps, 3 stages).
 
 ``maxnreg`` (the PTX ``.maxnreg`` cap on 32-bit registers per thread; Triton's CUDA launch
 option, ``CUDAOptions.maxnreg`` in 3.6) comes last. Its values are the caps at which one more
@@ -44,6 +45,10 @@ DEFAULT_OPTIONS = {**BACKEND_DEFAULTS, "maxnreg": None}  # the search's starting
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4, 5)
 MIN_BLOCK, MAX_BLOCK = 16, 8192
+# Inductor's blocks go down to 1: XBLOCK=1 is its usual persistent-reduction config, its
+# max-autotune lists hold (XBLOCK, R0_BLOCK) = (1, 2048) and (64, 4), and its coordinate descent
+# halves a block until it reaches 0 (torch 2.13, CoordescTuner.value_too_small)
+MIN_INDUCTOR_BLOCK = 1
 MAX_R0_BLOCK = 4096  # a single-iteration row beyond this spills registers on sm_90 (fp32 rows)
 INDUCTOR_GRID_BLOCKS = ("XBLOCK", "YBLOCK", "ZBLOCK")
 # what Inductor's coordinate descent walks (torch 2.13, CoordescTuner.tunable_fields, outside
@@ -138,7 +143,8 @@ def grid_blocks(spec: LaunchSpec) -> list[str]:
 
 def _block_knob(spec: LaunchSpec, name: str) -> Knob | None:
     value = spec.constexprs[name]
-    values = tuple(v for v in _powers(MIN_BLOCK, MAX_BLOCK) if value // 16 <= v <= value * 16) or (value,)
+    low = MIN_INDUCTOR_BLOCK if spec.kind == "inductor" else MIN_BLOCK
+    values = tuple(v for v in _powers(low, MAX_BLOCK) if value // 16 <= v <= value * 16) or (value,)
     if value not in values:
         values = tuple(sorted({*values, value}))
     return Knob(name, "constexpr", values, value)
@@ -153,7 +159,7 @@ def r0_block_knob(spec: LaunchSpec) -> Knob | None:
         return None
     numel = r0_numel(spec)
     top = min(MAX_R0_BLOCK, triton.next_power_of_2(numel)) if numel else MAX_R0_BLOCK
-    values = tuple(v for v in _powers(8, max(top, value)))
+    values = tuple(v for v in _powers(MIN_INDUCTOR_BLOCK, max(top, value)))
     return Knob("R0_BLOCK", "constexpr", values, value)
 
 
