@@ -137,6 +137,17 @@ def test_finishes_after_patience_flat_rounds():
     assert next_step([flat] * 3, ArbiterSettings(patience=4), 0.4).decision is Decision.CONTINUE
 
 
+def test_rounds_that_tried_seeds_are_not_flat():
+    """An Inductor kernel's max-autotune configs come two a round: three flat rounds of them must
+    not end the key after the second."""
+    seeded = Round(start_ms=0.5, best_ms=0.5, seeded=True)
+    flat = Round(start_ms=0.5, best_ms=0.5)
+    assert next_step([seeded, seeded], ArbiterSettings(), 0.4).decision is Decision.CONTINUE
+    assert next_step([seeded, seeded, seeded, flat], ArbiterSettings(), 0.4).decision is Decision.CONTINUE
+    verdict = next_step([seeded, seeded, seeded, flat, flat], ArbiterSettings(), 0.4)
+    assert verdict.code == "diminishing_returns"  # the patience counts from the last seeded round
+
+
 def test_a_round_gaining_min_gain_counts_as_progress():
     just = Round(start_ms=1.0101, best_ms=1.0)
     assert next_step([just, just], ArbiterSettings(), 0.4).decision is Decision.CONTINUE

@@ -203,3 +203,24 @@ def test_inductor_blocks_go_down_to_one(tmp_path):
     found = {k.name: k for k in knobs(spec)}
     assert found["XBLOCK"].neighbours(2) == [1, 4]  # the ladder once started at 16: 2 -> 16 only
     assert found["R0_BLOCK"].values[0] == 1 and found["R0_BLOCK"].values[-1] == 2048
+
+
+def test_a_round_is_seeded_when_it_tries_one_of_the_max_autotune_configs(tmp_path):
+    """``Round.seeded`` (the loop's ``_seeded``): a round with a seed is not a flat one; the
+    captured config and a descent step that is no seed do not make it seeded."""
+    from tritune.loop.families import Family
+    from tritune.loop.kernel import _seeded
+
+    spec, _, arguments = case(tmp_path, *SOFTMAX_RED)
+    context = Context(spec, [], root=str(tmp_path), baseline_ms=1.0)
+    family = Family(LaunchConfigSearch.name, LaunchConfigSearch(), lambda v: "tolerance")
+    other = Family("cache-hints", LaunchConfigSearch(), lambda v: "tolerance")
+    captured = full(spec, {})
+    seed = next(full(spec, c) for c in inductor_max_autotune("reduction", arguments) if full(spec, c) != captured)
+    step = {**captured, "XBLOCK": 4}  # a descent neighbour of XBLOCK=2, no max-autotune config
+    assert step not in [full(spec, c) for c in inductor_max_autotune("reduction", arguments)]
+    assert _seeded(spec, context, [(variant_of(spec, seed), family)])
+    assert not _seeded(spec, context, [(variant_of(spec, step), family)])
+    assert not _seeded(spec, context, [(variant_of(spec, seed), other)])
+    unseeded = Context(LaunchSpec(**{**spec.__dict__, "kind": "jit"}), [], root=str(tmp_path), baseline_ms=1.0)
+    assert not _seeded(unseeded.spec, unseeded, [(variant_of(spec, seed), family)])

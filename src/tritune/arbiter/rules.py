@@ -84,6 +84,10 @@ class Round:
     start_ms: float
     best_ms: float
     accepted: int = 0  # candidates accepted in the round (informational)
+    # the round tried configs the search takes as given, not as a step of its own (an Inductor
+    # kernel's max-autotune configs, ``search.inductor_configs``): never counted as flat, so the
+    # loop does not finish for diminishing returns before they are all tried
+    seeded: bool = False
 
     @property
     def gain(self) -> float:
@@ -184,10 +188,11 @@ def next_step(history: Sequence[Round], settings: ArbiterSettings = ArbiterSetti
 
 
 def _flat_rounds(history: Sequence[Round], min_gain: float) -> int:
-    """Rounds at the end of ``history`` that each gained less than ``min_gain``."""
+    """Rounds at the end of ``history`` that each gained less than ``min_gain``, back to the last
+    seeded round (``Round.seeded``)."""
     count = 0
     for done in reversed(history):
-        if done.gain >= min_gain:
+        if done.gain >= min_gain or done.seeded:
             break
         count += 1
     return count

@@ -41,7 +41,8 @@ from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
-from tritune.search.proposers import Trial
+from tritune.search import inductor_configs, knobs
+from tritune.search.proposers import LaunchConfigSearch, Trial, config_of
 from tritune.store import DecisionKey, DecisionStore, variant_hash
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
 
@@ -177,7 +178,8 @@ class KernelLoop:
                 if self._out_of_time(start):
                     break
                 continue  # the model-free families' candidate cap: the costly ones may go on
-            proposals = self._propose(order, self._context(best["variant"], hints), costly=costly)
+            context = self._context(best["variant"], hints)
+            proposals = self._propose(order, context, costly=costly)
             if not proposals:
                 step = next_step(history, arbiter, _fraction(best["roofline"]), exhausted=True)
                 continue
@@ -203,7 +205,8 @@ class KernelLoop:
                     order, self.knob_roles = self._order(after["bottleneck"])
                     self.profile = after
                 self.store.set_profile(self.key, after, variant=accepted.trial.variant, run_id=self.run_id)
-            history.append(Round(round_start, descent_ms, accepted=int(accepted is not None)))
+            history.append(Round(round_start, descent_ms, accepted=int(accepted is not None),
+                                 seeded=_seeded(self.spec, context, proposals)))
             step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
 
         llm = next((f.proposer for f in self.families if f.name == "llm" and hasattr(f.proposer, "summary")), None)
@@ -510,3 +513,15 @@ def _costly_variant(variant: Variant) -> bool:
 
 def _rank(order: list[str], name: str) -> int:
     return order.index(name) if name in order else len(order)
+
+
+def _seeded(spec: LaunchSpec, context: Context, proposals: list[tuple[Variant, Family]]) -> bool:
+    """Whether the round tried one of the config search's seeds (an Inductor kernel's max-autotune
+    configs, ``search.inductor_configs.seeds``): such a round is not a flat one (``Round.seeded``).
+    Seeds come in Inductor's order before the descent, two a round when the config search is
+    first: with the arbiter's patience of two flat rounds, the last seeds would otherwise be cut."""
+    captured = {knob.name: knob.current for knob in knobs(spec)}
+    seeds = [{**captured, **seed} for seed in inductor_configs.seeds(spec, context.source)]
+    seeds = [seed for seed in seeds if seed != captured]  # the captured config itself is never proposed
+    return any(config_of(spec, variant) in seeds for variant, family in proposals
+               if family.name == LaunchConfigSearch.name)
