@@ -41,7 +41,6 @@ from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
-from tritune.search import inductor_configs, knobs
 from tritune.search.proposers import LaunchConfigSearch, Trial, config_of
 from tritune.store import DecisionKey, DecisionStore, variant_hash
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
@@ -520,8 +519,6 @@ def _seeded(spec: LaunchSpec, context: Context, proposals: list[tuple[Variant, F
     configs, ``search.inductor_configs.seeds``): such a round is not a flat one (``Round.seeded``).
     Seeds come in Inductor's order before the descent, two a round when the config search is
     first: with the arbiter's patience of two flat rounds, the last seeds would otherwise be cut."""
-    captured = {knob.name: knob.current for knob in knobs(spec)}
-    seeds = [{**captured, **seed} for seed in inductor_configs.seeds(spec, context.source)]
-    seeds = [seed for seed in seeds if seed != captured]  # the captured config itself is never proposed
+    seeds = LaunchConfigSearch.for_context(context).seed_configs(spec)  # whole configs, as it proposes them
     return any(config_of(spec, variant) in seeds for variant, family in proposals
                if family.name == LaunchConfigSearch.name)

@@ -101,19 +101,33 @@ class LaunchConfigSearch:
         self.seeds = [dict(seed) for seed in seeds]  # configs tried before the descent (module docstring)
         self.baseline_ms = baseline_ms  # the captured launch's time: the descent moves only to faster
 
-    def propose_in(self, context: Context, limit: int) -> list[Variant]:
-        """The loop's call (``search.family.Context``): the bottleneck's knob order, the baseline's
-        registers and time, the held decision as the base when a rewrite made it, and Inductor's
-        max-autotune configs as the seeds."""
+    @classmethod
+    def for_context(cls, context: Context) -> "LaunchConfigSearch":
+        """The search the loop runs (``search.family.Context``): the bottleneck's knob order, the
+        baseline's registers and time, the held decision as the base when a rewrite made it, and
+        Inductor's max-autotune configs as the seeds."""
         base = context.accepted if context.accepted.rewrite else None
-        search = LaunchConfigSearch(knob_order(context.spec, context.knob_roles), context.registers, base,
-                                    inductor_configs.seeds(context.spec, context.source), context.baseline_ms)
-        return search.propose(context.spec, context.trials, limit)
+        return cls(knob_order(context.spec, context.knob_roles), context.registers, base,
+                   inductor_configs.seeds(context.spec, context.source), context.baseline_ms)
+
+    def propose_in(self, context: Context, limit: int) -> list[Variant]:
+        """The loop's call: ``for_context``'s search."""
+        return self.for_context(context).propose(context.spec, context.trials, limit)
+
+    def start(self, spec: LaunchSpec) -> dict[str, Any]:
+        """The config the search starts from: the base's (a rewrite's decision) or the captured launch's."""
+        return config_of(spec, self.base if self.base is not None else Variant())
+
+    def seed_configs(self, spec: LaunchSpec) -> list[dict[str, Any]]:
+        """The seeds as whole configs over ``start``: what the search proposes before the descent
+        (the loop asks which of a round's proposals they are: ``loop.kernel._seeded``)."""
+        start = self.start(spec)
+        return [{**start, **seed} for seed in self.seeds]
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
         knobs = self._ordered(space.knobs(spec, registers=self.registers))
         tried = {_key(config_of(spec, t.variant)) for t in trials if self._on_base(t.variant)}
-        baseline = config_of(spec, self.base) if self.base is not None else {k.name: k.current for k in knobs}
+        baseline = self.start(spec)
         tried.add(_key(baseline))
         proposals: list[Variant] = []
         for group in self._groups(spec, trials, knobs, baseline):
@@ -135,7 +149,7 @@ class LaunchConfigSearch:
         starts from the best seed). None at or above a value that failed for resources
         (``ceilings``): a bigger form is never retried."""
         ceilings = self.ceilings(spec, trials)
-        yield [config for config in ({**baseline, **seed} for seed in self.seeds) if not _over(config, ceilings)]
+        yield [config for config in self.seed_configs(spec) if not _over(config, ceilings)]
         best = self.best(spec, trials) or baseline
         for knob in knobs:
             yield [{**best, knob.name: value} for value in knob.neighbours(best[knob.name])
