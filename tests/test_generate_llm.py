@@ -15,6 +15,8 @@ from llm_server import ScriptedServer
 from test_llm_loop import key  # noqa: F401 - the LLM key in the environment, shared
 from test_loop import worker  # noqa: F401 - the module-scoped interpreter worker, shared
 
+from tritune.generate.assemble import assemble
+from tritune.generate.launcher import TENSOR
 from tritune.generate.llm import generate_with_llm
 from tritune.generate.spec import load_spec
 from tritune.llm.family import LLMSettings
@@ -103,7 +105,8 @@ def test_a_wrong_kernel_then_a_syntax_error_then_a_correct_one(spec, tmp_path, w
     [prompt] = first  # the task alone: the spec, its shapes, where it runs, the tolerance, the rules
     assert prompt["role"] == "user" and "return torch.relu(x + bias)" in prompt["content"]
     assert "spec 0: f32[4,40], f32[40]" in prompt["content"] and "interpreter" in prompt["content"]
-    assert "1e-05 + 0.0001 * |expected|" in prompt["content"] and "run(*inputs)" in prompt["content"]
+    assert "1e-05 + 0.0001 * |expected|" in prompt["content"] and "one `run(...)` launcher" in prompt["content"]
+    assert "only launch arithmetic" in prompt["content"]  # the launcher's rules
 
     # the mismatch went back with its class and its worst element, cut to 300 characters
     second = requests[1]["json"]["messages"]
@@ -136,7 +139,7 @@ def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, work
     assert not sentinel.exists()
     folder = tmp_path / "out" / "llm"
     assert not (folder / "attempt-01.py").exists() and result["attempts"][0]["module"] is None
-    assert "unsafe code" in feedback(requests[1]) and "open" in feedback(requests[1])
+    assert "unsafe code" in feedback(requests[1]) and "def leak: a plain function" in feedback(requests[1])
     assert "no ```python block" in feedback(requests[2])
     # the fourth request: the task, then attempts 2 and 3 only (the unsafe reply has left)
     fourth = requests[3]["json"]["messages"]
@@ -275,7 +278,9 @@ def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypa
     assert result["winner"] == "llm" and result["check"]["ok"], result["check"]
     [note] = [note for note in result["notes"] if "model-free path failed" in note]
     assert note.endswith("which the model-free path cannot put in kernel.py")  # whole, not cut short
-    assert (tmp_path / "out" / "kernel.py").read_text() == MATMUL_MODULE
+    # tritune's assembly of the reply's checked parts
+    assert (tmp_path / "out" / "kernel.py").read_text() == assemble(MATMUL_MODULE, [TENSOR] * 3,
+                                                                    name="matmul_relu").text
 
 
 def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_path, key):
