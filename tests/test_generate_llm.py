@@ -153,6 +153,37 @@ def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, work
     assert lines and not any(key in line for line in lines)
 
 
+def host_payloads(sentinel: Path) -> list[str]:
+    """Correct modules whose host code would write ``sentinel`` if it ran, in ways the kernel
+    blocklist of main let through (issue 23): torch.save in run() through an alias, after a
+    proper launch; a plain function shipped beside run() (kernel.py would carry it)."""
+    save = f"    n = torch.nn\n    n.modules.module.torch.save(out, {str(sentinel)!r})\n    return out\n"
+    helper = (f"\n\ndef save(out):\n    n = torch.nn\n    n.modules.module.torch.save(out, {str(sentinel)!r})\n"
+              "    return out\n")
+    return [CORRECT.replace("    return out\n", save), reply(extra=helper)]
+
+
+def test_host_code_outside_the_launcher_allowlist_never_runs_and_never_ships(spec, tmp_path, worker, key):
+    """Issue 23: the reply's run() passes the launcher allowlist and nothing but its kernels and
+    run() reaches a .py; a refused attempt leaves no module, the sentinel is never written, and
+    kernel.py is tritune's assembly of the good reply's checked parts."""
+    from tritune.llm.reply import first_python_block
+
+    sentinel = tmp_path / "sentinel"
+    with ScriptedServer([*host_payloads(sentinel), CORRECT]) as server:
+        result, _ = generate(spec, tmp_path / "out", worker, server.url)
+        requests = server.requests
+    assert [a["failure"] for a in result["attempts"]] == ["unsafe", "unsafe", None]
+    assert not sentinel.exists()
+    assert "torch.nn is not allowed in run()" in feedback(requests[1])
+    assert "def save: a plain function" in feedback(requests[2])
+    folder = tmp_path / "out" / "llm"
+    assert sorted(p.name for p in folder.glob("*.py")) == ["attempt-03.py", "kernel.py"]
+    shipped = (folder / "kernel.py").read_text()
+    assert shipped == assemble(first_python_block(CORRECT), [TENSOR, TENSOR], name="bias_relu").text
+    assert "torch.nn" not in shipped and str(sentinel) not in shipped
+
+
 def test_slower_is_fed_back_and_the_fastest_verified_module_is_kept(spec, tmp_path, worker, key):
     """Scripted times against a 1.0 ms eager reference: a module marked `slow` takes 1.5 ms, one
     marked `slower` 2.0 ms; both verify, neither ends the loop, the faster is the best."""

@@ -183,6 +183,7 @@ class _Launcher:
         """``kernel[grid](args..., NAME=number)``, the only statement that is an expression."""
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in self.kernels):
+            self.kind(node)  # what in it is refused, if anything: the more precise reason
             _refuse(node, "an expression statement in run() must be a launch kernel[grid](...) of one of "
                           "the module's @triton.jit kernels")
         kernel = node.func.value.id
@@ -308,7 +309,8 @@ class _Launcher:
             if node.attr in DTYPES:
                 return DTYPE
             _refuse(node, f"torch.{node.attr} is not allowed in run()")
-        if not _dunder(node.attr) and node.attr in _TENSOR_ATTRIBUTES and self.kind(node.value) == TENSOR:
+        base = self.kind(node.value)  # what is refused inside first: the innermost reason
+        if base == TENSOR and not _dunder(node.attr) and node.attr in _TENSOR_ATTRIBUTES:
             return _TENSOR_ATTRIBUTES[node.attr]
         _refuse(node, f"the attribute .{node.attr} is not allowed in run()")
 
@@ -341,8 +343,11 @@ class _Launcher:
             return self.builtin(node, func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("torch", "triton"):
             return self.module_call(node, f"{func.value.id}.{func.attr}")
-        if isinstance(func, ast.Attribute) and not _dunder(func.attr) and self.kind(func.value) == TENSOR:
-            return self.method(node, func.attr)
+        if isinstance(func, ast.Attribute):
+            if self.kind(func.value) == TENSOR and not _dunder(func.attr):
+                return self.method(node, func.attr)
+        elif not isinstance(func, ast.Name):
+            self.kind(func)  # what is refused inside first: the innermost reason
         _refuse(node, f"the call {_callee(func)}(...) is not allowed in run()")
 
     def builtin(self, node: ast.Call, name: str) -> str:
