@@ -201,7 +201,8 @@ def test_host_computation_is_refused(body, reason):
     ("bias_relu_kernel[(1, 1, 1, 1)](x, bias, out, 4, 4, BLOCK=64)", "a grid has one to three sizes"),
     ("bias_relu_kernel.run(x, bias, out, 4, 4, BLOCK=64, grid=(1,), warmup=False)",
      "the kernel bias_relu_kernel may only be launched"),
-    ("k = bias_relu_kernel\n    k[(1,)](x, bias, out, 4, 4, BLOCK=64)", "the kernel bias_relu_kernel may only be launched"),
+    ("k = bias_relu_kernel\n    k[(1,)](x, bias, out, 4, 4, BLOCK=64)",
+     "the kernel bias_relu_kernel may only be launched"),
 ])
 def test_a_launch_is_a_kernel_grid_and_sizes(launch, reason):
     code = module(f"\ndef run(x, bias):\n    out = torch.empty_like(x)\n    {launch}\n    return out\n")

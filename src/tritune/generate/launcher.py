@@ -94,7 +94,8 @@ def check_launcher(code: str, kernels: Mapping[str, Sequence[str]], inputs: Sequ
     except ValueError as e:  # null bytes
         raise Unsafe(0, f"run() does not parse: {e}") from None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != "run":
-        raise Unsafe(_line(tree.body[0] if tree.body else tree), "the launcher must be one def run(...) and nothing else")
+        raise Unsafe(_line(tree.body[0] if tree.body else tree),
+                     "the launcher must be one def run(...) and nothing else")
     _Launcher(dict(kernels), list(inputs), frozenset(constants)).function(tree.body[0])
 
 
@@ -341,7 +342,8 @@ class _Launcher:
                 _refuse(keyword, "no **arguments in run()")
         if isinstance(func, ast.Name) and func.id in _BUILTINS:  # never a local: RESERVED
             return self.builtin(node, func.id)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("torch", "triton"):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("torch", "triton"):  # never locals: RESERVED
             return self.module_call(node, f"{func.value.id}.{func.attr}")
         if isinstance(func, ast.Attribute):
             if self.kind(func.value) == TENSOR and not _dunder(func.attr):
