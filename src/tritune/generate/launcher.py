@@ -72,8 +72,9 @@ LAUNCHER_RULES = """\
 - outputs from `torch.empty`, `torch.empty_like`, `torch.zeros`, `torch.zeros_like`,
   `torch.empty_strided`, `x.new_empty`, `x.new_zeros` (shape, `dtype=`, `device=` only), and the views
   `x.contiguous()`, `x.view(...)`, `x.reshape(...)`;
-- launches `kernel[grid](tensors and sizes..., NAME=size)` of your @triton.jit kernels, the grid a
-  tuple of sizes or `lambda meta: (triton.cdiv(n, meta["BLOCK"]),)`;
+- launches `kernel[grid](tensors and sizes..., NAME=size)` of your @triton.jit kernels (NAME one of
+  the kernel's parameters, or num_warps, num_stages, num_ctas, maxnreg), the grid a tuple of one to
+  three sizes or `lambda meta: (triton.cdiv(n, meta["BLOCK"]),)`;
 - `if` on sizes, dtypes or devices; `return` of the output tensor(s).
 Nothing else in run(): no other torch call or tensor arithmetic (the kernels compute everything), no
 loops, imports, nested functions, other lambdas, getattr, open, or subscripts of anything but a shape.
