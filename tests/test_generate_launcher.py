@@ -287,3 +287,10 @@ def test_check_launcher_alone():
         check_launcher(run, {"k": ["x", "out", "alpha", "B"]}, [TENSOR, OTHER], ["C"])
     with pytest.raises(Unsafe, match="one def run"):
         check_launcher(run + "x = 1\n", {"k": []}, [TENSOR, NUMBER])
+
+
+def test_assembling_an_assembled_module_gives_it_back():
+    """What ``run._llm_optimized`` relies on: a baked module is assembled anew, unchanged if it holds
+    nothing new."""
+    text = assemble(module(GOOD_RUN), INPUTS, name="bias_relu").text
+    assert assemble(text, INPUTS, name="bias_relu").text == text
