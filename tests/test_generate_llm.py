@@ -154,13 +154,30 @@ def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, work
 
 
 def host_payloads(sentinel: Path) -> list[str]:
-    """Correct modules whose host code would write ``sentinel`` if it ran, in ways the kernel
-    blocklist of main let through (issue 23): torch.save in run() through an alias, after a
-    proper launch; a plain function shipped beside run() (kernel.py would carry it)."""
-    save = f"    n = torch.nn\n    n.modules.module.torch.save(out, {str(sentinel)!r})\n    return out\n"
-    helper = (f"\n\ndef save(out):\n    n = torch.nn\n    n.modules.module.torch.save(out, {str(sentinel)!r})\n"
-              "    return out\n")
-    return [CORRECT.replace("    return out\n", save), reply(extra=helper)]
+    """Correct modules whose host code would write ``sentinel`` if it ran (or compute on the host).
+    The first two got through main's kernel blocklist (issue 23): torch.save in run() through an
+    alias, after a proper launch; a plain function shipped beside run() (kernel.py carried it)."""
+    path = repr(str(sentinel))
+
+    def in_run(code: str) -> str:  # before run()'s return
+        lines = "".join(f"    {line}\n" for line in code.splitlines())
+        return CORRECT.replace("    return out\n", lines + "    return out\n")
+
+    helper = f"\n\ndef save(out):\n    n = torch.nn\n    n.modules.module.torch.save(out, {path})\n    return out\n"
+    return [
+        in_run(f"n = torch.nn\nn.modules.module.torch.save(out, {path})"),
+        reply(extra=helper),
+        in_run(f"getattr(torch, 'sa' + 've')(out, {path})"),
+        in_run(f"__import__('pathlib').Path({path}).write_text('ran')"),
+        in_run(f"open({path}, 'w').write('ran')"),
+        in_run("out = torch.relu(x + bias)"),  # the result computed on the host, the kernel for show
+        in_run("out = torch.ops.aten.relu(out)"),
+        in_run(f"[torch][0].save(out, {path})"),
+        CORRECT.replace("def run(x, bias):", f"def run(x, bias, _=open({path}, 'w')):"),  # runs at import
+        in_run(f"def inner():\n    torch.save(out, {path})\ninner()"),
+        in_run(f"import pathlib\npathlib.Path({path}).write_text('ran')"),
+        reply(extra=f"\n\n[torch][0].save(torch.ones(1), {path})\n"),  # at import
+    ]
 
 
 def test_host_code_outside_the_launcher_allowlist_never_runs_and_never_ships(spec, tmp_path, worker, key):
@@ -170,15 +187,17 @@ def test_host_code_outside_the_launcher_allowlist_never_runs_and_never_ships(spe
     from tritune.llm.reply import first_python_block
 
     sentinel = tmp_path / "sentinel"
-    with ScriptedServer([*host_payloads(sentinel), CORRECT]) as server:
-        result, _ = generate(spec, tmp_path / "out", worker, server.url)
+    payloads = host_payloads(sentinel)
+    with ScriptedServer([*payloads, CORRECT]) as server:
+        result, _ = generate(spec, tmp_path / "out", worker, server.url, max_iterations=len(payloads) + 1)
         requests = server.requests
-    assert [a["failure"] for a in result["attempts"]] == ["unsafe", "unsafe", None]
+    assert [a["failure"] for a in result["attempts"]] == ["unsafe"] * len(payloads) + [None]
     assert not sentinel.exists()
     assert "torch.nn is not allowed in run()" in feedback(requests[1])
     assert "def save: a plain function" in feedback(requests[2])
     folder = tmp_path / "out" / "llm"
-    assert sorted(p.name for p in folder.glob("*.py")) == ["attempt-03.py", "kernel.py"]
+    last = f"attempt-{len(payloads) + 1:02d}.py"
+    assert sorted(p.name for p in folder.glob("*.py")) == [last, "kernel.py"]
     shipped = (folder / "kernel.py").read_text()
     assert shipped == assemble(first_python_block(CORRECT), [TENSOR, TENSOR], name="bias_relu").text
     assert "torch.nn" not in shipped and str(sentinel) not in shipped
