@@ -294,3 +294,8 @@ def test_assembling_an_assembled_module_gives_it_back():
     nothing new."""
     text = assemble(module(GOOD_RUN), INPUTS, name="bias_relu").text
     assert assemble(text, INPUTS, name="bias_relu").text == text
+
+
+def test_code_nested_too_deeply_to_check_is_refused_not_a_crash():
+    error = refused(with_body("n = " + "+".join(["1"] * 3000)))
+    assert error.reason == "the code is nested too deeply to be checked"

@@ -351,3 +351,11 @@ def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_pa
     [prompt] = list((out / "llm-prompts").glob("*.md"))
     assert done.stdout.strip().splitlines()[-1] == f"bias_relu: llm dry run: no kernel.py (the prompt: {prompt})"
     assert not (out / "kernel.py").exists()
+
+
+def test_a_reply_too_deep_to_compile_is_a_syntax_failure_not_a_crash():
+    from tritune.generate.llm import _refusal
+
+    deep = CORRECT.replace("    n = x.numel()\n", "    n = " + "+".join(["1"] * 30000) + "\n")
+    (failure, message), module = _refusal(deep, "attempt-01.py", [TENSOR, TENSOR], "bias_relu")
+    assert failure == "syntax" and "nested too deeply" in message and module == ""

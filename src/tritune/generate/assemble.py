@@ -61,6 +61,13 @@ def input_kinds(cases: Sequence[Any]) -> list[str]:
 def assemble(code: str, inputs: Sequence[str], *, name: str = "generated") -> Assembled:
     """The module for ``code`` (see the module doc); raises ``Unsafe`` for the first part refused.
     ``inputs``: the kinds of ``run``'s parameters (``input_kinds``)."""
+    try:
+        return _assemble(code, inputs, name)
+    except RecursionError:  # a sum of thousands of terms: the checkers read trees recursively
+        raise Unsafe(0, "the code is nested too deeply to be checked") from None
+
+
+def _assemble(code: str, inputs: Sequence[str], name: str) -> Assembled:
     code = code.replace("\r\n", "\n").replace("\r", "\n")
     try:
         tree = ast.parse(code)

@@ -243,6 +243,8 @@ def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tu
         return ("syntax", f"{filename} line {exc.lineno}: {exc.msg}"), ""
     except ValueError as exc:  # a null byte
         return ("syntax", f"{filename}: {exc}"), ""
+    except RecursionError:
+        return ("syntax", f"{filename}: nested too deeply to compile"), ""
     try:
         return None, assemble(code, inputs, name=name).text
     except Unsafe as exc:
