@@ -197,6 +197,9 @@ def test_host_computation_is_refused(body, reason):
      "the call meta.get(...) is not allowed"),
     ("bias_relu_kernel[lambda meta: (meta['__class__'],)](x, bias, out, 4, 4, BLOCK=64)",
      'the grid lambda reads meta["NAME"] only'),
+    # meta also holds the launch's tensors: a grid that reads their values would depend on the data
+    ("bias_relu_kernel[lambda meta: (1 if meta['x_ptr'] > 0 else 2,)](x, bias, out, 4, 4, BLOCK=64)",
+     'the grid lambda reads meta["NAME"] only, NAME a tl.constexpr parameter'),
     ("bias_relu_kernel[lambda x: (1,)](x, bias, out, 4, 4, BLOCK=64)", "the grid lambda's parameter x hides"),
     ("bias_relu_kernel[(1, 1, 1, 1)](x, bias, out, 4, 4, BLOCK=64)", "a grid has one to three sizes"),
     ("bias_relu_kernel.run(x, bias, out, 4, 4, BLOCK=64, grid=(1,), warmup=False)",
@@ -285,6 +288,10 @@ def test_check_launcher_alone():
         check_launcher(run, {"k": ["x", "out", "alpha", "B"]}, [TENSOR, TENSOR], ["C"])
     with pytest.raises(Unsafe, match="alpha is an input run\\(\\) cannot use"):
         check_launcher(run, {"k": ["x", "out", "alpha", "B"]}, [TENSOR, OTHER], ["C"])
+    grid = run.replace("k[(1,)]", "k[lambda meta: (meta['B'],)]")
+    check_launcher(grid, {"k": ["x", "out", "alpha", "B"]}, [TENSOR, NUMBER], ["C"], {"k": ["B"]})
+    with pytest.raises(Unsafe, match="NAME a tl.constexpr parameter of the kernel"):
+        check_launcher(grid, {"k": ["x", "out", "alpha", "B"]}, [TENSOR, NUMBER], ["C"], {"k": []})
     with pytest.raises(Unsafe, match="one def run"):
         check_launcher(run + "x = 1\n", {"k": []}, [TENSOR, NUMBER])
 

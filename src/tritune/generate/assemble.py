@@ -94,7 +94,7 @@ def _assemble(code: str, inputs: Sequence[str], name: str) -> Assembled:
     start = _first_line(parts.run)
     launcher = "\n".join(lines[start - 1:parts.run.end_lineno]) + "\n"
     try:
-        check_launcher(launcher, parts.signatures, inputs, parts.constants)
+        check_launcher(launcher, parts.signatures, inputs, parts.constants, parts.constexprs)
     except Unsafe as exc:
         raise Unsafe(exc.line + start - 1 if exc.line else 0, exc.reason) from None
     text = f"{_docstring(name)}import torch\n{checked}\n\n{launcher}"
@@ -107,6 +107,7 @@ class _Parts:
     kernels: list[ast.stmt]  # imports, constants, decorated functions: the kernels part, in order
     run: ast.FunctionDef
     signatures: dict[str, list[str]]  # kernel name -> its parameters
+    constexprs: dict[str, list[str]]  # kernel name -> its parameters annotated tl.constexpr
     constants: set[str]  # names bound to a literal number (run may read them)
 
 
@@ -114,6 +115,7 @@ def _split(tree: ast.Module) -> _Parts:
     kernels: list[ast.stmt] = []
     runs: list[ast.FunctionDef] = []
     signatures: dict[str, list[str]] = {}
+    constexprs: dict[str, list[str]] = {}
     bound: dict[str, int] = {}  # name -> how often the module level binds it
     numbers: set[str] = set()
     body = tree.body[1:] if tree.body and _is_docstring(tree.body[0]) else tree.body
@@ -148,14 +150,17 @@ def _split(tree: ast.Module) -> _Parts:
             bound[target] = bound.get(target, 0) + 1
         if isinstance(node, ast.FunctionDef):
             args = node.args
-            signatures[node.name] = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+            params = args.posonlyargs + args.args + args.kwonlyargs
+            signatures[node.name] = [a.arg for a in params]
+            constexprs[node.name] = [a.arg for a in params if a.annotation is not None
+                                     and ast.unparse(a.annotation).split(".")[-1] == "constexpr"]
         elif _literal_number(node):
             numbers.add(_target_name(node))
         kernels.append(node)
     if not runs:
         raise Unsafe(0, "the module defines no run(...) launcher")
     constants = {name for name in numbers if bound.get(name) == 1 and name not in signatures}
-    return _Parts(kernels, runs[0], signatures, constants)
+    return _Parts(kernels, runs[0], signatures, constexprs, constants)
 
 
 def _same_statements(text: str, checked: str, launcher: str) -> None:

@@ -23,7 +23,7 @@ one ``def run(<one plain parameter per input of the spec>):`` whose body holds o
   reply's ``@triton.jit`` kernels, each argument a tensor or a number, each keyword one of that
   kernel's parameters or a launch option (``OPTIONS``); the grid a tuple of one to three numbers
   (or a name bound to one), or ``lambda meta: (...)`` whose numbers may also read
-  ``meta["NAME"]``;
+  ``meta["NAME"]``, NAME one of the kernel's ``tl.constexpr`` parameters (not a tensor's values);
 * ``if`` on a number, ``return`` of tensors (one, or a tuple or list), ``pass``, a docstring.
 
 Nothing else: no other call, attribute, subscript or name; no import, nested ``def``, lambda but
@@ -82,12 +82,15 @@ loops, imports, nested functions, other lambdas, getattr, open, or subscripts of
 
 
 def check_launcher(code: str, kernels: Mapping[str, Sequence[str]], inputs: Sequence[str],
-                   constants: Sequence[str] = ()) -> None:
+                   constants: Sequence[str] = (), constexprs: Mapping[str, Sequence[str]] | None = None) -> None:
     """Raise ``Unsafe`` unless ``code`` is one ``run`` launcher of the allowed form (module doc).
 
     ``kernels``: the module's kernel names -> their parameter names; ``inputs``: the kind of each of
     ``run``'s parameters (``TENSOR``, ``NUMBER``, else ``OTHER``: a value run may not use);
-    ``constants``: the module's names bound to literal numbers."""
+    ``constants``: the module's names bound to literal numbers; ``constexprs``: kernel name -> its
+    ``tl.constexpr`` parameters, the only ones its grid lambda may read (``meta["BLOCK"]``: the
+    other entries of ``meta`` are the launch's tensors, and a grid must not depend on their values);
+    None: any parameter."""
     try:
         tree = ast.parse(code)
     except SyntaxError as e:
@@ -97,16 +100,19 @@ def check_launcher(code: str, kernels: Mapping[str, Sequence[str]], inputs: Sequ
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != "run":
         raise Unsafe(_line(tree.body[0] if tree.body else tree),
                      "the launcher must be one def run(...) and nothing else")
-    _Launcher(dict(kernels), list(inputs), frozenset(constants)).function(tree.body[0])
+    readable = dict(kernels) if constexprs is None else {name: constexprs.get(name, ()) for name in kernels}
+    _Launcher(dict(kernels), list(inputs), frozenset(constants), readable).function(tree.body[0])
 
 
 class _Launcher:
     """The kinds of run()'s names, statement by statement; ``refuse`` on the first thing outside the grammar."""
 
-    def __init__(self, kernels: dict[str, Sequence[str]], inputs: list[str], constants: frozenset[str]) -> None:
-        self.kernels, self.inputs, self.constants = kernels, inputs, constants
+    def __init__(self, kernels: dict[str, Sequence[str]], inputs: list[str], constants: frozenset[str],
+                 readable: dict[str, Sequence[str]]) -> None:
+        self.kernels, self.inputs, self.constants, self.readable = kernels, inputs, constants, readable
         self.kinds: dict[str, str] = {}
         self.meta: str | None = None  # the grid lambda's parameter, inside it
+        self.meta_names: Sequence[str] = ()  # what it may read: the launched kernel's constexprs
 
     # ---------------------------------------------------------------------------- statements
 
@@ -189,7 +195,7 @@ class _Launcher:
             _refuse(node, "an expression statement in run() must be a launch kernel[grid](...) of one of "
                           "the module's @triton.jit kernels")
         kernel = node.func.value.id
-        self.grid(node.func.slice)
+        self.grid(node.func.slice, kernel)
         for arg in node.args:
             if isinstance(arg, ast.Starred):
                 _refuse(arg, "no *arguments in a launch")
@@ -203,7 +209,7 @@ class _Launcher:
                                  f"({', '.join(OPTIONS)})")
             self.expect(keyword.value, NUMBER)
 
-    def grid(self, node: ast.expr) -> None:
+    def grid(self, node: ast.expr, kernel: str) -> None:
         if isinstance(node, ast.Lambda):
             args = node.args
             if (len(args.args) != 1 or args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs
@@ -215,11 +221,11 @@ class _Launcher:
                 _refuse(node, f"the grid lambda's parameter {meta} hides another name")
             if isinstance(node.body, ast.Lambda):
                 _refuse(node.body, "a grid lambda returns a tuple of sizes")
-            self.meta = meta
+            self.meta, self.meta_names = meta, self.readable[kernel]
             try:
-                self.grid(node.body)
+                self.grid(node.body, kernel)
             finally:
-                self.meta = None
+                self.meta, self.meta_names = None, ()
             return
         elements = node.elts if isinstance(node, ast.Tuple) else None
         if elements is not None and not 1 <= len(elements) <= 3:
@@ -320,9 +326,9 @@ class _Launcher:
         base = self.kind(node.value)
         index = node.slice
         if base == META:
-            if isinstance(index, ast.Constant) and isinstance(index.value, str) and not _dunder(index.value):
+            if isinstance(index, ast.Constant) and isinstance(index.value, str) and index.value in self.meta_names:
                 return NUMBER
-            _refuse(node, 'the grid lambda reads meta["NAME"] only')
+            _refuse(node, 'the grid lambda reads meta["NAME"] only, NAME a tl.constexpr parameter of the kernel')
         if base != SHAPE:
             _refuse(node, "a subscript of anything but a shape (x.shape[i]) is not allowed in run()")
         if isinstance(index, ast.Slice):
