@@ -253,6 +253,7 @@ def test_a_refusal_names_the_replys_line():
     ("from torch import load\n", "no other import of torch"),
     ("import torch as t\n", "no other import of torch"),
     ("import math as triton\n", "may not bind the name triton"),
+    ("import min\n", "may not bind the name min"),
     ("min = 3\n", "may not bind the name min"),
 ])
 def test_a_payload_at_module_level_is_refused(extra, reason):

@@ -201,9 +201,10 @@ def _plain_torch(node: ast.Import | ast.ImportFrom) -> bool:
 
 
 def _bindings(node: ast.stmt) -> list[tuple[str, bool]]:
-    """(name, whether it binds its own module: ``import triton``) of each name ``node`` binds."""
+    """(name, whether that is ``import triton[.x]`` binding triton itself) of each name ``node`` binds."""
     if isinstance(node, ast.Import):
-        return [(a.asname or a.name.split(".")[0], a.asname is None) for a in node.names]
+        return [(a.asname or a.name.split(".")[0], a.asname is None and a.name.split(".")[0] == "triton")
+                for a in node.names]
     if isinstance(node, ast.ImportFrom):
         return [(a.asname or a.name, False) for a in node.names]
     if isinstance(node, ast.FunctionDef):
