@@ -21,7 +21,8 @@ variant is its canonical JSON (sorted keys), so any edit of options, constexprs,
 source breaks it. The secret is 32 random bytes in ``$TRITUNE_HOME/store.key`` (default
 ``~/.tritune``; the folder is 0700, the file 0600), made on first use; a key file that others
 can read is refused, as ssh refuses such a key: anyone who can read it can forge entries; so is a
-key or folder that another user owns, or a folder others may write (they could replace the key).
+key or folder that another user owns (or a link to one that another user owns: they could point
+it elsewhere), or a folder others may write (they could replace the key).
 """
 
 from __future__ import annotations
@@ -140,6 +141,10 @@ def _private(path: Path, what: str, forbidden: int, mode: str) -> None:
     """Refuse a key (or its folder) that another user owns or may change: as ssh refuses a key."""
     if os.name != "posix":
         return
+    link = path.lstat()  # a link of another user's: they may point it at a folder of theirs at any time
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.getuid():
+        raise StoreError(f"{path}: the store signing {what} is a link that belongs to another user (uid "
+                         f"{link.st_uid}): set TRITUNE_HOME to a folder of your own")
     info = path.stat()
     if info.st_uid != os.getuid():
         raise StoreError(f"{path}: the store signing {what} belongs to another user (uid {info.st_uid}): "
