@@ -206,6 +206,28 @@ def test_a_launch_file_may_only_name_kernel_files_under_its_directory(tmp_path, 
     assert not Path(str(outside) + ".ran").exists()
 
 
+@pytest.mark.parametrize("data, why", [("../secret.pt", "is outside the capture directory"),
+                                       ("{outside}", "is outside the capture directory"),
+                                       ("tensors/../../secret.pt", "is outside the capture directory"),
+                                       ("tensors/link.pt", "leads outside the capture directory")])
+def test_a_launch_file_may_only_name_saved_tensors_under_its_directory(tmp_path, data, why):
+    """A saved tensor's path is confined as the kernel file's is, on both roads: reading the
+    launches file, and making the inputs of a spec that reached a worker another way."""
+    (tmp_path / "cap").mkdir()
+    root = capture_dir(tmp_path / "cap", add_spec())
+    outside = tmp_path / "secret.pt"
+    torch.save(torch.arange(300, dtype=torch.int64), outside)  # fits: only the check stops it
+    (root / "tensors").mkdir()
+    (root / "tensors" / "link.pt").symlink_to(outside)
+    data = data.format(outside=outside)
+    spec = add_spec(args=[tensor("idx_ptr", 300, "int64", values="saved", data=data)])
+    write_launches(root, [spec])
+    with pytest.raises(SpecError, match=f"argument 'idx_ptr': saved values '{data}' {why}: refused"):
+        read_launches(root)
+    with pytest.raises(SpecError, match=why):
+        make_args(spec, root)
+
+
 def test_a_kernel_edited_after_capture_or_without_a_hash_is_refused(tmp_path):
     root = capture_dir(tmp_path, add_spec())
     load_kernel(add_spec(), root)  # as captured: loads

@@ -254,19 +254,34 @@ def read_launches(directory: str | Path) -> list[LaunchSpec]:
     for spec in specs:
         if spec.source:  # "" when the program's file could not be copied: nothing to import
             confined_source(path.parent, spec)
+        for arg in spec.tensors:
+            if arg.values == "saved":
+                confined_data(path.parent, arg)
     return specs
 
 
 def confined_source(root: str | Path, spec: LaunchSpec) -> Path:
     """``root/spec.source``, refused unless it is a relative path that stays inside ``root``: a
     launches file names the kernel file replay imports, and an import runs the file."""
-    relative = PurePath(spec.source)
-    if not spec.source or relative.is_absolute() or ".." in relative.parts:
-        raise SpecError(f"{spec.id}: kernel source {spec.source!r} is outside the capture directory: refused "
+    return confined(root, spec.source, f"{spec.id}: kernel source")
+
+
+def confined_data(root: str | Path, arg: ArgSpec) -> Path:
+    """``root/arg.data`` (a saved tensor's file), refused as ``confined`` says: a launches file
+    must not make replay read (or ship to a Ray lane) a file of the user's outside its directory."""
+    return confined(root, arg.data or "", f"argument {arg.name!r}: saved values")
+
+
+def confined(root: str | Path, name: str, what: str) -> Path:
+    """``root/name``, refused (``SpecError``, one line starting with ``what``) unless ``name`` is a
+    relative path without ``..`` that stays inside ``root`` once links are resolved."""
+    relative = PurePath(name)
+    if not name or relative.is_absolute() or ".." in relative.parts:
+        raise SpecError(f"{what} {name!r} is outside the capture directory: refused "
                         "(a launches file may only name files under its own directory)")
     path = Path(root) / relative
     if not path.resolve().is_relative_to(Path(root).resolve()):  # a link pointing out
-        raise SpecError(f"{spec.id}: kernel source {spec.source!r} leads outside the capture directory: refused")
+        raise SpecError(f"{what} {name!r} leads outside the capture directory: refused")
     return path
 
 
