@@ -5,6 +5,7 @@ scalars); ``count`` says how often the program made it. A capture directory hold
 
     DIR/launches.jsonl     one JSON object per distinct launch (``LaunchSpec.to_json``)
     DIR/sources/<sha>.py   a copy of each kernel's source file, so replay needs only DIR
+                           (its whole-file hash is each launch's ``file_hash``)
     DIR/tensors/<id>.pt    input tensors whose values matter (index tensors), saved as captured
 
 The first line of ``launches.jsonl`` is a header ``{"tritune_launches": VERSION, ...}``; a file
@@ -137,6 +138,9 @@ class LaunchSpec:
     # "inductor" (Inductor's out_ptr/in_out_ptr names and mutated args), "unknown" (all written).
     writes_from: str = "ttir"
     extra: dict = dataclasses.field(default_factory=dict)  # e.g. Inductor's kernel_num_gb
+    # sha256 of the whole copy under DIR/sources/ (``file_hash``), checked before replay runs any
+    # of it; None in captures made before it was recorded (the kernel's own hash is checked then)
+    file_hash: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KERNEL_KINDS:
@@ -210,6 +214,12 @@ def _key_arg(a: ArgSpec) -> list:
 
 def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_hash(data: bytes) -> str:
+    """The hash of a kernel file's whole content (``LaunchSpec.file_hash``): its top level runs
+    on import, so all of it must be what was captured, not only the kernel's text."""
+    return hashlib.sha256(data).hexdigest()
 
 
 # ------------------------------------------------------------------------------------ the file
