@@ -14,6 +14,10 @@ HMAC-SHA256 under a per-user secret, and only entries whose signature verifies a
     profile     HMAC(secret, ["tritune-profile/1", key sha, variant hash, profile])   at ``set_profile``
     exchange    HMAC(secret, ["tritune-llm-exchange/1", prompt sha, key sha, reply])  at ``add_llm_exchange``
                 (a stored reply is code: an interrupted run reuses it only when this user stored it)
+    Inductor cache entry
+                HMAC(secret, ["tritune-inductor-cache/1", path, key sha, kernel, previous, written])
+                (a file tritune wrote into Inductor's cache and what to put back: ``remove`` writes
+                or deletes that path, so only an entry this user stored is followed)
 
 The key sha is recomputed from the key's fields (kernel, source hash, specialization, GPU,
 capability, Triton version), so moving a signed variant to another key or GPU breaks it; the
@@ -46,6 +50,7 @@ _KEY_BYTES = 32
 DECISION, CANDIDATE, OUTCOME, PROFILE = ("tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1",
                                          "tritune-profile/1")
 EXCHANGE = "tritune-llm-exchange/1"
+INDUCTOR_CACHE = "tritune-inductor-cache/1"
 
 
 class Signer:
@@ -78,6 +83,12 @@ class Signer:
 
     def exchange(self, prompt_sha: str, key_sha: str, reply: str) -> str:
         return self.sign(EXCHANGE, prompt_sha, key_sha, reply)
+
+    def inductor_entry(self, path: str, key_sha: str, kernel: str, previous: str | None, written: str) -> str:
+        return self.sign(INDUCTOR_CACHE, path, key_sha, kernel, previous, written)
+
+    def inductor_entry_ok(self, signature: str | None, *fields: Any) -> bool:
+        return _same(signature, self.inductor_entry(*fields))
 
     def exchange_ok(self, signature: str | None, prompt_sha: str, key_sha: str, reply: str) -> bool:
         return _same(signature, self.exchange(prompt_sha, key_sha, reply))
