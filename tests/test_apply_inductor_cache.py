@@ -85,6 +85,21 @@ def test_an_entry_not_signed_by_this_user_writes_and_deletes_nothing(cache, tmp_
         assert kept.inductor_entries() == []  # dropped: never followed, never signed anew
 
 
+def test_store_verify_counts_the_unsigned_entries(cache, tmp_path):
+    from click.testing import CliRunner
+
+    from tritune.cli import main
+
+    store = tmp_path / "team.db"
+    plant(store, target(cache / "mine.best_config"), None)
+    theirs = (str(target(cache / "theirs.best_config")), "k", "triton_k", None, THERE)
+    with sqlite3.connect(store) as conn:  # planting through the store's API would drop ours (not theirs)
+        conn.execute("INSERT INTO inductor_cache VALUES (?, ?, ?, ?, ?, 0, ?)",
+                     (*theirs, ELSEWHERE.inductor_entry(*theirs)))
+    done = CliRunner().invoke(main, ["store", "verify", str(store)])
+    assert "1 of 2 Inductor cache entries signed by this user (1 write and delete nothing)" in done.output
+
+
 @pytest.mark.parametrize("where, why", [
     ("outside/evil.best_config", "outside Inductor's cache directory"),  # absolute, elsewhere
     ("inductor/sub/../../outside/up.best_config", "outside Inductor's cache directory"),  # .. out

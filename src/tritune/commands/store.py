@@ -60,6 +60,7 @@ def verify(db: Path) -> None:
     opened = _open(db)
     try:
         decisions, candidates = opened.decisions(), opened.candidates()
+        cache_entries = opened.inductor_entries()
     except StoreError as exc:
         _fail(str(exc))
     unsigned = 0
@@ -76,6 +77,10 @@ def verify(db: Path) -> None:
     click.echo(f"{len(decisions) - unsigned} of {len(decisions)} decisions signed by this user; "
                f"{len(candidates) - foreign} of {len(candidates)} candidates"
                + (f" ({foreign} are evaluated again before any use)" if foreign else ""))
+    if cache_entries:
+        foreign = sum(not e.signed for e in cache_entries)
+        click.echo(f"{len(cache_entries) - foreign} of {len(cache_entries)} Inductor cache entries signed by this user"
+                   + (f" ({foreign} write and delete nothing)" if foreign else ""))
     if unsigned:
         click.echo(f"`tritune store import {db} --into MINE.db --launches DIR` verifies and times them again here",
                    err=True)
