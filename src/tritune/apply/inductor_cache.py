@@ -49,9 +49,10 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from tritune.store.inductor_entries import InductorEntry
+if TYPE_CHECKING:  # the store is imported once it is used: a process that never applies pays nothing
+    from tritune.store.inductor_entries import InductorEntry
 
 KNOB_OPTIONS = frozenset({"num_warps", "num_stages"})
 SUFFIX = ".best_config"  # the only files written or deleted: Inductor's autotune cache entries
@@ -129,6 +130,8 @@ def write(tuner: Any, config: Any, decision: Any, store: Any, candidates: list) 
             return "Inductor's cache reader would not serve it (torch without coordinate descent)"
         if mine is not None:
             entries.remove(mine)
+        from tritune.store.inductor_entries import InductorEntry
+
         entries.append(InductorEntry(str(path), decision.key.sha, decision.key.kernel, previous, written))
     return None
 
