@@ -142,16 +142,20 @@ def remove(store: Any, keep: Callable[[InductorEntry], bool] = lambda entry: Fal
     if isinstance(store, (str, Path)) and not Path(store).is_file():
         _old_manifest(store)
         return []
-    removed = []
-    with _manifest(store) as entries:
-        for entry in list(entries):
-            if keep(entry):
-                continue
-            path = Path(entry.path).resolve()
-            if _text(path) == entry.written:
-                _put_back(path, entry.previous)
-            entries.remove(entry)
-            removed.append(entry.kernel)
+    removed: list[str] = []
+    with _opened(store) as opened:
+        if not opened.inductor_entries():  # the common case: no write transaction at every start
+            _old_manifest(opened.path)
+            return removed
+        with _manifest(opened) as entries:
+            for entry in list(entries):
+                if keep(entry):
+                    continue
+                path = Path(entry.path).resolve()
+                if _text(path) == entry.written:
+                    _put_back(path, entry.previous)
+                entries.remove(entry)
+                removed.append(entry.kernel)
     return removed
 
 
