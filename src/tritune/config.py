@@ -66,6 +66,8 @@ Other programs' variables tritune reads or sets:
 ``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TORCHINDUCTOR_BENCHMARK_KERNEL``,
 ``TORCHINDUCTOR_FORCE_DISABLE_CACHES``
     Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
+    ``TORCHINDUCTOR_CACHE_DIR`` is read too (``inductor_cache_dir()``): the only folder under
+    which ``tritune.apply.inductor_cache`` writes or deletes a file.
 ``PYTHONPATH``
     Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
     (``tritune.boot``), and by tritune's package root for profiled targets.
@@ -180,6 +182,11 @@ def store_path(environ: Mapping[str, str] | None = None) -> str | None:
 
 def serve_through_inductor(environ: Mapping[str, str] | None = None) -> bool:
     return _env(environ).get(ENV_SERVE_INDUCTOR, "") == "1"
+
+
+def inductor_cache_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """``TORCHINDUCTOR_CACHE_DIR`` as set, or None (Inductor's default then applies)."""
+    return _env(environ).get(ENV_INDUCTOR_CACHE, "").strip() or None
 
 
 def ncu_path(environ: Mapping[str, str] | None = None) -> str:
