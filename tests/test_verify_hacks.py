@@ -9,7 +9,10 @@ around them, with fakes: a counted launch whose metadata names another stream is
 synchronization after a run is the device-wide ``torch.cuda.synchronize``; outputs a host thread
 writes after the run returned are read unwritten. That a real side-stream launch reaches the
 launch hook with its stream, and that ``torch.cuda.synchronize`` waits for it, needs a GPU:
-``test_a_side_stream_launch_on_a_gpu_is_a_ghost`` runs only there.
+``test_a_side_stream_launch_on_a_gpu_is_a_ghost_and_memory_is_measured`` runs only there. Run on
+one H200 (torch 2.11, Triton 3.6) on 2026-11-28: it passed; with the stream check removed, the
+side-stream candidate verified (the device-wide synchronize makes its outputs right), so on a GPU
+the stream check is what stops it.
 """
 
 from __future__ import annotations
@@ -265,3 +268,66 @@ def test_a_large_memory_increase_is_reported_not_rejected(tmp_path, monkeypatch)
     assert result.memory == {"baseline_peak_bytes": 1024, "candidate_peak_bytes": 256 * 1024 * 1024}
     assert result.notes == [GreedyPeaks(1024, 256 * 1024 * 1024).note()]
     assert result.message.endswith("; " + result.notes[0]) and result.to_json()["notes"] == result.notes
+
+
+# ------------------------------------------------------------------------------------ on a GPU
+
+# On a GPU the replay launches the compiled kernel that ``run(..., warmup=True)`` returns; this
+# source hands back one whose launches go to a stream of its own, and one that keeps 256 MiB of
+# device memory per launch.
+ON_A_GPU = SOURCE + '''
+
+import torch
+
+_real_run = axpy.run
+_SIDE = []
+_KEPT = []
+
+
+class _Wrapped:
+    def __init__(self, kernel, how):
+        self.kernel, self.how = kernel, how
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+
+        def wrapped(*args):
+            if self.how == "side":
+                if not _SIDE:
+                    _SIDE.append(torch.cuda.Stream())
+                _SIDE[0].wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(_SIDE[0]):
+                    launch(*args)
+            else:
+                launch(*args)
+                _KEPT.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
+
+        return wrapped
+
+
+def _run(*args, grid, warmup, **kwargs):
+    kernel = _real_run(*args, grid=grid, warmup=warmup, **kwargs)
+    return _Wrapped(kernel, HOW) if warmup else kernel
+
+
+axpy.run = _run
+'''
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (streams, the allocator's peaks)")
+
+
+@gpu
+def test_a_side_stream_launch_on_a_gpu_is_a_ghost_and_memory_is_measured(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET")
+    spec = axpy(tmp_path, 1 << 20)
+    plain = verify(spec, Variant(options={"num_warps": 2}), tmp_path, device="cuda")
+    assert plain.ok and plain.launches == 6 and plain.notes == [], plain.message  # no stream false positive
+    assert isinstance(plain.memory["baseline_peak_bytes"], int) and plain.memory["candidate_peak_bytes"] == 0
+    side = verify(spec, Variant(name="side", source=ON_A_GPU.replace("HOW)", '"side")')), tmp_path, device="cuda")
+    assert not side.ok and side.failure == GHOST and side.launches == 1, side.message
+    assert "launched on another stream than the replay's" in side.message
+    greedy = verify(spec, Variant(name="greedy", source=ON_A_GPU.replace("HOW)", '"keep")')), tmp_path,
+                    device="cuda")
+    assert greedy.ok and greedy.memory["candidate_peak_bytes"] >= 256 << 20, greedy.message
+    assert greedy.notes and "reported, not a rejection" in greedy.message
+    assert not verify(spec, WHERE_SMALL, tmp_path, device="cuda").ok
