@@ -109,6 +109,12 @@ axpy.run = _cached
     assert not result.ok and result.worst.draw == "x1e3"
 
 
+def test_a_candidate_the_fresh_sets_reject_runs_no_draw(tmp_path):
+    result = verify(axpy(tmp_path, 100), edit(AXPY_OUT, "    out = 2.0 * x + y + 1.0\n"), tmp_path, input_sets=1)
+    assert not result.ok and result.draws == [] and result.launches == 1
+    assert result.message.startswith(f"{WRONG_RESULT} on input set 0: out_ptr[")
+
+
 # ------------------------------------------------------------------------- what draws transform
 
 def test_draws_transform_random_floats_only_and_keep_what_would_overflow(tmp_path):

@@ -56,7 +56,8 @@ baseline and candidate alike, compared with the same table: a kernel that specia
 of N(0, 1) draws fails there. A scaled draw on which the baseline overflows more than on the
 unscaled values is skipped with its reason (``VerifyResult.draws``). Cost: a baseline and a
 candidate run per draw (more only for a nondeterministic baseline, whose spread is sampled on the
-draw itself, and for outputs that need two sentinels). ``draws=()`` turns them off.
+draw itself, and for outputs that need two sentinels); none for a candidate the fresh sets already
+failed (``draws`` then stays empty). ``draws=()`` turns them off.
 
 Streams and time (``tritune.replay.launches``). After every run verification waits for the whole
 device (``torch.cuda.synchronize``: every stream, not only the current one) before it reads an
@@ -99,7 +100,7 @@ class VerifyResult:
     mode: str
     kernel: str  # the spec's id
     variant: str  # what the variant changes
-    checks: list[CompareResult]  # one per (input set, tensor argument)
+    checks: list[CompareResult]  # one per (input set or transformed draw, tensor argument)
     input_sets: list[int]  # the seeds given to make_args
     in_out: list[str]  # written tensors compared without poison: the kernel reads them (or its
     # output changed with their starting contents for another reason, e.g. nondeterminism)
@@ -175,7 +176,8 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
                 result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, runs,
                                           nonfinite_out=unscaled if k == 0 else None)
             del initial
-            for name, factor in draws:
+            failed = not all(c.ok for c in result.checks)  # already wrong: the draws would add nothing
+            for name, factor in () if failed else draws:
                 at = f"{seeds[0]} {name}"
                 drawn = make_args(spec, root, seed=seeds[0], device=base.device, block=block)
                 draw = transform(spec, drawn, guards, name, factor, outputs=[w for w in written if pure[w]])
