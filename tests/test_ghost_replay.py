@@ -57,8 +57,8 @@ def test_baseline_and_a_correct_source_verify_with_their_launches_counted(tmp_pa
     for variant in (Variant(), rewritten):
         result = verify(spec, variant, tmp_path)
         assert result.ok and result.failure is None, result.message
-        assert result.launches == 3  # one candidate run per input set (a pure float output)
-        assert result.to_json()["launches"] == 3
+        assert result.launches == 6  # one candidate run per input set and transformed draw (a pure float output)
+        assert result.to_json()["launches"] == 6
 
 
 def test_a_run_replaced_by_torch_is_a_ghost(tmp_path):

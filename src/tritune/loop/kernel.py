@@ -348,7 +348,8 @@ class KernelLoop:
         verified = bool((cand.verification or {}).get("ok"))
         trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
         self.trials.append(trial)
-        self._record(variant, family, trial, reused=True, status=cand.status)
+        self._record(variant, family, trial, reused=True, status=cand.status,
+                     notes=(cand.verification or {}).get("notes"))
         return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
 
     def _finish(self, variant: Variant, family: Family, cand: Any, evaluated: Evaluated) -> Evaluated:
@@ -361,7 +362,8 @@ class KernelLoop:
             self.store.finish_candidate(cand.id, "rejected", failure=failure, verification=evaluated.verification,
                                         timings=evaluated.timing)
         self._record(variant, family, evaluated.trial, seconds=evaluated.seconds, split=evaluated.split,
-                     mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected")
+                     mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected",
+                     notes=(evaluated.verification or {}).get("notes"))
         self._candidate_ids[variant.key()] = cand.id
         return evaluated
 
@@ -450,16 +452,19 @@ class KernelLoop:
                     roofline=None)
 
     def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
-                split: dict | None = None, mode: str | None = None, reused: bool = False) -> None:
+                split: dict | None = None, mode: str | None = None, reused: bool = False,
+                notes: list[str] | None = None) -> None:
         """The candidate's line in the results. Seconds: ``seconds`` from submission to result,
         split into ``verify_s`` + ``time_s`` + ``wait_s`` (``Evaluator``); ``share_s`` its round's
-        wall time over the candidates evaluated in it (with N running at once, what one cost)."""
+        wall time over the candidates evaluated in it (with N running at once, what one cost).
+        ``notes``: its verification's notes (a large peak-memory increase), reported, not rejections."""
         speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
         split = split or {}
         record = {"variant": _name(variant), "family": family.name, "mode": mode or family.mode(variant),
                   "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
                   "speedup": speedup, "seconds": seconds, "verify_s": split.get("verify_s"),
-                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused}
+                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused,
+                  "notes": list(notes or [])}
         self.records.append(record)
         self._index[variant.key()] = record
 
