@@ -32,6 +32,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune.secrets import scrub
+
 FORMAT_KEY = "tritune_optimize"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -357,5 +359,5 @@ class RunResults:
         """Atomically: a reader never sees half a file, an interrupted write leaves the old one."""
         path = Path(path)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, default=str))
+        tmp.write_text(scrub(json.dumps(self.to_json(), indent=1, default=str)))  # no secret in any message
         os.replace(tmp, path)
