@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
-from llm_server import ScriptedServer
+from llm_server import Raw, ScriptedServer
 from test_llm_loop import CORRECT, llm_pays, reply
 from test_loop import captured, worker  # noqa: F401 - module-scoped fixtures shared
 
@@ -136,9 +136,10 @@ def test_a_candidate_that_quotes_the_secrets_leaves_them_nowhere(captured, tmp_p
     leaking = reply("tl.store(out_ptr + offsets, x * alpha + y, mask=mask)", "leak")
     lines: list[str] = []
     out = tmp_path / "out"
-    with ScriptedServer([leaking, CORRECT]) as server:
+    refusal = Raw(400, f"no: {LLM_KEY} {SIGNING.hex()}")  # the endpoint's error body is said in the log
+    with ScriptedServer([leaking, CORRECT, refusal]) as server:
         settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2,
-                                families=("llm",), llm=LLMSettings(url=server.url, model="scripted", rounds=1, fixes=1))
+                                families=("llm",), llm=LLMSettings(url=server.url, model="scripted", rounds=2, fixes=1))
         results = optimize(captured, out, settings=settings, log=lines.append,
                            evaluator=Leaky(captured, retime=llm_pays, worker=worker))
         requests = server.requests
@@ -146,7 +147,8 @@ def test_a_candidate_that_quotes_the_secrets_leaves_them_nowhere(captured, tmp_p
 
     [kernel] = results.kernels
     assert kernel.accepted and [c["failure"] for c in kernel.candidates][:1] == ["runtime_fault"]
-    assert len(requests) == 2 and "[secret]" in json.dumps(requests[1]["json"])  # the fix prompt quoted it
+    assert len(requests) == 3 and "[secret]" in json.dumps(requests[1]["json"])  # the fix prompt quoted it
+    assert any("HTTP 400: no: " in line and "[secret]" in line for line in lines), lines
     assert all(r["headers"]["authorization"] == f"Bearer {LLM_KEY}" for r in requests)
     bodies = [json.dumps(r["json"]).encode() for r in requests]
     files = [path for path in out.rglob("*") if path.is_file()]
