@@ -34,7 +34,7 @@ import functools
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from tritune import config
 
@@ -46,9 +46,17 @@ KEY_FILE = "store.key"  # ``tritune.store.signing.KEY_FILE``: this module cannot
 def scrub(text: str) -> str:
     """``text`` with every known form of every secret replaced by ``[secret]``. Anything but a
     ``str`` (None included) is returned as it is."""
-    if not isinstance(text, str) or not text:
-        return text
-    for form in forms():
+    return _scrub(text, forms()) if isinstance(text, str) and text else text
+
+
+def scrub_each(values: Iterable[Any]) -> tuple:
+    """``scrub`` of each value (the secrets looked up once): a statement's parameters."""
+    found = forms()
+    return tuple(_scrub(v, found) if isinstance(v, str) and v else v for v in values)
+
+
+def _scrub(text: str, found: tuple[str, ...]) -> str:
+    for form in found:
         if form in text:
             text = text.replace(form, MARK)
     return text

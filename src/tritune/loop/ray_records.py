@@ -42,30 +42,27 @@ def records_problem(result: dict, records: dict, sent: dict) -> str | None:
 
 
 def _problem(result: dict, records: dict, sent: dict) -> str | None:
-    returned = _by_hash(records.get("candidates"))
-    before = _by_hash(sent.get("candidates"))
-    reported = _reported(result)
-    decision, kept = records.get("decision"), sent.get("decision")
-    new_decision = decision is not None and decision != kept
-    decided = variant_hash(decision["variant"]) if isinstance(decision, dict) and "variant" in decision else None
-    for digest, entry in reported.items():
-        problem = _agrees(entry, returned.get(digest))
+    returned, before = _by_hash(records.get("candidates")), _by_hash(sent.get("candidates"))
+    reported = [entry for entry in result.get("candidates") or () if entry.get("status") in DONE]  # not "busy"
+    for entry in reported:
+        problem = _agrees(entry, returned.get(entry.get("variant_hash")))
         if problem is not None:
             return problem
+    listed = {entry["variant_hash"] for entry in reported}
+    decision, kept = records.get("decision"), sent.get("decision")
+    replaced = decision is not None and decision != kept  # a new decision: the driver's accepted one is verified again
     for digest, body in returned.items():
-        if digest in reported:
-            continue
-        if digest not in before:
+        if digest not in before and digest not in listed:
             return f"a record of {_short(digest)} that the result does not report"
-    for digest, body in returned.items():
-        if digest in before and body != before[digest] and not _demoted(before[digest], body, new_decision, decided,
-                                                                         digest):
+        if digest in before and body != before[digest] and not (replaced and _demoted(before[digest], body)):
             return f"the record of {_short(digest)} the driver sent came back changed"
-    return _decision_problem(result, decision, kept, reported)
+    accepted = {entry["variant_hash"] for entry in reported if entry["status"] == "accepted"}
+    return _decision_problem(result, decision, kept, accepted)
 
 
 def _by_hash(candidates: Any) -> dict[str, dict]:
-    """Candidate records by their variant's hash; ``ValueError`` for one variant recorded twice."""
+    """Candidate records by their variant's hash; ``ValueError`` for one variant recorded twice
+    (a store holds one row per key and variant)."""
     found: dict[str, dict] = {}
     for body in candidates or ():
         if not isinstance(body, dict) or not isinstance(body.get("variant"), dict):
@@ -74,19 +71,6 @@ def _by_hash(candidates: Any) -> dict[str, dict]:
         if digest in found:
             raise ValueError("a variant recorded twice")
         found[digest] = body
-    return found
-
-
-def _reported(result: dict) -> dict[str, dict]:
-    """The result's evaluated candidates (not those another run held) by variant hash."""
-    found: dict[str, dict] = {}
-    for entry in result.get("candidates") or ():
-        if entry.get("status") not in DONE:
-            continue
-        digest = entry.get("variant_hash")
-        if not isinstance(digest, str) or digest in found:
-            raise ValueError("a reported candidate without its variant hash, or twice")
-        found[digest] = entry
     return found
 
 
@@ -106,13 +90,14 @@ def _agrees(entry: dict, body: dict | None) -> str | None:
     return None
 
 
-def _demoted(sent: dict, body: dict, new_decision: bool, decided: str | None, digest: str) -> bool:
-    """The driver's accepted candidate, moved back to verified by a new decision for another variant."""
-    return (new_decision and decided != digest and sent.get("status") == "accepted"
-            and body.get("status") == "verified" and {**sent, "status": "verified"} == body)
+def _demoted(sent: dict, body: dict) -> bool:
+    """The driver's accepted candidate, moved back to verified (by a new decision for the key)."""
+    return sent.get("status") == "accepted" and {**sent, "status": "verified"} == body
 
 
-def _decision_problem(result: dict, decision: Any, kept: Any, reported: dict[str, dict]) -> str | None:
+def _decision_problem(result: dict, decision: Any, kept: Any, reported_accepted: set[str]) -> str | None:
+    """Whether the records' decision is the result's (module docstring); ``reported_accepted``:
+    the variant hashes the result reports accepted."""
     accepted = result.get("accepted") is True
     if decision is None:
         return f"the result reports decision {result.get('decision')!r}, the records none" if accepted else None
@@ -128,7 +113,7 @@ def _decision_problem(result: dict, decision: Any, kept: Any, reported: dict[str
     if decision == kept:
         expected = decision["baseline_ms"] / decision["best_ms"]  # the loop resumes it at that speedup
     else:
-        if (reported.get(digest) or {}).get("status") != "accepted":
+        if digest not in reported_accepted:
             return "the records' decision is not a candidate the result reports accepted"
         expected = ((decision.get("evidence") or {}).get("confirmation") or {}).get("ratio")
     speedup = result.get("speedup")

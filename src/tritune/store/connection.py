@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tritune import __version__
-from tritune.secrets import scrub
+from tritune.secrets import scrub_each
 from tritune.store.schema import StoreError, prepare
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -54,8 +54,8 @@ class _Scrubbing(sqlite3.Connection):
 
 def _scrubbed(parameters: Any) -> Any:
     if isinstance(parameters, dict):
-        return {name: scrub(value) for name, value in parameters.items()}
-    return tuple(scrub(value) for value in parameters) if parameters else parameters
+        return dict(zip(parameters, scrub_each(parameters.values())))
+    return scrub_each(parameters) if parameters else parameters
 
 
 class Connection:
