@@ -500,7 +500,8 @@ def drop_the_decision(result, records):
 def decide_another(result, records):
     """Both halves say the other candidate was accepted, but the result names the first as decided."""
     accepted, decided, other, body = roles(result, records)
-    accepted["status"], decided["status"], other["status"], body["status"] = "verified", "verified", "accepted", "accepted"
+    accepted["status"] = decided["status"] = "verified"
+    other["status"] = body["status"] = "accepted"
     records["decision"]["variant"] = body["variant"]
 
 

@@ -44,8 +44,8 @@ their records in the store; a key in flight is lost with its actor.
 Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, any other
 ``RayError`` but the job's own), that gives no answer in the key's budget plus ``HANG_S``, whose
 workers cannot be started again (``LaneDied`` inside it), that answers for another key than it
-was sent, whose records disagree with its result, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the
-key to another lane. An error of the job itself is raised here as the job raised it (the run
+was sent, whose records disagree with its result, or that finds no GPU its workers can use
+raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is raised here as the job raised it (the run
 stops, as with a local lane). ``interrupt`` kills the actor (``ray.kill``: a running method of
 an actor cannot be cancelled, ``ray.cancel`` only stops tasks), so nothing it was doing is
 recorded; a killed actor's folder on its node (the capture's copy) is removed by the next lane
