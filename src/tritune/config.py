@@ -54,6 +54,12 @@ tritune's own variables (all optional):
     to a store, a result, a report, a log or an exception; removed from every worker's
     environment (``SECRET_ENV``), so a candidate's code cannot read it.
 
+``TRITUNE_JAIL_MISSING``
+    Comma-separated jail mechanisms to treat as missing on this machine (``landlock``,
+    ``seccomp``; ``all``): tests of what tritune does where a kernel lacks them
+    (``jail_missing()``, read by ``tritune.worker.jail.status``). Unset: every mechanism found
+    is used.
+
 Other programs' variables tritune reads or sets:
 
 ``TRITON_INTERPRET``
@@ -68,6 +74,13 @@ Other programs' variables tritune reads or sets:
     Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
     ``TORCHINDUCTOR_CACHE_DIR`` is read too (``inductor_cache_dir()``): the only folder under
     which ``tritune.apply.inductor_cache`` writes or deletes a file.
+``TORCHINDUCTOR_COMPILE_THREADS``
+    ``1`` in a jailed worker: Inductor compiles in the worker itself, not in a pool of
+    processes that would outlive the call (``tritune.worker.jail`` kills those after each one).
+``HOME``, ``TMPDIR``
+    The user's home (``user_home()``), which a jailed worker may not read; a jailed worker gets
+    its scratch folder as both, and ``TRITON_CACHE_DIR``/``TORCHINDUCTOR_CACHE_DIR`` inside it
+    (``tritune.worker.jail``).
 ``PYTHONPATH``
     Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
     (``tritune.boot``), and by tritune's package root for profiled targets.
@@ -107,16 +120,20 @@ ENV_LLM_KEY = "TRITUNE_LLM_API_KEY"
 ENV_OPENAI_KEY = "OPENAI_API_KEY"
 # Secrets no child process gets: a worker runs the code of candidates, a model's among them.
 SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
+ENV_JAIL_MISSING = "TRITUNE_JAIL_MISSING"
 ENV_INTERPRET = "TRITON_INTERPRET"
 ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
 ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
 ENV_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
 ENV_BENCHMARK_KERNEL = "TORCHINDUCTOR_BENCHMARK_KERNEL"
 ENV_DISABLE_CACHES = "TORCHINDUCTOR_FORCE_DISABLE_CACHES"
+ENV_COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
 ENV_PYTHONPATH = "PYTHONPATH"
 ENV_UNBUFFERED = "PYTHONUNBUFFERED"
 ENV_PATH = "PATH"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+ENV_USER_HOME = "HOME"
+ENV_TMPDIR = "TMPDIR"
 
 DEFAULT_HOME = "~/.tritune"
 _TRUE = {"1", "true", "yes", "on"}
@@ -226,6 +243,25 @@ def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:
         if value:
             return value
     return None
+
+
+def jail_missing(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The jail mechanisms ``TRITUNE_JAIL_MISSING`` says to treat as missing (lower case)."""
+    return frozenset(part.lower() for part in _split(_env(environ).get(ENV_JAIL_MISSING, "")))
+
+
+def user_home(environ: Mapping[str, str] | None = None) -> str | None:
+    """The user's home folder (``HOME``, else the password database's), absolute; None if
+    neither names one."""
+    given = _env(environ).get(ENV_USER_HOME, "").strip()
+    if not given:
+        import pwd
+
+        try:
+            given = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return None
+    return os.path.abspath(given) if given else None
 
 
 def secret_sources(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, ...], str]:

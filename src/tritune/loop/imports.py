@@ -14,8 +14,9 @@ it through the loop's gates, in the loop's isolated worker:
 
 A decision that passes becomes a candidate and a decision of the target store, signed there; one
 that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
-that carries source runs that source, in the worker: importing is the user saying so. An
-options-only variant runs no code of the other store's.
+that carries source runs that source, in the worker, jailed (``worker.jail``: no key, no home, no
+network; ``tritune store import`` refuses it where the jail is missing, unless
+``--unsafe-no-jail``). An options-only variant runs no code of the other store's.
 
 A foreign variant that changes the kernel's code (source, passes) is imported as assuming
 no-alias (``aliasing``): verification gives every argument a buffer of its own, so it cannot tell
