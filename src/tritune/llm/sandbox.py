@@ -109,9 +109,11 @@ class Unsafe(ValueError):
 
 # the rules in the model's words, for the prompt (the check above is what enforces them)
 RULES = f"""\
-Your code is checked before it runs and rejected, unrun, unless it is only what these rules allow:
-- module level: only these imports: {"; ".join(ALLOWED_IMPORTS)}; names bound to a literal or
-  tl.constexpr(literal); a docstring; and @triton.jit functions. No torch anywhere: write kernels only.
+Your code is rejected, unrun, unless it is only what these rules allow:
+- module level: a docstring; names bound to a literal or tl.constexpr(literal); @triton.jit functions;
+  and only these imports: {"; ".join(ALLOWED_IMPORTS[:3])};
+  {"; ".join(ALLOWED_IMPORTS[3:])}.
+  No torch anywhere: write kernels only.
 - decorators: only @triton.jit (arguments literals), or a decorator the kernel already has, unchanged.
   No triton.autotune/triton.heuristics you add, no lambdas. Defaults: literals; annotations: tl.constexpr.
 - in a kernel, every name is a parameter, a local, a constant, a @triton.jit function, range/min/max/
