@@ -311,9 +311,11 @@ def _bound_at_module(tree: ast.Module) -> Iterable[tuple[str, ast.AST]]:
                 yield alias.asname or alias.name.split(".")[0], node
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            yield node.id, node
-        if isinstance(node, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
-            continue  # a scope of its own (a walrus inside still binds: rare, and refused below)
+            yield node.id, node  # a comprehension's or lambda's own names too: more than binds, never less
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            yield node.name, node
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            yield node.rest, node
         stack.extend(ast.iter_child_nodes(node))
 
 
