@@ -18,7 +18,8 @@ IMPORTS = {
 }
 
 _JIT_KWARGS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
-_LOOPS = frozenset({("builtin", "range"), ("tl", "range"), ("tl", "static_range")})
+_LOOPS = frozenset({("builtin", "range"), ("api", "tl.range"), ("api", "tl.static_range"),
+                    ("api", "triton.language.range"), ("api", "triton.language.static_range")})
 _WORDS = {
     ast.Lambda: "a lambda", ast.NamedExpr: "an assignment expression (:=)", ast.ListComp: "a comprehension",
     ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator",
@@ -367,8 +368,8 @@ class _Body:
                            "tl.tensor's and tl.dtype's public ones)")
 
     def callee(self, func: ast.expr) -> tuple[str, str] | None:
-        """What a call calls: ("builtin", name), ("jit", name), ("tl", member) and the like for a
-        chain from a module, ("value", method); None when it may not be called (a problem added)."""
+        """What a call calls: ("builtin", name), ("jit", name), ("api", "tl.load") for a chain from
+        a module, ("value", method); None when it may not be called (a problem added)."""
         if isinstance(func, ast.Name):
             if func.id in self.local:
                 self.bad(func, f"calling {func.id} is not allowed (a parameter or local is not a function)")
@@ -376,7 +377,10 @@ class _Body:
             kind, what = self.checker.resolve(func.id)
             if kind in ("builtin", "jit"):
                 return kind, what
-            self.name(func) if kind != "module" else self.bad(func, f"module {func.id} is not callable")
+            if kind == "module":
+                self.bad(func, f"module {func.id} is not callable")
+            else:
+                self.name(func)
             if kind == "const":
                 self.bad(func, f"calling {func.id} is not allowed (a constant)")
             return None
@@ -387,7 +391,7 @@ class _Body:
             reached = self.chain(func)
             if reached == "fn":
                 parts = chain(func)
-                return self.checker.resolve(parts[0])[1] if len(parts) == 2 else "tl", parts[-1]
+                return "api", ".".join([self.checker.resolve(parts[0])[1], *parts[1:]])  # "tl.range"
             if reached is not None:
                 if reached != "refused":
                     self.bad(func, f"{ast.unparse(func)} is not callable")
