@@ -265,7 +265,7 @@ def _indexes(conn: sqlite3.Connection, table: str) -> set:
 
 
 def _check_bytes(conn: sqlite3.Connection) -> dict:
-    """The verification records' checks (one per tensor and input set): how many, mean JSON bytes."""
+    """The verification records' checks (one per tensor and input set or transformed draw): how many, mean JSON bytes."""
     sizes = [len(json.dumps(check)) for (text,) in conn.execute("SELECT verification FROM candidates "
                                                                 "WHERE verification IS NOT NULL")
              for check in (json.loads(text) or {}).get("checks", [])]
@@ -491,7 +491,7 @@ def render(found: Mapping, store: Mapping | None = None, contention: Mapping | N
         for table, t in store["tables"].items():
             lines.append(f"| {table} | {t['rows']} | {t['data']} | {_f(t['pages'])} | {_f(t['per_row'], 0)} |")
         checks = store["check_bytes"]
-        lines += ["", f"Verification checks (one per tensor and input set): {checks['checks']}, "
+        lines += ["", f"Verification checks (one per tensor and input set or transformed draw): {checks['checks']}, "
                   f"{_f(checks['mean'], 0)} bytes each (mean).",
                   "", "| kernel | tensors | candidates | mean candidate bytes |", "|---|---|---|---|"]
         lines += [f"| {k['kernel']} | {k['tensors']} | {k['candidates']} | {_f(k['mean_bytes'], 0)} |"

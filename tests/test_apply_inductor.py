@@ -232,7 +232,7 @@ def test_a_tuner_past_the_patch_is_recorded_again_by_capture_installed_later(tmp
     assert "run" not in vars(tuner) and inductors == [1] * 4
 
 
-def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolled_back(tmp_path):
+def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolled_back(tmp_path, monkeypatch):
     """``inductor_cache=True``: the decided config goes into Inductor's ``.best_config`` beside the
     kernel's module, Inductor's next compile of the kernel reads it and launches that config alone
     (no hook needed); rolling the decision back puts Inductor's cache back as it was."""
@@ -242,6 +242,7 @@ def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolle
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.imports import import_file
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # the kernel's module is in Inductor's cache
     kernel = tmp_path / POI.name
     shutil.copy(POI, kernel)
     tuner, args, spec, _, compiled = _faked_tuner(kernel)
@@ -253,18 +254,18 @@ def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolle
         tuner.run(*args, stream=1)
     assert len(compiled.launches) == 2  # this process: the launch-time path
     (entry,) = inductor_cache.entries(tmp_path / "d.db")
-    assert Path(entry["path"]).parent == tmp_path and entry["previous"] is None
+    assert Path(entry.path).parent == tmp_path and entry.previous is None and entry.signed
     again = autotuner_of(import_file(kernel, fresh=True))  # the next compile of that kernel
     assert again.autotune_cache_info["autotune_cache_state"] == "hit"
     ((kwargs, warps, stages),) = [(c.kwargs, c.num_warps, c.num_stages) for c in again.configs]
     assert (kwargs, warps, stages) == ({**chosen.kwargs, "XBLOCK": 64}, 2, chosen.num_stages)
     assert applier.rollback(spec.kernel) == 1
-    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
+    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry.path).exists()
     fresh = autotuner_of(import_file(kernel, fresh=True))
     assert fresh.autotune_cache_info["autotune_cache_state"] == "miss" and len(fresh.configs) == 2
 
 
-def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_path):
+def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_path, monkeypatch):
     """A decision edited after it was served through Inductor's cache (so no longer signed by this
     user) is not counted, and its entry comes out the next time the store is read."""
     import shutil
@@ -272,6 +273,7 @@ def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_
 
     from tritune.apply import inductor_cache
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     kernel = tmp_path / POI.name
     shutil.copy(POI, kernel)
     tuner, args, spec, _, _ = _faked_tuner(kernel)
@@ -281,22 +283,23 @@ def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_
     tuner.run(*args, stream=1)
     tuner.run(*args, stream=1)
     (entry,) = inductor_cache.entries(tmp_path / "d.db")
-    assert Path(entry["path"]).exists()
+    assert Path(entry.path).exists()
     edited = Variant(name="x64", constexprs={"XBLOCK": 128}).to_json()
     with sqlite3.connect(tmp_path / "d.db") as conn:
         conn.execute("UPDATE decisions SET variant = ?", (json.dumps(edited),))
     applier = apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
-    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry["path"]).exists()
+    assert inductor_cache.entries(tmp_path / "d.db") == [] and not Path(entry.path).exists()
     assert spec.kernel not in applier.stats()  # no launch since, and no decision counted
 
 
-def test_a_config_inductors_reader_would_not_serve_is_not_left_in_its_cache(tmp_path):
+def test_a_config_inductors_reader_would_not_serve_is_not_left_in_its_cache(tmp_path, monkeypatch):
     """``write`` reads the entry back with Inductor's own reader: another config back (an older
     torch that takes only the kernel's own configs) puts the file back as it was, with no entry."""
     from triton import Config
 
     from tritune.apply import inductor_cache
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     best = tmp_path / "k.best_config"
     best.write_text('{"XBLOCK": 1024}')  # coordinate descent's, say
 
@@ -343,23 +346,36 @@ def test_only_config_knob_decisions_of_static_kernels_go_through_inductors_cache
         "Inductor keeps no local autotune cache for it"
 
 
-def test_store_inductor_cache_command_removes_the_entries_and_restores_what_was_there(tmp_path):
+def test_store_inductor_cache_command_removes_the_entries_and_restores_what_was_there(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from tritune.apply import inductor_cache
     from tritune.cli import main
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     best = tmp_path / "k.best_config"
-    best.write_text('{"XBLOCK": 1024}')  # coordinate descent's, say
-    manifest = inductor_cache.manifest_path(tmp_path / "d.db")
-    manifest.write_text(json.dumps({"entries": [{"path": str(best), "key": "k", "kernel": "triton_k",
-                                                 "previous": '{"XBLOCK": 1024}', "written": '{"XBLOCK": 64}'}]}))
-    best.write_text('{"XBLOCK": 64}')
+    plant(tmp_path / "d.db", best, previous='{"XBLOCK": 1024}', written='{"XBLOCK": 64}')  # coordinate descent's before
     listed = CliRunner().invoke(main, ["store", "inductor-cache", str(tmp_path / "d.db")])
     assert listed.exit_code == 0 and "triton_k" in listed.output and best.read_text() == '{"XBLOCK": 64}'
     removed = CliRunner().invoke(main, ["store", "inductor-cache", str(tmp_path / "d.db"), "--remove"])
     assert removed.exit_code == 0 and "removed 1 entries" in removed.output
-    assert best.read_text() == '{"XBLOCK": 1024}' and inductor_cache.entries(tmp_path / "d.db") == []
+    assert best.read_text() == '{"XBLOCK": 1024}' and inductor_cache_entries(tmp_path / "d.db") == []
+
+
+def plant(store_path: Path, path: Path, previous: str | None, written: str, signer=None) -> None:
+    """An entry of the store's Inductor cache table, as ``apply.inductor_cache.write`` leaves it,
+    signed by ``signer`` (default this user); ``path`` holds ``written`` (unless it is a link)."""
+    from tritune.store.inductor_entries import InductorEntry
+
+    if not path.is_symlink():
+        path.write_text(written)
+    with DecisionStore(store_path, signer=signer) as store, store.inductor_entries_locked() as (signed, _):
+        signed.append(InductorEntry(str(path), "k", "triton_k", previous, written))
+
+
+def inductor_cache_entries(store_path: Path) -> list:
+    from tritune.apply import inductor_cache
+
+    return inductor_cache.entries(store_path)
 
 
 def test_a_kernel_compiled_in_a_worker_is_reloaded_as_inductor_does():

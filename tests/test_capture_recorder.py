@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 
@@ -100,7 +101,11 @@ def test_sources_are_copied_once_under_their_hash(tmp_path):
     spec = rec.add(make_spec(source_file=str(source)))
     assert spec.source.startswith("sources/") and spec.source.endswith("_kernels_src.py")
     assert (out / spec.source).read_text() == "# a kernel file\n"
-    assert rec.add(make_spec(16, source_file=str(source))).source == spec.source
+    assert spec.file_hash == hashlib.sha256((out / spec.source).read_bytes()).hexdigest()  # the whole file
+    again = rec.add(make_spec(16, source_file=str(source)))
+    assert (again.source, again.file_hash) == (spec.source, spec.file_hash)
+    rec.close()
+    assert {s.file_hash for s in finalize(out)} == {spec.file_hash}  # kept through the part files
 
 
 def test_nothing_captured_writes_nothing(tmp_path):

@@ -15,21 +15,16 @@ from llm_server import ScriptedServer
 from test_llm_loop import key  # noqa: F401 - the LLM key in the environment, shared
 from test_loop import worker  # noqa: F401 - the module-scoped interpreter worker, shared
 
+from tritune.generate.assemble import assemble
+from tritune.generate.launcher import TENSOR
 from tritune.generate.llm import generate_with_llm
 from tritune.generate.spec import load_spec
 from tritune.llm.family import LLMSettings
-
-# these replies hold a torch run() launcher, which the allowlist refuses (a reply writes kernels
-# only: issue 23); branch genllm makes tritune write the launcher and these replies kernels only
-TORCH_LAUNCHER = pytest.mark.xfail(reason="replies with a torch run() launcher are refused by llm.sandbox's "
-                                          "allowlist until branch genllm (tritune writes the launcher)",
-                                   run=False)
 
 SPEC = '''"""relu(x + bias): seed 004's bias + activation, small enough for the interpreter."""
 import torch
 
 name = "bias_relu"
-
 
 
 def reference(x, bias):
@@ -98,7 +93,6 @@ def feedback(request: dict) -> str:
     return request["json"]["messages"][-1]["content"]
 
 
-@TORCH_LAUNCHER
 def test_a_wrong_kernel_then_a_syntax_error_then_a_correct_one(spec, tmp_path, worker, key):
     """Issue 14, section 4: three requests, the second and third carrying the feedback."""
     with ScriptedServer([WRONG, SYNTAX, CORRECT, CORRECT]) as server:
@@ -111,7 +105,8 @@ def test_a_wrong_kernel_then_a_syntax_error_then_a_correct_one(spec, tmp_path, w
     [prompt] = first  # the task alone: the spec, its shapes, where it runs, the tolerance, the rules
     assert prompt["role"] == "user" and "return torch.relu(x + bias)" in prompt["content"]
     assert "spec 0: f32[4,40], f32[40]" in prompt["content"] and "interpreter" in prompt["content"]
-    assert "1e-05 + 0.0001 * |expected|" in prompt["content"] and "run(*inputs)" in prompt["content"]
+    assert "1e-05 + 0.0001 * |expected|" in prompt["content"] and "one `run(...)` launcher" in prompt["content"]
+    assert "only launch arithmetic" in prompt["content"]  # the launcher's rules
 
     # the mismatch went back with its class and its worst element, cut to 300 characters
     second = requests[1]["json"]["messages"]
@@ -133,7 +128,6 @@ def test_a_wrong_kernel_then_a_syntax_error_then_a_correct_one(spec, tmp_path, w
     assert any("attempt 3/15: verified" in line for line in lines)
 
 
-@TORCH_LAUNCHER
 def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, worker, key):
     """Also: a reply without code is ``no_code``, and the conversation keeps the last two attempts."""
     sentinel = tmp_path / "sentinel"
@@ -145,7 +139,7 @@ def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, work
     assert not sentinel.exists()
     folder = tmp_path / "out" / "llm"
     assert not (folder / "attempt-01.py").exists() and result["attempts"][0]["module"] is None
-    assert "unsafe code" in feedback(requests[1]) and "open" in feedback(requests[1])
+    assert "unsafe code" in feedback(requests[1]) and "def leak: a plain function" in feedback(requests[1])
     assert "no ```python block" in feedback(requests[2])
     # the fourth request: the task, then attempts 2 and 3 only (the unsafe reply has left)
     fourth = requests[3]["json"]["messages"]
@@ -159,7 +153,56 @@ def test_an_unsafe_reply_never_runs_and_goes_back_as_unsafe(spec, tmp_path, work
     assert lines and not any(key in line for line in lines)
 
 
-@TORCH_LAUNCHER
+def host_payloads(sentinel: Path) -> list[str]:
+    """Correct modules whose host code would write ``sentinel`` if it ran (or compute on the host).
+    The first two got through main's kernel blocklist (issue 23): torch.save in run() through an
+    alias, after a proper launch; a plain function shipped beside run() (kernel.py carried it)."""
+    path = repr(str(sentinel))
+
+    def in_run(code: str) -> str:  # before run()'s return
+        lines = "".join(f"    {line}\n" for line in code.splitlines())
+        return CORRECT.replace("    return out\n", lines + "    return out\n")
+
+    helper = f"\n\ndef save(out):\n    n = torch.nn\n    n.modules.module.torch.save(out, {path})\n    return out\n"
+    return [
+        in_run(f"n = torch.nn\nn.modules.module.torch.save(out, {path})"),
+        reply(extra=helper),
+        in_run(f"getattr(torch, 'sa' + 've')(out, {path})"),
+        in_run(f"__import__('pathlib').Path({path}).write_text('ran')"),
+        in_run(f"open({path}, 'w').write('ran')"),
+        in_run("out = torch.relu(x + bias)"),  # the result computed on the host, the kernel for show
+        in_run("out = torch.ops.aten.relu(out)"),
+        in_run(f"[torch][0].save(out, {path})"),
+        CORRECT.replace("def run(x, bias):", f"def run(x, bias, _=open({path}, 'w')):"),  # runs at import
+        in_run(f"def inner():\n    torch.save(out, {path})\ninner()"),
+        in_run(f"import pathlib\npathlib.Path({path}).write_text('ran')"),
+        reply(extra=f"\n\n[torch][0].save(torch.ones(1), {path})\n"),  # at import
+    ]
+
+
+def test_host_code_outside_the_launcher_allowlist_never_runs_and_never_ships(spec, tmp_path, worker, key):
+    """Issue 23: the reply's run() passes the launcher allowlist and nothing but its kernels and
+    run() reaches a .py; a refused attempt leaves no module, the sentinel is never written, and
+    kernel.py is tritune's assembly of the good reply's checked parts."""
+    from tritune.llm.reply import first_python_block
+
+    sentinel = tmp_path / "sentinel"
+    payloads = host_payloads(sentinel)
+    with ScriptedServer([*payloads, CORRECT]) as server:
+        result, _ = generate(spec, tmp_path / "out", worker, server.url, max_iterations=len(payloads) + 1)
+        requests = server.requests
+    assert [a["failure"] for a in result["attempts"]] == ["unsafe"] * len(payloads) + [None]
+    assert not sentinel.exists()
+    assert "torch.nn is not allowed in run()" in feedback(requests[1])
+    assert "def save: a plain function" in feedback(requests[2])
+    folder = tmp_path / "out" / "llm"
+    last = f"attempt-{len(payloads) + 1:02d}.py"
+    assert sorted(p.name for p in folder.glob("*.py")) == [last, "kernel.py"]
+    shipped = (folder / "kernel.py").read_text()
+    assert shipped == assemble(first_python_block(CORRECT), [TENSOR, TENSOR], name="bias_relu").text
+    assert "torch.nn" not in shipped and str(sentinel) not in shipped
+
+
 def test_slower_is_fed_back_and_the_fastest_verified_module_is_kept(spec, tmp_path, worker, key):
     """Scripted times against a 1.0 ms eager reference: a module marked `slow` takes 1.5 ms, one
     marked `slower` 2.0 ms; both verify, neither ends the loop, the faster is the best."""
@@ -206,7 +249,6 @@ def test_an_unreachable_endpoint_is_one_line_and_no_best(spec, tmp_path, worker,
     assert "unreachable" in said and "\n" not in said and key not in said
 
 
-@TORCH_LAUNCHER
 def test_the_command_without_a_gpu_runs_the_llm_path_and_writes_its_artefacts(tmp_path, key):
     """`tritune generate SPEC --out DIR --llm URL` on the CPU: the model-free path says it needs a
     GPU (a note), the model's verified module becomes DIR/kernel.py, and the report says so."""
@@ -269,7 +311,6 @@ def run(x, w, bias):
 '''
 
 
-@TORCH_LAUNCHER
 def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypatch):
     """Inductor puts the matmul in a library call, which the model-free path refuses (one line):
     with --llm, that is a note, and the model's kernel is still asked for, verified and kept."""
@@ -287,7 +328,9 @@ def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypa
     assert result["winner"] == "llm" and result["check"]["ok"], result["check"]
     [note] = [note for note in result["notes"] if "model-free path failed" in note]
     assert note.endswith("which the model-free path cannot put in kernel.py")  # whole, not cut short
-    assert (tmp_path / "out" / "kernel.py").read_text() == MATMUL_MODULE
+    # tritune's assembly of the reply's checked parts
+    assert (tmp_path / "out" / "kernel.py").read_text() == assemble(MATMUL_MODULE, [TENSOR] * 3,
+                                                                    name="matmul_relu").text
 
 
 def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_path, key):
@@ -308,3 +351,11 @@ def test_the_command_dry_run_without_a_gpu_writes_the_prompt_and_succeeds(tmp_pa
     [prompt] = list((out / "llm-prompts").glob("*.md"))
     assert done.stdout.strip().splitlines()[-1] == f"bias_relu: llm dry run: no kernel.py (the prompt: {prompt})"
     assert not (out / "kernel.py").exists()
+
+
+def test_a_reply_too_deep_to_compile_is_a_syntax_failure_not_a_crash():
+    from tritune.generate.llm import _refusal
+
+    deep = CORRECT.replace("    n = x.numel()\n", "    n = " + "+".join(["1"] * 30000) + "\n")
+    (failure, message), module = _refusal(deep, "attempt-01.py", [TENSOR, TENSOR], "bias_relu")
+    assert failure == "syntax" and "nested too deeply" in message and module == ""

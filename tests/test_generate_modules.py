@@ -118,8 +118,6 @@ print(json.dumps({"paths": result["paths"], "notes": result["notes"], "ok": resu
 '''
 
 
-@pytest.mark.xfail(reason="the scripted reply holds a torch run() launcher, which llm.sandbox's allowlist refuses "
-                          "until branch genllm (tritune writes the launcher)", run=False)
 @pytest.mark.parametrize("mode", ["good", "wrong"])
 def test_the_models_module_is_optimized_and_reverified(tmp_path, key, mode):
     """Matmul-free relu: Inductor's path runs too (on the interpreter); the model's module is
@@ -168,3 +166,52 @@ def test_the_search_on_the_models_module_gets_the_specs_own_launches_only(tmp_pa
     own = [launch_id for launch_id, launch in launches.items()
            if [arg.value for arg in launch.args if arg.name == "n"] == [4 * 40]]
     assert len(own) == 1 and seen["only"] == own
+
+
+class _Answers:
+    """A worker for ``_llm_optimized`` that runs nothing: the capture and the check answer as told."""
+
+    def __init__(self):
+        self.jobs: list[str] = []
+
+    def call(self, job, payload, **limits):
+        from tritune.worker.pool import Outcome
+
+        self.jobs.append(job)
+        if job.endswith("capture_module_job"):
+            return Outcome(True, {"kernels": ["bias_relu_kernel"], "own": ["a"]})
+        return Outcome(True, {"ok": True, "failure": None, "message": "ok", "cases": [], "launches": 1})
+
+
+@pytest.mark.parametrize("payload", [None, "open('leak', 'w')"])
+def test_a_baked_module_passes_both_allowlists_again_before_it_is_written(tmp_path, monkeypatch, payload):
+    """optimized.py is assembled anew from the baked text: a decided source that would carry what
+    the kernel allowlist refuses into it is never written nor checked (the module stays unbaked)."""
+    from tritune.generate import run as flow
+    from tritune.generate.assemble import assemble
+    from tritune.generate.launcher import TENSOR
+    from tritune.generate.spec import load_spec
+    from tritune.llm.reply import first_python_block
+
+    (tmp_path / "bias_relu.py").write_text(SPEC)
+    spec = load_spec(tmp_path / "bias_relu.py")
+    best = tmp_path / "out" / "llm" / "kernel.py"
+    best.parent.mkdir(parents=True)
+    best.write_text(assemble(first_python_block(CORRECT), [TENSOR, TENSOR], name="bias_relu").text)
+    kernel = LaunchSpec(kernel="bias_relu_kernel", kind="jit", module="m", source_file="m.py", source="m.py",
+                        source_hash="0", args=[], constexprs={"BLOCK": 64}, options={}, grid=[1, 1, 1])
+    source = best.read_text()
+    if payload is not None:
+        source = source.replace("tl.maximum(x + b, 0.0)", f"tl.maximum(x + b, 0.0) + 0 * {payload}")
+    variant = Variant(source=source, options={"num_warps": 2})
+    monkeypatch.setattr(flow, "_loop_on", lambda *args, **kwargs: [(kernel, variant)])
+    worker, result = _Answers(), {"notes": []}
+    settings = flow.GenerateSettings(budget_s=1, bench=False, interpret=True)
+    path = flow._llm_optimized(spec, best, tmp_path / "out", settings, worker, "cpu", result, lambda line: None)
+    optimized = tmp_path / "out" / "llm" / "optimized.py"
+    if payload is None:
+        assert path == optimized and "num_warps=2" in optimized.read_text()
+        assert worker.jobs[-1].endswith("check_job")
+    else:
+        assert path == best and not optimized.exists() and not worker.jobs[-1].endswith("check_job")
+        assert any("fails the allowlists (line" in note for note in result["notes"]), result["notes"]

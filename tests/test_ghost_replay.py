@@ -62,8 +62,8 @@ def test_baseline_and_a_correct_source_verify_with_their_launches_counted(tmp_pa
     for variant in (Variant(), rewritten):
         result = verify(spec, variant, tmp_path)
         assert result.ok and result.failure is None, result.message
-        assert result.launches == 3  # one candidate run per input set (a pure float output)
-        assert result.to_json()["launches"] == 3
+        assert result.launches == 6  # one candidate run per input set and transformed draw (a pure float output)
+        assert result.to_json()["launches"] == 6
 
 
 @pytest.mark.parametrize("ghost", [GHOST_RUN, GHOST_AFTER_ONE], ids=["run", "after-one"])

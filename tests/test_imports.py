@@ -110,3 +110,21 @@ def test_an_import_that_blocks_is_stopped_and_the_timer_given_back(tmp_path):
     quick.write_text("X = 2\n")
     assert import_file(quick, timeout_s=0.3).X == 2
     time.sleep(0.4)  # a timer left running would fire here
+
+
+def test_the_module_is_made_of_the_bytes_read_not_of_a_cached_pyc_or_a_second_read(tmp_path):
+    """``import_file`` compiles the bytes it read (and hashed): an unchecked-hash ``.pyc`` planted
+    in ``__pycache__`` (which Python's own loader runs without looking at the source) does not
+    run, and ``data=`` bytes win over what the file holds now."""
+    import importlib.util
+    import py_compile
+
+    path, evil = tmp_path / "plain.py", tmp_path / "evil.py"
+    path.write_text("VALUE = 'source'\n")
+    evil.write_text("VALUE = 'planted pyc'\n")
+    py_compile.compile(str(evil), cfile=importlib.util.cache_from_source(str(path)),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    assert import_file(path, fresh=True).VALUE == "source"
+    checked = b"VALUE = 'checked bytes'\n"
+    module = import_file(path, fresh=True, data=checked)
+    assert module.VALUE == "checked bytes" and module.__file__ == str(path.resolve())

@@ -21,7 +21,7 @@ from tritune.loop import optimize  # noqa: E402
 from tritune.loop.evaluate import Evaluator  # noqa: E402
 from tritune.loop.lanes import LaneDied, LocalLane  # noqa: E402
 from tritune.loop.ray_lanes import RayLane, ray_lanes  # noqa: E402
-from tritune.store import DecisionStore  # noqa: E402
+from tritune.store import DecisionStore, variant_hash  # noqa: E402
 
 from test_loop_lanes import GRIDS, SETTINGS, by_grid, captured, decisions_of, interpreter_worker  # noqa: E402,F401
 
@@ -421,7 +421,7 @@ def test_replies_not_in_the_form_the_driver_reads_are_named():
 
 class Tampered(Misaddressed):
     """A node that starts well, then answers the ranking with a time that is not a number, and a
-    key (its own, this time) with records the store cannot take."""
+    key (its own, this time) with records not in their form."""
 
     def baselines(self, specs: list, files: dict) -> dict:
         return {"found": {body["id"]: ({"time_ms": "fast"}, None) for body in specs}, "log": []}
@@ -445,7 +445,9 @@ def test_a_tampered_reply_is_a_dead_lane_and_nothing_of_it_recorded(captured, tm
         try:
             target = lane.start()
             [(spec, key), *_] = plan(read_launches(captured), target).items
-            with pytest.raises(LaneDied, match=f"its reply to {call} is not in the form") as died:
+            expected = "its reply to baselines is not in the form" if call == "baselines" else \
+                "disagree with its result: a record or result entry not in its form"
+            with pytest.raises(LaneDied, match=expected) as died:
                 if call == "baselines":
                     lane.baselines([spec])
                 else:
@@ -453,8 +455,171 @@ def test_a_tampered_reply_is_a_dead_lane_and_nothing_of_it_recorded(captured, tm
                         run = store.start_run({})
                     lane.run_key(KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
                                         root=str(captured)))
-            assert ("time_ms 'fast'" if call == "baselines" else "records the store refused") in str(died.value)
+            assert ("time_ms 'fast'" if call == "baselines" else "(TypeError); not recorded") in str(died.value)
         finally:
             lane.close()
     with DecisionStore(path) as store:
         assert store.candidates() == []
+
+
+# ------------------------------------------------- a reply whose records disagree with its result
+
+def genuine(local_and_ray) -> tuple[dict, dict]:
+    """A key's result and records as a lane makes them (the local run's key with a decision):
+    what an honest actor returns for a key it was sent with no records."""
+    import copy
+
+    (local, local_out), _ = local_and_ray
+    kernel = next(k for k in local.kernels if k.accepted and len(k.candidates) >= 3)
+    with DecisionStore(local_out / "decisions.db") as store:
+        records = store.key_records(kernel.key_sha)
+    return copy.deepcopy(kernel.to_json()), records
+
+
+NOTHING_SENT = {"candidates": [], "profiles": [], "decision": None}
+
+
+def roles(result: dict, records: dict) -> tuple[dict, dict, dict, dict]:
+    """(reported, recorded) of the decided candidate, then of another verified one."""
+    decided = result["decision_hash"]
+    other = next(c for c in result["candidates"] if c["variant_hash"] != decided and c["status"] == "verified")
+    by_hash = {variant_hash(body["variant"]): body for body in records["candidates"]}
+    accepted = next(c for c in result["candidates"] if c["variant_hash"] == decided)
+    return accepted, by_hash[decided], other, by_hash[other["variant_hash"]]
+
+
+def hide_the_decision(result, records):
+    """The issue's case: optimize.json would show decision null, ``tritune run`` would apply it."""
+    result.update(accepted=False, decision=None, decision_hash=None, speedup=1.0)
+
+
+def drop_the_decision(result, records):
+    records["decision"] = None
+
+
+def decide_another(result, records):
+    """Both halves say the other candidate was accepted, but the result names the first as decided."""
+    accepted, decided, other, body = roles(result, records)
+    accepted["status"] = decided["status"] = "verified"
+    other["status"] = body["status"] = "accepted"
+    records["decision"]["variant"] = body["variant"]
+
+
+def change_a_status(result, records):
+    *_, body = roles(result, records)
+    body.update(status="rejected", failure_kind="wrong_result")
+
+
+def change_a_time(result, records):
+    _, decided, _, _ = roles(result, records)
+    decided["timings"]["time_ms"] /= 2
+
+
+def change_a_failure(result, records):
+    *_, other, body = roles(result, records)
+    other.update(status="rejected", failure="timeout")
+    body.update(status="rejected", failure_kind="wrong_result")
+
+
+def leave_a_record_unreported(result, records):
+    *_, other, _ = roles(result, records)
+    result["candidates"].remove(other)
+
+
+def leave_a_reported_one_unrecorded(result, records):
+    *_, body = roles(result, records)
+    records["candidates"].remove(body)
+
+
+def change_the_speedup(result, records):
+    result["speedup"] *= 1.5
+
+
+DISAGREEMENTS = {
+    hide_the_decision: "the records hold a decision the result does not report",
+    drop_the_decision: "the result reports decision 'BLOCK=128', the records none",
+    decide_another: "the result reports decision 'BLOCK=128', the records another variant",
+    change_a_status: "reported verified, recorded rejected",
+    change_a_time: "BLOCK=128: reported ",
+    change_a_failure: "reported rejected for timeout, recorded for wrong_result",
+    leave_a_record_unreported: "that the result does not report",
+    leave_a_reported_one_unrecorded: "reported verified, but not among the records",
+    change_the_speedup: "the result reports speedup 3.0, the records' decision 2.0",
+}
+
+
+@pytest.mark.parametrize("plant", list(DISAGREEMENTS), ids=lambda plant: plant.__name__)
+def test_records_that_disagree_with_their_result_are_named(local_and_ray, plant):
+    from tritune.loop.ray_records import records_problem
+
+    result, records = genuine(local_and_ray)
+    assert records_problem(result, records, NOTHING_SENT) is None  # as a lane makes them: they agree
+    plant(result, records)
+    problem = records_problem(result, records, NOTHING_SENT)
+    assert problem is not None and DISAGREEMENTS[plant] in problem, problem
+
+
+def test_records_the_driver_sent_must_come_back_as_sent(local_and_ray):
+    """A resumed key: records the driver sent come back unchanged, but for its accepted candidate
+    that a new decision moved back to verified; anything else changed in them is a disagreement."""
+    import copy
+
+    from tritune.loop.ray_records import records_problem
+
+    result, records = genuine(local_and_ray)
+    unchanged = {**copy.deepcopy(result), "candidates": [], "accepted": False, "decision": None,
+                 "decision_hash": None}  # its baseline failed this time: the sent decision is kept
+    assert records_problem(unchanged, records, records) is None
+    tampered = copy.deepcopy(records)
+    change_a_status({**result, "candidates": copy.deepcopy(result["candidates"])}, tampered)
+    assert "the driver sent came back changed" in records_problem(unchanged, tampered, records)
+    # sent: another candidate accepted and decided; back: the new decision, that one verified again
+    earlier = copy.deepcopy(records)
+    _, decided, _, body = roles(result, earlier)
+    decided["status"], body["status"] = "verified", "accepted"
+    earlier["decision"] = {**earlier["decision"], "variant": body["variant"]}
+    earlier["candidates"].remove(decided)
+    assert records_problem(result, records, earlier) is None
+    body["status"] = "rejected"  # sent rejected, back verified: not what a new decision does
+    assert "came back changed" in records_problem(result, records, earlier)
+
+
+def test_a_reply_whose_records_disagree_kills_the_lane_and_nothing_is_signed(local_and_ray, captured, tmp_path,
+                                                                            monkeypatch):
+    """End to end: an actor returning a lane's real result and records is signed in; the same with
+    the decision hidden from its result (the issue's case) kills the lane, and nothing is stored."""
+    from tritune.capture.spec import read_launches
+    from tritune.loop import ray_lanes as module
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+
+    result, records = genuine(local_and_ray)
+    for plant in (None, hide_the_decision):
+        if plant is not None:
+            plant(result, records)
+
+        class Replies(Misaddressed):  # made here: Ray pickles it with this reply inside
+            reply = {"result": result, "records": records, "log": []}
+
+            def run_key(self, body: dict, files: dict) -> dict:
+                return {**self.reply, "result": {**self.reply["result"], "key_sha": body["key"]["sha"]}}
+
+        monkeypatch.setattr(module, "_LaneActor", Replies)
+        lane = RayLane(captured, SETTINGS, gpu=False, interpret=True)
+        path = tmp_path / f"{plant is None}.db"
+        try:
+            target = lane.start()
+            [(spec, key)] = [(s, k) for s, k in plan(read_launches(captured), target).items if s.id == result["id"]]
+            with DecisionStore(path) as store:
+                run = store.start_run({})
+            job = KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path), root=str(captured))
+            if plant is None:
+                assert lane.run_key(job)["decision"] == "BLOCK=128"
+            else:
+                with pytest.raises(LaneDied, match="disagree with its result: the records hold a decision"):
+                    lane.run_key(job)
+        finally:
+            lane.close()
+        with DecisionStore(path) as store:
+            signed = (len(store.candidates()), [d.usable for d in store.decisions()])
+        assert signed == ((3, [True]) if plant is None else (0, []))

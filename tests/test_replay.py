@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -225,6 +226,81 @@ def test_a_launch_file_may_only_name_kernel_files_under_its_directory(tmp_path, 
     with pytest.raises(SpecError, match=why):  # a spec that reached a worker by another road
         load_kernel(add_spec(source=source), root)
     assert not Path(str(outside) + ".ran").exists()
+
+
+@pytest.mark.parametrize("data, why", [("../secret.pt", "is outside the capture directory"),
+                                       ("{outside}", "is outside the capture directory"),
+                                       ("tensors/../../secret.pt", "is outside the capture directory"),
+                                       ("tensors/link.pt", "leads outside the capture directory")])
+def test_a_launch_file_may_only_name_saved_tensors_under_its_directory(tmp_path, data, why):
+    """A saved tensor's path is confined as the kernel file's is, on both roads: reading the
+    launches file, and making the inputs of a spec that reached a worker another way."""
+    (tmp_path / "cap").mkdir()
+    root = capture_dir(tmp_path / "cap", add_spec())
+    outside = tmp_path / "secret.pt"
+    torch.save(torch.arange(300, dtype=torch.int64), outside)  # fits: only the check stops it
+    (root / "tensors").mkdir()
+    (root / "tensors" / "link.pt").symlink_to(outside)
+    data = data.format(outside=outside)
+    spec = add_spec(args=[tensor("idx_ptr", 300, "int64", values="saved", data=data)])
+    write_launches(root, [spec])
+    with pytest.raises(SpecError, match=f"argument 'idx_ptr': saved values '{data}' {why}: refused"):
+        read_launches(root)
+    with pytest.raises(SpecError, match=why):
+        make_args(spec, root)
+
+
+def whole(spec: LaunchSpec, root: Path) -> LaunchSpec:
+    """``spec`` with the whole-file hash a capture records for its copy under ``root``."""
+    spec.file_hash = hashlib.sha256((root / spec.source).read_bytes()).hexdigest()
+    return spec
+
+
+def test_a_top_level_added_after_capture_is_refused_by_the_whole_file_hash(tmp_path):
+    """The kernel's own text is unchanged, so only the whole-file hash sees the new top level."""
+    root = capture_dir(tmp_path, add_spec())
+    spec = whole(add_spec(), root)
+    load_kernel(spec, root)  # as captured: loads
+    mark = tmp_path / "top-level.ran"
+    path = root / spec.source
+    path.write_text(path.read_text() + f"open({str(mark)!r}, 'w').write('ran')\n")
+    with pytest.raises(SpecError, match="is not the file captured .*file_hash.*refused; capture again"):
+        load_kernel(spec, root)
+    assert not mark.exists()
+    spec.file_hash = None  # a capture from before file_hash: the kernel's hash alone, as documented
+    load_kernel(spec, root)
+    assert mark.exists()
+
+
+def test_the_kernel_file_is_read_once_and_what_runs_is_what_was_checked(tmp_path, monkeypatch):
+    """The file is replaced right after it is read and checked (a race): neither its new top
+    level nor its new kernel body runs, and Triton (the interpreter reads the kernel's lines
+    through ``inspect``) sees the lines that were checked."""
+    import inspect
+
+    from tritune.replay import kernel as kernel_module
+
+    root = capture_dir(tmp_path, add_spec(n=300))
+    spec = whole(add_spec(n=300), root)
+    path, mark = root / spec.source, tmp_path / "swapped.ran"
+    swapped = (KERNELS.read_text().replace("tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr",
+                                           "tl.load(x_ptr + offs, mask=mask) - tl.load(y_ptr")
+               + f"open({str(mark)!r}, 'w').write('ran')\n")
+    assert swapped.count(" - tl.load(y_ptr") == 1
+    checked = kernel_module.declared_hashes
+
+    def check_then_swap(*args):
+        found = checked(*args)
+        path.write_text(swapped)
+        return found
+
+    monkeypatch.setattr(kernel_module, "declared_hashes", check_then_swap)
+    replay = Replay(spec, root=root)
+    assert path.read_text() == swapped and not mark.exists()
+    assert " - tl.load(y_ptr" not in inspect.getsource(replay.fn.fn)
+    args = make_args(spec, root)
+    replay(args)
+    torch.testing.assert_close(args["out_ptr"], args["x_ptr"] + args["y_ptr"], rtol=0, atol=0)
 
 
 def test_a_kernel_edited_after_capture_or_without_a_hash_is_refused(tmp_path):

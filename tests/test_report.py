@@ -353,3 +353,17 @@ def test_cli_out_option(tmp_path):
     result = CliRunner().invoke(report, [str(SAMPLE), "--out", str(tmp_path / "deep" / "er")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "deep" / "er" / "report.md").is_file()
+
+
+def test_candidate_notes_are_listed_escaped_and_absent_when_there_are_none(tmp_path):
+    note = "peak device memory 300 MiB against the baseline's 10 MiB (30.0x, +290 MiB): reported, not a rejection"
+    results = hand_results()
+    results["kernels"][0]["candidates"][0] = {**cand("accepted"), "variant": "<b>block</b>", "notes": [note]}
+    assert summarize(results)["notes"] == [f"k1-aaaa: <b>block</b>: {note}"]
+    written = write_report(results, tmp_path / "with")
+    md, page = written["markdown"].read_text(), written["html"].read_text()
+    for text in (md, page):
+        assert "Notes on candidates (reported, not rejections)" in text and "(30.0x, +290 MiB)" in text
+        assert "<b>block" not in text
+    plain = write_report(hand_results(), tmp_path / "without")["markdown"].read_text()
+    assert summarize(hand_results())["notes"] == [] and "Notes on candidates" not in plain

@@ -351,3 +351,15 @@ def test_a_key_s_records_travel_to_another_store_and_back(tmp_path):
         assert "third_kernel" not in {k.kernel for k in driver.keys()}  # one transaction: nothing written
     with DecisionStore(tmp_path / "lane.db") as opened:  # under this user's secret, the lane's records are foreign
         assert opened.decision_for(key()) is None and not any(c.signed for c in opened.candidates())
+
+
+def test_a_version_3_store_gets_the_signed_inductor_cache_table(tmp_path):
+    path = tmp_path / "store.db"
+    DecisionStore(path).close()
+    with sqlite3.connect(path) as conn:  # as tritune before version 4 left it
+        conn.execute("DROP TABLE inductor_cache")
+        conn.execute("UPDATE schema_version SET version = 3")
+    with DecisionStore(path) as store:
+        assert store._db.opened_version == 3 and store.inductor_entries() == []
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4

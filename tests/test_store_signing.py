@@ -239,6 +239,36 @@ def test_the_secret_is_private_and_made_once(tmp_path, monkeypatch):
     signing._signer_at.cache_clear()
 
 
+@pytest.mark.skipif(os.name != "posix" or os.getuid() != 0, reason="lchown to another uid needs root")
+def test_a_home_or_key_that_is_another_users_link_is_refused(tmp_path, monkeypatch):
+    """TRITUNE_HOME (or the key) as a link that another user owns (uid 65534 here) is refused,
+    although what it points to is ours and private: they could point it at a folder of theirs."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    home = tmp_path / "home"
+    home.symlink_to(real)
+    monkeypatch.setenv("TRITUNE_HOME", str(home))
+    signing._signer_at.cache_clear()
+    first = signing.local_signer()  # a link of our own is fine
+    os.lchown(home, 65534, 65534)
+    signing._signer_at.cache_clear()
+    with pytest.raises(StoreError, match="signing folder is a link that belongs to another user \\(uid 65534\\)"):
+        signing.local_signer()
+    monkeypatch.setenv("TRITUNE_HOME", str(real))
+    key = real / signing.KEY_FILE
+    (real / "theirs.key").write_text(key.read_text())
+    (real / "theirs.key").chmod(0o600)
+    key.unlink()
+    key.symlink_to(real / "theirs.key")
+    signing._signer_at.cache_clear()
+    assert signing.local_signer().decision("k", {}) == first.decision("k", {})  # our own link
+    os.lchown(key, 65534, 65534)
+    signing._signer_at.cache_clear()
+    with pytest.raises(StoreError, match="signing key is a link that belongs to another user"):
+        signing.local_signer()
+    signing._signer_at.cache_clear()
+
+
 def test_a_key_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)

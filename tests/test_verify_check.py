@@ -72,8 +72,10 @@ def test_baseline_and_correct_variants_pass(tmp_path, n):
         result = verify(spec, variant, tmp_path)
         assert result.ok and result.failure is None, result.message
         assert result.input_sets == [0, 1, 2] and not result.nondeterministic and result.in_out == []
-        assert len(result.checks) == 3 * 3  # every input set, every tensor argument
-        assert result.message.startswith("ok (tolerance, 3 input sets")
+        assert len(result.checks) == (3 + 3) * 3  # every input set and transformed draw, every tensor argument
+        assert [(d["name"], d["transformed"], d["skipped"]) for d in result.draws] == \
+            [(name, ["x_ptr", "y_ptr"], None) for name in ("x1e3", "x1e-3", "negated")]
+        assert result.message.startswith("ok (tolerance, 3 input sets + x1e3/x1e-3/negated")
 
 
 # ---------------------------------------------------------------------------- planted wrong ones
@@ -258,7 +260,8 @@ def test_nondeterministic_baseline_widens_the_tolerance_from_its_spread(tmp_path
     result = verify(spec, Variant(constexprs={"BLOCK": 256}), tmp_path)
     assert result.ok and result.nondeterministic and 0 < result.spread["total_ptr"] < 0.01, result.message
     assert "nondeterministic" in result.message
-    assert NoisyReplay.baseline_runs == 2 + 3 * NONDETERMINISM_RUNS  # 2 to find in-out tensors, then per set
+    # 2 to find in-out tensors, then per input set and per transformed draw
+    assert NoisyReplay.baseline_runs == 2 + (3 + 3) * NONDETERMINISM_RUNS
     tol = result.checks[0].tolerance
     assert tol.atol > 1e-5 and "nondeterministic" in tol.reason
     wrong = edit("tl.atomic_add(total_ptr + offs * 0, x, mask=mask)",

@@ -66,6 +66,8 @@ Other programs' variables tritune reads or sets:
 ``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TORCHINDUCTOR_BENCHMARK_KERNEL``,
 ``TORCHINDUCTOR_FORCE_DISABLE_CACHES``
     Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
+    ``TORCHINDUCTOR_CACHE_DIR`` is read too (``inductor_cache_dir()``): the only folder under
+    which ``tritune.apply.inductor_cache`` writes or deletes a file.
 ``PYTHONPATH``
     Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
     (``tritune.boot``), and by tritune's package root for profiled targets.
@@ -182,6 +184,11 @@ def serve_through_inductor(environ: Mapping[str, str] | None = None) -> bool:
     return _env(environ).get(ENV_SERVE_INDUCTOR, "") == "1"
 
 
+def inductor_cache_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """``TORCHINDUCTOR_CACHE_DIR`` as set, or None (Inductor's default then applies)."""
+    return _env(environ).get(ENV_INDUCTOR_CACHE, "").strip() or None
+
+
 def ncu_path(environ: Mapping[str, str] | None = None) -> str:
     """The ncu the user named, or ``""``."""
     return _env(environ).get(ENV_NCU, "").strip()
@@ -221,13 +228,26 @@ def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def home(environ: Mapping[str, str] | None = None) -> Path:
-    """``TRITUNE_HOME`` (default ``~/.tritune``), created with mode 0700 if missing;
-    ``ConfigError`` if it exists and is not a directory, or cannot be made."""
+def secret_sources(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, ...], str]:
+    """What ``tritune.secrets`` keeps out of what tritune writes and sends: the values of the
+    secrets the environment holds (``SECRET_ENV``: each LLM key that is set, stripped), and
+    ``TRITUNE_HOME`` as given (``home_path`` of it: where the signing key is)."""
+    env = _env(environ)
+    return tuple(value for value in (env.get(name, "").strip() for name in SECRET_ENV) if value), env.get(ENV_HOME, "")
+
+
+def home_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``home()`` is, without making it."""
     from pathlib import Path
 
     given = _env(environ).get(ENV_HOME, "").strip()
-    path = Path(given or DEFAULT_HOME).expanduser().absolute()
+    return Path(given or DEFAULT_HOME).expanduser().absolute()
+
+
+def home(environ: Mapping[str, str] | None = None) -> Path:
+    """``TRITUNE_HOME`` (default ``~/.tritune``), created with mode 0700 if missing;
+    ``ConfigError`` if it exists and is not a directory, or cannot be made."""
+    path = home_path(environ)
     try:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:

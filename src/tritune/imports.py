@@ -13,6 +13,9 @@ kernel file. Importing runs the file's top level, so:
 - ``sys.exit``: a ``SystemExit`` from the top level becomes ``TopLevelExit``, one line naming the
   call and the fix, instead of ending tritune with a bare ``SystemExit: 3``.
 - ``timeout_s``: an import that has not finished after that long raises ``ImportTimeout``.
+- read once: the module is compiled from the bytes that were read (and hashed: the cache key, and
+  a caller's own check through ``data=``), never from a second read of the file; its lines are
+  served to ``inspect`` from those bytes (``linecache``).
 
 Each file is imported under a unique module name with its directory first on ``sys.path`` for the
 duration of the import; sibling modules it imported from there are forgotten afterwards. Inductor
@@ -35,6 +38,7 @@ import hashlib
 import importlib.util
 import io
 import itertools
+import linecache
 import os
 import signal
 import sys
@@ -79,13 +83,16 @@ class _Alarm(BaseException):
     pass
 
 
-def import_file(path: str | Path, *, timeout_s: float | None = None, fresh: bool = False) -> ModuleType:
+def import_file(path: str | Path, *, timeout_s: float | None = None, fresh: bool = False,
+                data: bytes | None = None) -> ModuleType:
     """The module of ``path`` (see the module doc); the file's own exception if its import fails.
     ``fresh``: a new module, neither taken from nor kept in the cache, for a caller that changes
-    what the module holds (a benchmark that re-tunes a candidate's autotuner)."""
+    what the module holds (a benchmark that re-tunes a candidate's autotuner). ``data``: the
+    file's bytes, already read (and checked) by the caller: the module is made of them and the
+    file is not read again."""
     given = str(path)
     path = Path(path).resolve()
-    source = path.read_bytes()
+    source = path.read_bytes() if data is None else data
     key = (str(path), hashlib.sha256(source).hexdigest(), _interpreting())
     if fresh:
         return _import(given, path, key[1], source, timeout_s)
@@ -146,7 +153,7 @@ def _import(given: str, path: Path, digest: str, source: bytes, timeout_s: float
     sys.modules[name] = module
     try:
         with _on_sys_path(str(path.parent)), contextlib.redirect_stdout(printed), shim, _deadline(timeout_s):
-            spec.loader.exec_module(module)
+            _execute(module, path, source)
     except SystemExit as exc:
         sys.modules.pop(name, None)
         call = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
@@ -161,6 +168,19 @@ def _import(given: str, path: Path, digest: str, source: bytes, timeout_s: float
     finally:
         _warn_printed(given, printed.getvalue())
     return module
+
+
+def _execute(module: ModuleType, path: Path, source: bytes) -> None:
+    """Run ``source`` (the bytes the caller hashed) as ``module``'s code, without reading ``path``
+    again: the file may have changed since, and a ``__pycache__`` beside it is not consulted (an
+    unchecked-hash ``.pyc`` planted there would run instead of the source). Its lines go into
+    ``linecache`` under ``path``, with no modification time, so that ``inspect.getsource`` (which
+    Triton's ``@jit`` and its interpreter read the kernel through) sees these bytes, not the
+    file's current text, and ``linecache.checkcache`` leaves them be."""
+    code = compile(source, str(path), "exec", dont_inherit=True)
+    lines = importlib.util.decode_source(source).splitlines(keepends=True)
+    linecache.cache[str(path)] = (len(source), None, lines, str(path))
+    exec(code, module.__dict__)  # noqa: S102 - importing a file is running it, as exec_module does
 
 
 def _warn_printed(given: str, text: str) -> None:

@@ -480,7 +480,7 @@ class Applier:
         try:
             why = inductor_cache.reason_not(entry.tuner, config, decision, self._decisions_of(entry))
             if why is None:
-                why = inductor_cache.write(entry.tuner, config, decision, self.path, entry.candidates)
+                why = inductor_cache.write(entry.tuner, config, decision, self._store(), entry.candidates)
         except Exception as exc:  # noqa: BLE001 - the launch-time path still applies it
             why = _one_line(exc)
         if why is None:
@@ -512,7 +512,7 @@ class Applier:
 
         usable = {d.key.sha for d in self._decisions}
         try:
-            inductor_cache.remove(self.path, keep=lambda entry: entry["key"] in usable)
+            inductor_cache.remove(self._store(), keep=lambda entry: entry.key in usable)
         except Exception as exc:  # noqa: BLE001
             self._report("*", f"entries in Inductor's autotune cache not checked: {_one_line(exc)}")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -28,7 +27,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Hashable, Iterable, Iterator
 
-from tritune.capture.spec import SOURCES, TENSORS, LaunchSpec, SpecError, read_launches, write_launches
+from tritune.capture.spec import (SOURCES, TENSORS, LaunchSpec, SpecError, file_hash, read_launches,
+                                  write_launches)
 
 PARTS = "parts"
 _SKIP = "<skip>"
@@ -51,7 +51,7 @@ class Recorder:
         self.specs: dict[str, LaunchSpec] = {}  # spec key -> spec
         self.counts: dict[str, int] = {}  # spec key -> launches
         self.fast: dict[Hashable, str] = {}  # cheap launch key (see jit_launch) -> spec key
-        self._sources: dict[str, str] = {}  # source file -> its copy, relative to dir
+        self._sources: dict[str, tuple[str, str]] = {}  # source file -> its copy (relative to dir), its hash
         self._part: Path | None = None
         self._dirty = False
         self._flushed = time.monotonic()
@@ -91,7 +91,7 @@ class Recorder:
             self._dirty = True
             return self.specs[key]
         if spec.source_file and not spec.source:
-            spec.source = self._copy_source(spec.source_file)
+            spec.source, spec.file_hash = self._copy_source(spec.source_file)
         for arg in spec.tensors:
             if values is not None and arg.name in values:
                 self._keep_values(spec, arg, values[arg.name])
@@ -101,15 +101,18 @@ class Recorder:
         self._dirty = True
         return spec
 
-    def _copy_source(self, source_file: str) -> str:
+    def _copy_source(self, source_file: str) -> tuple[str, str]:
+        """The copy of ``source_file`` under ``DIR/sources/`` (relative to DIR) and the hash of
+        the bytes copied (``LaunchSpec.file_hash``)."""
         if source_file in self._sources:
             return self._sources[source_file]
         path = Path(source_file)
         data = path.read_bytes()
-        relative = f"{SOURCES}/{hashlib.sha256(data).hexdigest()[:16]}_{path.stem}.py"
+        digest = file_hash(data)
+        relative = f"{SOURCES}/{digest[:16]}_{path.stem}.py"
         _write_atomic(self.dir / relative, data)
-        self._sources[source_file] = relative
-        return relative
+        self._sources[source_file] = relative, digest
+        return relative, digest
 
     def _keep_values(self, spec: LaunchSpec, arg, tensor: Any) -> None:
         import torch

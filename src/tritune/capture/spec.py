@@ -5,6 +5,7 @@ scalars); ``count`` says how often the program made it. A capture directory hold
 
     DIR/launches.jsonl     one JSON object per distinct launch (``LaunchSpec.to_json``)
     DIR/sources/<sha>.py   a copy of each kernel's source file, so replay needs only DIR
+                           (its whole-file hash is each launch's ``file_hash``)
     DIR/tensors/<id>.pt    input tensors whose values matter (index tensors), saved as captured
 
 The first line of ``launches.jsonl`` is a header ``{"tritune_launches": VERSION, ...}``; a file
@@ -137,6 +138,9 @@ class LaunchSpec:
     # "inductor" (Inductor's out_ptr/in_out_ptr names and mutated args), "unknown" (all written).
     writes_from: str = "ttir"
     extra: dict = dataclasses.field(default_factory=dict)  # e.g. Inductor's kernel_num_gb
+    # sha256 of the whole copy under DIR/sources/ (``file_hash``), checked before replay runs any
+    # of it; None in captures made before it was recorded (the kernel's own hash is checked then)
+    file_hash: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KERNEL_KINDS:
@@ -212,6 +216,12 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def file_hash(data: bytes) -> str:
+    """The hash of a kernel file's whole content (``LaunchSpec.file_hash``): its top level runs
+    on import, so all of it must be what was captured, not only the kernel's text."""
+    return hashlib.sha256(data).hexdigest()
+
+
 # ------------------------------------------------------------------------------------ the file
 
 def header(**extra: Any) -> dict:
@@ -254,19 +264,34 @@ def read_launches(directory: str | Path) -> list[LaunchSpec]:
     for spec in specs:
         if spec.source:  # "" when the program's file could not be copied: nothing to import
             confined_source(path.parent, spec)
+        for arg in spec.tensors:
+            if arg.values == "saved":
+                confined_data(path.parent, arg)
     return specs
 
 
 def confined_source(root: str | Path, spec: LaunchSpec) -> Path:
     """``root/spec.source``, refused unless it is a relative path that stays inside ``root``: a
     launches file names the kernel file replay imports, and an import runs the file."""
-    relative = PurePath(spec.source)
-    if not spec.source or relative.is_absolute() or ".." in relative.parts:
-        raise SpecError(f"{spec.id}: kernel source {spec.source!r} is outside the capture directory: refused "
+    return confined(root, spec.source, f"{spec.id}: kernel source")
+
+
+def confined_data(root: str | Path, arg: ArgSpec) -> Path:
+    """``root/arg.data`` (a saved tensor's file), refused as ``confined`` says: a launches file
+    must not make replay read (or ship to a Ray lane) a file of the user's outside its directory."""
+    return confined(root, arg.data or "", f"argument {arg.name!r}: saved values")
+
+
+def confined(root: str | Path, name: str, what: str) -> Path:
+    """``root/name``, refused (``SpecError``, one line starting with ``what``) unless ``name`` is a
+    relative path without ``..`` that stays inside ``root`` once links are resolved."""
+    relative = PurePath(name)
+    if not name or relative.is_absolute() or ".." in relative.parts:
+        raise SpecError(f"{what} {name!r} is outside the capture directory: refused "
                         "(a launches file may only name files under its own directory)")
     path = Path(root) / relative
     if not path.resolve().is_relative_to(Path(root).resolve()):  # a link pointing out
-        raise SpecError(f"{spec.id}: kernel source {spec.source!r} leads outside the capture directory: refused")
+        raise SpecError(f"{what} {name!r} leads outside the capture directory: refused")
     return path
 
 

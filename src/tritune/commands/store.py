@@ -6,9 +6,10 @@ Decisions and candidates are used only when this user's tritune signed them
 not; ``import`` judges another store's decisions again on this GPU (``tritune.loop.imports``)
 and signs those that pass into the target store.
 
-``inductor-cache`` lists the entries of Inductor's autotune cache that applying DB wrote (see
-``tritune.apply.inductor_cache``) and, with ``--remove``, takes them all out, putting back what
-Inductor had there before.
+``inductor-cache`` lists the entries of Inductor's autotune cache that applying DB wrote (kept in
+DB, signed; see ``tritune.apply.inductor_cache``) and, with ``--remove``, takes them all out,
+putting back what Inductor had there before. An entry not signed by this user, or whose file is
+not under Inductor's cache directory, is said on stderr and left alone.
 
 Exit status: ``verify`` 0 when every decision is signed, 1 when some are not; ``import`` 0 when
 it ran (whatever it imported), 2 for a usage error or an unusable input (one line).
@@ -59,6 +60,7 @@ def verify(db: Path) -> None:
     opened = _open(db)
     try:
         decisions, candidates = opened.decisions(), opened.candidates()
+        cache_entries = opened.inductor_entries()
     except StoreError as exc:
         _fail(str(exc))
     unsigned = 0
@@ -75,6 +77,10 @@ def verify(db: Path) -> None:
     click.echo(f"{len(decisions) - unsigned} of {len(decisions)} decisions signed by this user; "
                f"{len(candidates) - foreign} of {len(candidates)} candidates"
                + (f" ({foreign} are evaluated again before any use)" if foreign else ""))
+    if cache_entries:
+        foreign = sum(not e.signed for e in cache_entries)
+        click.echo(f"{len(cache_entries) - foreign} of {len(cache_entries)} Inductor cache entries signed by this user"
+                   + (f" ({foreign} write and delete nothing)" if foreign else ""))
     if unsigned:
         click.echo(f"`tritune store import {db} --into MINE.db --launches DIR` verifies and times them again here",
                    err=True)
@@ -137,12 +143,17 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
 def inductor_cache(db: Path, remove: bool) -> None:
     """List (or --remove) the decisions of DB that Inductor serves from its own autotune cache."""
     from tritune.apply import inductor_cache as cache
+    from tritune.store import StoreError
 
-    found = cache.entries(db)
-    for entry in found:
-        click.echo(f"{entry['kernel']}  {entry['path']}")
+    try:
+        found = cache.entries(db)  # signed by this user only; the others are said on stderr
+        for entry in found:
+            why = cache.outside_cache(entry.path)
+            click.echo(f"{entry.kernel}  {entry.path}" + (f"  (left alone: {why})" if why else ""))
+        removed = cache.remove(db) if remove else []
+    except StoreError as exc:
+        _fail(str(exc))
     if remove:
-        removed = cache.remove(db)
         click.echo(f"removed {len(removed)} entries from Inductor's autotune cache")
     else:
         click.echo(f"{len(found)} entries in Inductor's autotune cache"

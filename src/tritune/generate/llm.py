@@ -2,16 +2,21 @@
 
 The first request holds the spec's source, its cases' shapes and dtypes, the GPU's facts (or that
 the module runs under Triton's interpreter), what the module must define (``@triton.jit``
-kernels and ``run(*inputs)`` returning what ``reference`` returns), the tolerance and the
-sandbox's rules (``prompts/generate.md``). Each reply goes through the same gates, in order:
+kernels and ``run(*inputs)`` returning what ``reference`` returns), the tolerance, the kernel
+allowlist's rules and the launcher's (``prompts/generate.md``). The model writes kernels and a
+launcher of launch arithmetic only; tritune writes the module itself from those parts once each
+passed its allowlist (``generate.assemble``), so nothing else of a reply reaches the worker or the
+``kernel.py`` the user ships. Each reply goes through the same gates, in order:
 
 ==================  ===============================================================================
 ``no_code``         the reply has no ```python block (``llm.reply.first_python_block``)
 ``syntax``          the block does not compile (compiled here, never run)
-``unsafe``          the sandbox refuses it (``llm.sandbox.check``): never written as a .py, never run
-(check's classes)   written to ``OUT/llm/attempt-NN.py`` and verified in the worker, under the
-                    sandbox's CPU and memory limits, on the spec's cases and the derived ones
-                    (``generate.check.check_job``): ``compile``, ``runtime``, ``timeout``,
+``unsafe``          a part is refused (``generate.assemble``: module-level statements other than
+                    imports, constants, kernels and ``run``; the kernels by ``llm.sandbox.check``;
+                    ``run`` by ``generate.launcher.check_launcher``): never written as a .py, never run
+(check's classes)   the assembled module is written to ``OUT/llm/attempt-NN.py`` and verified in the
+                    worker, under the sandbox's CPU and memory limits, on the spec's cases and the
+                    derived ones (``generate.check.check_job``): ``compile``, ``runtime``, ``timeout``,
                     ``wrong_result`` (with the worst element), ``no_kernel``, ``syntax``
 ``slower``          verified, and with ``time_module`` (a GPU) slower than the eager reference:
                     still a verified candidate, the best if the fastest so far
@@ -22,7 +27,7 @@ The next request is the first one, then the last two attempts as the conversatio
 model's reply and the feedback (``prompts/generate_fix.md``: the class and the message cut to 300
 characters). The loop stops at the first verified module that is not slower, after
 ``max_iterations`` requests, or when the endpoint fails (one line; the best so far is kept). The
-best verified module is copied to ``OUT/llm/kernel.py``.
+best verified module (tritune's assembly, never the reply's text) is copied to ``OUT/llm/kernel.py``.
 
 The session, the client, the cost and the dry run are the LLM proposer's (``llm.family``): the key
 is read by the client alone, sent as a Bearer token and redacted from its errors; nothing here
@@ -113,6 +118,7 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
 
 
 def first_prompt(spec: Any, gpu: dict, device: str) -> str:
+    from tritune.generate.launcher import LAUNCHER_RULES
     from tritune.generate.spec import shapes_text
     from tritune.llm.sandbox import RULES
 
@@ -120,7 +126,8 @@ def first_prompt(spec: Any, gpu: dict, device: str) -> str:
     shapes = "\n".join(f"- {case.label}: {shapes_text(case.tensors)}" for case in cases)
     facts = gpu_facts(gpu) if gpu or device != "cuda" else "- a CUDA GPU (its facts could not be read)"
     return prompts.render("generate", spec_name=spec.name, file=Path(spec.path).name, source=spec.text.rstrip(),
-                          shapes=shapes, gpu=facts, tolerance=tolerance_text(spec, cases), rules=RULES.rstrip())
+                          shapes=shapes, gpu=facts, tolerance=tolerance_text(spec, cases), rules=RULES.rstrip(),
+                          launcher_rules=LAUNCHER_RULES.rstrip())
 
 
 def tolerance_text(spec: Any, cases: list) -> str:
@@ -152,7 +159,10 @@ class _Loop:
 
     def __init__(self, spec: Any, folder: Path, device: str, worker: Any, reference_ms: dict | None,
                  time_module: Callable[[Path], dict] | None) -> None:
+        from tritune.generate.assemble import input_kinds
+
         self.spec, self.folder, self.device, self.worker = spec, folder, device, worker
+        self.inputs = input_kinds(spec.cases("cpu"))  # the kinds of run()'s parameters
         self.reference_ms, self.time_module = reference_ms, time_module
         self.attempts: list[dict] = []
         self.best: dict | None = None
@@ -162,11 +172,11 @@ class _Loop:
         self.attempts.append(attempt)
         stem = f"attempt-{iteration:02d}"
         (self.folder / f"{stem}.md").write_text(text)  # the reply as it came
-        refusal, code = _refusal(text, f"{stem}.py")
+        refusal, code = _refusal(text, f"{stem}.py", self.inputs, self.spec.name)
         if refusal is not None:
             attempt["failure"], attempt["message"] = refusal
             return attempt
-        module = self.folder / f"{stem}.py"  # only code that passed the sandbox becomes a .py
+        module = self.folder / f"{stem}.py"  # only the module tritune assembled from checked parts
         module.write_text(code)
         attempt["module"] = str(module)
         failure = self._check(module)
@@ -216,11 +226,12 @@ class _Loop:
                                   f"{reference[label]:.4f} ms")[:MESSAGE_CHARS]
 
 
-def _refusal(text: str, filename: str) -> tuple[tuple[str, str] | None, str]:
-    """Why a reply cannot be checked (no code, a syntax error, unsafe), else None and its code;
-    nothing of it runs here."""
-    from tritune.llm import sandbox
+def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tuple[str, str] | None, str]:
+    """Why a reply cannot be checked (no code, a syntax error, unsafe), else None and the module
+    tritune assembles from its checked parts (``generate.assemble``); nothing of it runs here."""
+    from tritune.generate.assemble import assemble
     from tritune.llm.reply import ReplyError, first_python_block
+    from tritune.llm.sandbox import Unsafe
 
     try:
         code = first_python_block(text)
@@ -229,14 +240,15 @@ def _refusal(text: str, filename: str) -> tuple[tuple[str, str] | None, str]:
     try:
         compile(code, filename, "exec", dont_inherit=True)  # compiled, never run
     except SyntaxError as exc:
-        return ("syntax", f"{filename} line {exc.lineno}: {exc.msg}"), code
+        return ("syntax", f"{filename} line {exc.lineno}: {exc.msg}"), ""
     except ValueError as exc:  # a null byte
-        return ("syntax", f"{filename}: {exc}"), code
+        return ("syntax", f"{filename}: {exc}"), ""
+    except RecursionError:
+        return ("syntax", f"{filename}: nested too deeply to compile"), ""
     try:
-        sandbox.check(code)
-    except sandbox.Unsafe as exc:
-        return ("unsafe", str(exc)[:MESSAGE_CHARS]), code
-    return None, code
+        return None, assemble(code, inputs, name=name).text
+    except Unsafe as exc:
+        return ("unsafe", str(exc)[:MESSAGE_CHARS]), ""
 
 
 def _ask(session: LLMSession, messages: list[dict]) -> str | None:

@@ -10,7 +10,8 @@
    should the optimized one fail, the one without decisions is written instead, and the notes say so.
 3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``; where
    the loop can run (a GPU), that module goes through it too and its decisions are baked into
-   ``DIR/llm/optimized.py`` (``modules``), kept only if it verifies. On both paths the search
+   ``DIR/llm/optimized.py`` (``modules``), kept only if it passes both allowlists again
+   (``assemble``) and verifies. On both paths the search
    tunes the launches of the spec's own cases (``own_launches``); the derived ones only verify.
 4. The faster verified module becomes ``DIR/kernel.py`` (on a GPU, by the benchmark's p50 summed
    over the spec's cases; without one the only verified module, the model-free one first), then the
@@ -240,7 +241,9 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
     """The model's verified module through the same loop, its decisions baked into
     ``DIR/llm/optimized.py`` (``modules.bake``); the module itself when nothing was decided, the
     capture failed, or the baked module does not verify."""
+    from tritune.generate.assemble import assemble, input_kinds
     from tritune.generate.modules import bake
+    from tritune.llm.sandbox import Unsafe
     from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
 
     folder = out / "llm"
@@ -260,6 +263,12 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
         return best
     text, notes = bake(best.read_text(), decided)
     result["notes"] += notes
+    try:  # the baked module is the model's still: it passes both allowlists again, and is assembled anew
+        text = assemble(text, input_kinds(spec.cases("cpu")), name=spec.name).text
+    except Unsafe as exc:
+        result["notes"].append(f"the model's module with its decisions baked in fails the allowlists ({exc}): "
+                               "kept without them")
+        return best
     path = folder / "optimized.py"
     path.write_text(text)
     check = _check(worker, path, spec.path, device)

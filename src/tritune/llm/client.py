@@ -24,6 +24,7 @@ import urllib.parse
 from typing import Any, Callable
 
 from tritune import config
+from tritune.secrets import scrub_data
 
 _FROM_CONFIG: Any = object()  # ``key`` left out: ask config (None given means "send no key")
 BODY_CHARS = 200  # of an error body in a message: enough for a server's reason, one line
@@ -172,7 +173,9 @@ class ChatClient:
 
     def chat(self, messages: list[dict]) -> Reply:
         """The model's answer to ``messages`` (``[{"role": ..., "content": ...}, ...]``)."""
-        payload: dict[str, Any] = {"model": self.model, "messages": messages}
+        # the prompt quotes candidates' messages, which may quote what a candidate read: no secret
+        # goes into the body (the key goes in the Authorization header alone)
+        payload: dict[str, Any] = {"model": self.model, "messages": scrub_data(messages)}
         if self.max_tokens is not None:
             payload["max_tokens"] = self.max_tokens
         if self.temperature is not None:

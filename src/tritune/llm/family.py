@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from tritune.llm import prompts
 from tritune.replay.variant import Variant
+from tritune.secrets import scrub
 
 NAME = "llm"
 MESSAGE_CHARS = 300  # seed 004 cuts a failure's message to this many characters
@@ -262,7 +263,7 @@ class LLMProposer:
             folder = Path(settings.dry_run)
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{self.key.kernel}-{self.key.sha[:10]}-{role}-{prompt_sha[:10]}.md"
-            path.write_text("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in messages))
+            path.write_text(scrub("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in messages)))
             self.session.log(f"{self.key.kernel}: llm dry run: prompt written to {path}")
             return None
         stored = self.store.llm_exchange(prompt_sha) if self.store is not None else None

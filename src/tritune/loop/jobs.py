@@ -2,7 +2,8 @@
 
 A candidate is two worker calls, so that N workers can build and verify while one times:
 
-- ``verify_job``  compile, then verify (>= 3 fresh input sets, poisoned outputs, guard margins).
+- ``verify_job``  compile, then verify (>= 3 fresh input sets and the first one scaled x1e3,
+                  x1e-3 and negated; poisoned outputs, guard margins).
                   The GPU launches hold the GPU lock shared (``tritune.worker.gpulock``); the
                   compilation holds nothing, so it overlaps another worker's timing.
 - ``time_job``    only for a verified candidate (a wrong kernel never costs a benchmark): the

@@ -215,8 +215,9 @@ class KernelLoop:
                       candidates=self.records, waited=self.waited, busy=self.busy, skipped=len(self._skipped),
                       wall_s=time.monotonic() - start)
         if best["ratio"] is not None:
-            result.update(accepted=True, decision=_name(best["variant"]), best_ms=best["ms"],
-                          speedup=best["ratio"], roofline_after=best["roofline"],
+            result.update(accepted=True, decision=variant_name(best["variant"]),
+                          decision_hash=variant_hash(best["variant"]), best_ms=best["ms"], speedup=best["ratio"],
+                          roofline_after=best["roofline"],
                           won_by=changed_knobs(self.spec, best["variant"]))
         else:
             result.update(best_ms=base_ms, speedup=1.0, won_by=[])
@@ -305,7 +306,8 @@ class KernelLoop:
             return False
         if variant.key() not in self._skipped:
             self._skipped.add(variant.key())
-            self.log(f"{self.spec.kernel}: {_name(variant)} skipped: it timed out on a sibling key ({sibling[:10]})")
+            self.log(f"{self.spec.kernel}: {variant_name(variant)} skipped: it timed out on a sibling key "
+                     f"({sibling[:10]})")
         return True
 
     # -------------------------------------------------------------------------- build and run
@@ -326,7 +328,7 @@ class KernelLoop:
             planned.append((variant, family, cand))
         work = [(variant, family) for variant, family, cand in planned if not cand.done]
         for variant, family in work:
-            self.log(f"{self.spec.kernel}: {family.name} {_name(variant)} ({family.mode(variant)})")
+            self.log(f"{self.spec.kernel}: {family.name} {variant_name(variant)} ({family.mode(variant)})")
         begin, done = time.monotonic(), []
         items = [(variant, family.mode(variant)) for variant, family in work]
         limit = max(CANDIDATE_FLOOR_S, self.settings.budget_s - (begin - self._start))
@@ -348,7 +350,8 @@ class KernelLoop:
         verified = bool((cand.verification or {}).get("ok"))
         trial = trial_from_record(variant, cand.status, cand.failure_kind, cand.message, cand.timings, verified)
         self.trials.append(trial)
-        self._record(variant, family, trial, reused=True, status=cand.status)
+        self._record(variant, family, trial, reused=True, status=cand.status,
+                     notes=(cand.verification or {}).get("notes"))
         return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
 
     def _finish(self, variant: Variant, family: Family, cand: Any, evaluated: Evaluated) -> Evaluated:
@@ -361,7 +364,8 @@ class KernelLoop:
             self.store.finish_candidate(cand.id, "rejected", failure=failure, verification=evaluated.verification,
                                         timings=evaluated.timing)
         self._record(variant, family, evaluated.trial, seconds=evaluated.seconds, split=evaluated.split,
-                     mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected")
+                     mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected",
+                     notes=(evaluated.verification or {}).get("notes"))
         self._candidate_ids[variant.key()] = cand.id
         return evaluated
 
@@ -409,7 +413,7 @@ class KernelLoop:
                                     best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id)
             best.update(variant=trial.variant, ms=trial.time_ms, ratio=confirmation.ratio,
                         roofline=(evaluated.timing or {}).get("roofline"))
-            self.log(f"{self.spec.kernel}: accepted {_name(trial.variant)}: {verdict.reason}")
+            self.log(f"{self.spec.kernel}: accepted {variant_name(trial.variant)}: {verdict.reason}")
             return evaluated
         return None
 
@@ -450,16 +454,20 @@ class KernelLoop:
                     roofline=None)
 
     def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
-                split: dict | None = None, mode: str | None = None, reused: bool = False) -> None:
+                split: dict | None = None, mode: str | None = None, reused: bool = False,
+                notes: list[str] | None = None) -> None:
         """The candidate's line in the results. Seconds: ``seconds`` from submission to result,
         split into ``verify_s`` + ``time_s`` + ``wait_s`` (``Evaluator``); ``share_s`` its round's
-        wall time over the candidates evaluated in it (with N running at once, what one cost)."""
+        wall time over the candidates evaluated in it (with N running at once, what one cost).
+        ``notes``: its verification's notes (a large peak-memory increase), reported, not rejections."""
         speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
         split = split or {}
-        record = {"variant": _name(variant), "family": family.name, "mode": mode or family.mode(variant),
+        record = {"variant": variant_name(variant), "variant_hash": variant_hash(variant), "family": family.name,
+                  "mode": mode or family.mode(variant),
                   "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
                   "speedup": speedup, "seconds": seconds, "verify_s": split.get("verify_s"),
-                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused}
+                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused,
+                  "notes": list(notes or [])}
         self.records.append(record)
         self._index[variant.key()] = record
 
@@ -481,14 +489,15 @@ class KernelLoop:
     def _result(self) -> dict:
         return {"id": self.spec.id, "kernel": self.spec.kernel, "kind": self.spec.kind, "category": self.category,
                 "count": self.spec.count, "key_sha": self.key.sha, "baseline_ms": None, "best_ms": None,
-                "speedup": None, "accepted": False, "decision": None, "bytes": None, "floor_ms": None,
+                "speedup": None, "accepted": False, "decision": None, "decision_hash": None, "bytes": None,
+                "floor_ms": None,
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
                 "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
                 "skipped": 0, "wall_s": 0.0,
                 "failure": None, "message": ""}
 
 
-def _name(variant: Variant) -> str:
+def variant_name(variant: Variant) -> str:
     """What a variant changes: its proposer's name for it (a cache-hint source rewrite says which
     loads), else the changed options and constexprs."""
     return variant.name if variant.name != "baseline" else variant.describe()

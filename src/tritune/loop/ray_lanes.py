@@ -31,9 +31,10 @@ put code into this user's decisions. Point ``--ray`` only at a cluster you would
 What the driver checks of a reply is its form, not its truth: ``start``'s must name a version,
 a node, a folder and a full target (``start_problem``), ``baselines``' a (timing, failure) pair
 for exactly the launches sent, each time a positive number (``baselines_problem``), and
-``run_key``'s result must be for the key it sent, with records ``adopt`` takes whole (only
-evaluated candidates, a decision only with its candidate among them, accepted); a reply not so
-formed makes the lane dead, and nothing of it is recorded. It does
+``run_key``'s result must be for the key it sent, with records that agree with it (the same
+candidates, verdicts and times, the result's decision and no other: ``loop.ray_records``) and
+that ``adopt`` takes whole (only evaluated candidates, a decision only with its candidate among
+them, accepted); a reply not so formed makes the lane dead, and nothing of it is recorded. It does
 not derive the variants' sources again (that is the proposers' whole search, run again here) nor
 verify a decision again (that needs the GPU; ``tritune store import`` does it for a store made
 by someone else).
@@ -43,8 +44,8 @@ their records in the store; a key in flight is lost with its actor.
 Death: an actor whose process or node dies (``ActorDiedError``, ``NodeDiedError``, any other
 ``RayError`` but the job's own), that gives no answer in the key's budget plus ``HANG_S``, whose
 workers cannot be started again (``LaneDied`` inside it), that answers for another key than it
-was sent, or that finds no GPU its workers can use raises ``LaneDied``: the session gives the
-key to another lane. An error of the job itself is raised here as the job raised it (the run
+was sent, whose records disagree with its result, or that finds no GPU its workers can use
+raises ``LaneDied``: the session gives the key to another lane. An error of the job itself is raised here as the job raised it (the run
 stops, as with a local lane). ``interrupt`` kills the actor (``ray.kill``: a running method of
 an actor cannot be cancelled, ``ray.cancel`` only stops tasks), so nothing it was doing is
 recorded; a killed actor's folder on its node (the capture's copy) is removed by the next lane
@@ -79,6 +80,7 @@ from tritune.errors import one_line
 from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lanes
+from tritune.loop.ray_records import records_problem
 from tritune.store import DecisionKey, DecisionStore, StoreError
 from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
@@ -284,6 +286,10 @@ class RayLane:
             raise LaneDied(f"it answered for another key than {job.spec.kernel} ({job.key.sha[:10]}): not recorded")
         self._formed("run_key", None if isinstance(reply.get("records"), dict) and _lines(reply.get("log"))
                      else "no records dict and log lines")
+        problem = records_problem(result, reply["records"], records)
+        if problem is not None:
+            self._kill()  # two stories of one key: nothing of it is signed, the lane is not used again
+            raise LaneDied(f"its records of {job.spec.kernel} disagree with its result: {problem}; not recorded")
         try:
             with DecisionStore(job.store_path) as store:  # one transaction, signed by this user: all or nothing
                 store.adopt(job.run_id, job.key, reply["records"])

@@ -32,6 +32,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune.secrets import scrub
+
 FORMAT_KEY = "tritune_optimize"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -139,6 +141,7 @@ class KernelResult:
     speedup: float | None = None
     accepted: bool = False
     decision: str | None = None
+    decision_hash: str | None = None  # the decided variant's hash (a Ray lane's records are checked by it)
     won_by: list[str] = dataclasses.field(default_factory=list)  # the knobs the decision changed
     bytes: int | None = None
     floor_ms: float | None = None
@@ -186,7 +189,7 @@ class KernelResult:
             time_share=nonnegative(data.get("time_share")), budget_s=positive(data.get("budget_s")),
             baseline_ms=positive(data.get("baseline_ms")), best_ms=positive(data.get("best_ms")),
             speedup=positive(data.get("speedup")), accepted=data.get("accepted") is True,
-            decision=text(data.get("decision")) or None,
+            decision=text(data.get("decision")) or None, decision_hash=text(data.get("decision_hash")) or None,
             won_by=[text(w) for w in won] if isinstance(won, list) else [],
             bytes=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
             floor_ms=positive(data.get("floor_ms")), roofline_before=number(data.get("roofline_before")),
@@ -356,5 +359,5 @@ class RunResults:
         """Atomically: a reader never sees half a file, an interrupted write leaves the old one."""
         path = Path(path)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, default=str))
+        tmp.write_text(scrub(json.dumps(self.to_json(), indent=1, default=str)))  # no secret in any message
         os.replace(tmp, path)

@@ -49,6 +49,7 @@ from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LaneP
                                 lane_devices, local_lanes)
 from tritune.loop.results import FILE_NAME as RESULTS_FILE
 from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
+from tritune.secrets import scrub
 from tritune.store import DecisionKey, DecisionStore, key_for
 from tritune.worker import Worker
 from tritune.worker.failures import Failure
@@ -115,6 +116,7 @@ def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None
     by default one per GPU this host shows)."""
     if not 0 < cover <= 1:
         raise OptimizeError(f"--cover must be in (0, 1], not {cover}")
+    log = None if log is None else _scrubbing(log)  # None stays None: the loop's own lines are then not said
     root, out = Path(root), Path(out)
     specs = read_launches(root)
     if not specs:
@@ -451,7 +453,7 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stamp": stamp, "keys": kept}, default=str))
+        tmp.write_text(scrub(json.dumps({"stamp": stamp, "keys": kept}, default=str)))
         os.replace(tmp, path)
 
     def lost(lane: Lane, task: Task, exc: LaneDied) -> None:
@@ -492,7 +494,16 @@ def _slug(kind: _Kind) -> str:
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(scrub(line), file=sys.stderr)
+
+
+def _scrubbing(log: Callable[[str], None]) -> Callable[[str], None]:
+    """``log``, given each line scrubbed of secrets (``tritune.secrets``): a candidate's message
+    is said in the log, and it may quote what the candidate read."""
+    def scrubbed(line: str) -> None:
+        log(scrub(line))
+
+    return scrubbed
 
 
 def machine(worker: Worker) -> dict:
@@ -535,7 +546,7 @@ def _lines(path: Path) -> list[dict]:
 
 def _append(path: Path, body: dict) -> None:
     with open(path, "a") as handle:
-        handle.write(json.dumps(body, default=str) + "\n")
+        handle.write(scrub(json.dumps(body, default=str)) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
 

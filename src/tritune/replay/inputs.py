@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError
+from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, confined_data
 from tritune.config import interpreting  # replay's callers ask it here
 from tritune.replay.guard import Guard, allocate, layout
 
@@ -108,7 +108,7 @@ def _load_saved(arg: ArgSpec, root: Path, storage) -> None:
     the storage from the view's offset on; anything else does not belong to this argument."""
     import torch
 
-    path = root / arg.data
+    path = confined_data(root, arg)  # checked here too: a spec need not come from read_launches
     if not path.exists():
         raise SpecError(f"argument {arg.name!r}: saved values {path} are missing")
     saved = torch.load(path, map_location=storage.device, weights_only=True)

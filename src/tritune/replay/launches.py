@@ -16,6 +16,12 @@ How a launch is seen, by where kernels run:
   (put back after), counting the executors whose ``fn`` has the kernel's name. This is the one
   patch of Triton's internals here; ``tests/test_ghost_replay.py`` fails if Triton renames it.
 
+Streams: the hook's metadata names the stream of each launch. On a GPU a counted launch on
+another stream than the one current when counting began (the replay's, which the timer measures)
+is counted in ``off_stream`` too, and verification rejects it: a kernel a candidate's host code
+moved to a side stream would run outside the timed region, and nothing it computed could be
+trusted to have finished when the timer stopped. The interpreter has no streams.
+
 Counted by name, while the candidate runs only: the baseline's kernel has the same name, and
 its runs are outside the block. A candidate that launches its real kernel on scratch memory and
 takes its outputs from elsewhere still launches: what the count proves is that the kernel ran,
@@ -36,11 +42,14 @@ from typing import Any, Iterator
 
 
 class Launches:
-    """Launches of the kernel named ``name`` seen inside ``counting()`` blocks (``count``)."""
+    """Launches of the kernel named ``name`` seen inside ``counting()`` blocks (``count``); on a
+    GPU, those of them on another stream than ``stream`` (``off_stream``; default: the current
+    stream when the block is entered, which the replay launches on and the timer measures)."""
 
-    def __init__(self, name: str, *, interpreted: bool) -> None:
-        self.name, self.interpreted = name, interpreted
+    def __init__(self, name: str, *, interpreted: bool, stream: int | None = None) -> None:
+        self.name, self.interpreted, self.stream = name, interpreted, stream
         self.count = 0
+        self.off_stream = 0
 
     @contextlib.contextmanager
     def counting(self) -> Iterator["Launches"]:
@@ -48,18 +57,23 @@ class Launches:
         with install(self):
             yield self
 
-    def seen(self, name: str | None) -> None:
+    def seen(self, name: str | None, stream: Any = None, expected: Any = None) -> None:
         if name == self.name:
             self.count += 1
+            if expected is not None and stream is not None and stream != expected:
+                self.off_stream += 1
 
 
 @contextlib.contextmanager
 def _gpu_launches(launches: Launches) -> Iterator[None]:
     from triton import knobs
 
+    expected = launches.stream if launches.stream is not None else _current_stream()
+
     def on_launch(metadata: Any) -> None:
         data = getattr(metadata, "data", None)  # the LazyDict's eager part: no launch_metadata call
-        launches.seen((data if isinstance(data, dict) else metadata.get()).get("name"))
+        data = data if isinstance(data, dict) else metadata.get()
+        launches.seen(data.get("name"), data.get("stream"), expected)
 
     chain = knobs.runtime.launch_enter_hook
     chain.add(on_launch)
@@ -67,6 +81,16 @@ def _gpu_launches(launches: Launches) -> Iterator[None]:
         yield
     finally:
         chain.remove(on_launch)
+
+
+def _current_stream() -> int | None:
+    """The raw handle of the current CUDA stream (what Triton's launcher passes its hook), None
+    without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.current_stream().cuda_stream
 
 
 @contextlib.contextmanager

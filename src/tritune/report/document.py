@@ -94,6 +94,8 @@ def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFac
     blocks += tally_blocks("Candidates that failed to build, run or verify, by kind", summary["failures"], "failure")
     blocks += tally_blocks("Candidates that ran but the arbiter turned down, by reason", summary["rejected_reasons"], "reason")
     blocks += tally_blocks("Baselines that could not run, by kind", summary["baseline_failures"], "failure")
+    if summary.get("notes"):
+        blocks += [Heading(3, "Notes on candidates (reported, not rejections)"), Items(summary["notes"])]
     blocks += llm_blocks(results)
     wall = summary["wall_s"]
     blocks += [Heading(2, "Optimizer wall time"),

@@ -68,12 +68,20 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         "candidates": tally(text(c.get("status")) or "unknown" for k in facts for c in k.candidates),
         "failures": tally(text(c.get("failure")) for k in facts for c in k.candidates if broke(c)),
         "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
+        "notes": candidate_notes(facts),
         "held_elsewhere": held_elsewhere(results),
         "program": program_figures(results),
         "lanes": [lane.to_json() for lane in results.lanes],
         "by_category": grouped(facts, lambda k: k.category, CATEGORY_ORDER),
         "by_kind": grouped(facts, lambda k: k.kind, KIND_ORDER),
     }
+
+
+def candidate_notes(facts: list[KernelFacts]) -> list[str]:
+    """One line per note of a candidate's verification (a large increase of peak device memory):
+    reported so the user sees it, not rejections."""
+    return [f"{k.label}: {text(c.get('variant'))}: {text(note)}" for k in facts for c in k.candidates
+            for note in (c.get("notes") if isinstance(c.get("notes"), list) else [])]
 
 
 def held_elsewhere(results: RunResults) -> dict[str, int]:

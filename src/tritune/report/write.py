@@ -9,6 +9,7 @@ from tritune.loop.results import RunResults
 from tritune.report import document, html, markdown, plots
 from tritune.report.load import load_results
 from tritune.report.summary import facts_of, summarize
+from tritune.secrets import scrub
 
 
 def write_report(results: RunResults | Mapping[str, Any] | str | Path, out_dir: str | Path) -> dict[str, Path]:
@@ -23,6 +24,6 @@ def write_report(results: RunResults | Mapping[str, Any] | str | Path, out_dir: 
     drawn, notes = plots.draw_all(facts, summary, out_dir / "plots")
     blocks = document.build(results, summary, facts, drawn, notes, out_dir)
     written = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    written["markdown"].write_text(markdown.render(blocks), encoding="utf-8")
-    written["html"].write_text(html.render(blocks), encoding="utf-8")
+    written["markdown"].write_text(scrub(markdown.render(blocks)), encoding="utf-8")  # no secret in a message
+    written["html"].write_text(scrub(html.render(blocks)), encoding="utf-8")
     return {**written, **drawn}

@@ -13,6 +13,11 @@
   One ``Connection`` object per thread (sqlite3's own rule).
 
 WAL needs shared memory between the processes: the file must be on a local filesystem, not NFS.
+
+Every text a statement carries goes through ``secrets.scrub`` (``_Scrubbing``): no secret (an LLM
+key, the signing key) enters any column, whatever wrote it (a candidate's message, a failure's
+detail, an exchange's prompt, reply or outcome). A signed field that held one no longer matches
+its signature once scrubbed: that entry is then never used, as any entry not signed here.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from tritune import __version__
+from tritune.secrets import scrub_each
 from tritune.store.schema import StoreError, prepare
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -34,6 +40,22 @@ _ABANDONED: list[sqlite3.Connection] = []  # a parent's connections seen in a fo
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+class _Scrubbing(sqlite3.Connection):
+    """A connection whose statements' text parameters are scrubbed of secrets (module docstring)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _scrubbed(parameters))
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        return super().executemany(sql, (_scrubbed(row) for row in parameters))
+
+
+def _scrubbed(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return dict(zip(parameters, scrub_each(parameters.values())))
+    return scrub_each(parameters) if parameters else parameters
 
 
 class Connection:
@@ -59,7 +81,7 @@ class Connection:
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None, factory=_Scrubbing)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(self._why(exc)) from None
         conn.row_factory = sqlite3.Row

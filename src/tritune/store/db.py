@@ -42,6 +42,7 @@ from tritune import __version__
 from tritune.store.connection import DEFAULT_TIMEOUT_S, Connection
 from tritune.store.decisions import DecisionsMixin, key_sha
 from tritune.store.exchanges import ExchangesMixin
+from tritune.store.inductor_entries import InductorEntriesMixin
 from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
 from tritune.store.remote import RemoteMixin
@@ -53,7 +54,7 @@ INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on
 FINISH_STATUSES = ("verified", "rejected")
 
 
-class DecisionStore(DecisionsMixin, ExchangesMixin, RemoteMixin):
+class DecisionStore(DecisionsMixin, ExchangesMixin, InductorEntriesMixin, RemoteMixin):
     """The decision store at ``path`` (created if missing). A context manager; one per thread."""
 
     def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S, signer: Signer | None = None):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 STATUSES = ("pending", "running", "verified", "rejected", "accepted")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
@@ -114,6 +114,15 @@ CREATE TABLE llm_exchanges (
     signature TEXT
 );
 CREATE INDEX llm_exchanges_key ON llm_exchanges(key_sha, created);
+CREATE TABLE inductor_cache (
+    path TEXT PRIMARY KEY,
+    key_sha TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    previous TEXT,
+    written TEXT NOT NULL,
+    created REAL NOT NULL,
+    signature TEXT
+);
 """
 
 
@@ -129,12 +138,21 @@ def _signatures(conn: sqlite3.Connection) -> None:
 
 def _llm_exchanges(conn: sqlite3.Connection) -> None:
     """Version 3: the LLM proposer's requests and replies (``store.exchanges``)."""
-    for statement in _statements(TABLES[TABLES.index("CREATE TABLE llm_exchanges"):]):
+    for statement in _statements(TABLES[TABLES.index("CREATE TABLE llm_exchanges"):
+                                        TABLES.index("CREATE TABLE inductor_cache")]):
+        conn.execute(statement)
+
+
+def _inductor_cache(conn: sqlite3.Connection) -> None:
+    """Version 4: the entries written into Inductor's autotune cache, signed (``store.inductor_entries``);
+    they were an unsigned ``<store>.inductor-cache.json`` beside the store, which is not carried over."""
+    for statement in _statements(TABLES[TABLES.index("CREATE TABLE inductor_cache"):]):
         conn.execute(statement)
 
 
 # version -> the step from version - 1 to it, run inside the opening transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures, 3: _llm_exchanges}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures, 3: _llm_exchanges,
+                                                                4: _inductor_cache}
 
 
 class StoreError(RuntimeError):

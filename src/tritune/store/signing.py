@@ -14,6 +14,10 @@ HMAC-SHA256 under a per-user secret, and only entries whose signature verifies a
     profile     HMAC(secret, ["tritune-profile/1", key sha, variant hash, profile])   at ``set_profile``
     exchange    HMAC(secret, ["tritune-llm-exchange/1", prompt sha, key sha, reply])  at ``add_llm_exchange``
                 (a stored reply is code: an interrupted run reuses it only when this user stored it)
+    Inductor cache entry
+                HMAC(secret, ["tritune-inductor-cache/1", path, key sha, kernel, previous, written])
+                (a file tritune wrote into Inductor's cache and what to put back: ``remove`` writes
+                or deletes that path, so only an entry this user stored is followed)
 
 The key sha is recomputed from the key's fields (kernel, source hash, specialization, GPU,
 capability, Triton version), so moving a signed variant to another key or GPU breaks it; the
@@ -21,7 +25,8 @@ variant is its canonical JSON (sorted keys), so any edit of options, constexprs,
 source breaks it. The secret is 32 random bytes in ``$TRITUNE_HOME/store.key`` (default
 ``~/.tritune``; the folder is 0700, the file 0600), made on first use; a key file that others
 can read is refused, as ssh refuses such a key: anyone who can read it can forge entries; so is a
-key or folder that another user owns, or a folder others may write (they could replace the key).
+key or folder that another user owns (or a link to one that another user owns: they could point
+it elsewhere), or a folder others may write (they could replace the key).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ _KEY_BYTES = 32
 DECISION, CANDIDATE, OUTCOME, PROFILE = ("tritune-decision/1", "tritune-candidate/1", "tritune-outcome/1",
                                          "tritune-profile/1")
 EXCHANGE = "tritune-llm-exchange/1"
+INDUCTOR_CACHE = "tritune-inductor-cache/1"
 
 
 class Signer:
@@ -77,6 +83,12 @@ class Signer:
 
     def exchange(self, prompt_sha: str, key_sha: str, reply: str) -> str:
         return self.sign(EXCHANGE, prompt_sha, key_sha, reply)
+
+    def inductor_entry(self, path: str, key_sha: str, kernel: str, previous: str | None, written: str) -> str:
+        return self.sign(INDUCTOR_CACHE, path, key_sha, kernel, previous, written)
+
+    def inductor_entry_ok(self, signature: str | None, *fields: Any) -> bool:
+        return _same(signature, self.inductor_entry(*fields))
 
     def exchange_ok(self, signature: str | None, prompt_sha: str, key_sha: str, reply: str) -> bool:
         return _same(signature, self.exchange(prompt_sha, key_sha, reply))
@@ -140,6 +152,10 @@ def _private(path: Path, what: str, forbidden: int, mode: str) -> None:
     """Refuse a key (or its folder) that another user owns or may change: as ssh refuses a key."""
     if os.name != "posix":
         return
+    link = path.lstat()  # a link of another user's: they may point it at a folder of theirs at any time
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.getuid():
+        raise StoreError(f"{path}: the store signing {what} is a link that belongs to another user (uid "
+                         f"{link.st_uid}): set TRITUNE_HOME to a folder of your own")
     info = path.stat()
     if info.st_uid != os.getuid():
         raise StoreError(f"{path}: the store signing {what} belongs to another user (uid {info.st_uid}): "

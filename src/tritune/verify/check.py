@@ -50,6 +50,26 @@ else (a ``run`` replaced by a torch fallback, a cached result). Required of ever
 overall: a candidate that launches on the first input set and falls back afterwards is a ghost
 too, and counting costs nothing next to the run.
 
+Transformed draws (``tritune.verify.draws``). After the fresh input sets, the first one's
+values run again scaled by 1e3, by 1e-3 and negated (floating inputs drawn at random only), for
+baseline and candidate alike, compared with the same table: a kernel that special-cases the values
+of N(0, 1) draws fails there. A scaled draw on which the baseline overflows more than on the
+unscaled values is skipped with its reason (``VerifyResult.draws``). Cost: a baseline and a
+candidate run per draw (more only for a nondeterministic baseline, whose spread is sampled on the
+draw itself, and for outputs that need two sentinels); none for a candidate the fresh sets already
+failed (``draws`` then stays empty). ``draws=()`` turns them off.
+
+Streams and time (``tritune.replay.launches``). After every run verification waits for the whole
+device (``torch.cuda.synchronize``: every stream, not only the current one) before it reads an
+output or a margin, so work a candidate left running on another stream has finished, or is seen
+unwritten; and on a GPU every counted launch must be on the stream the replay launches on (the
+stream the timer measures): a launch elsewhere fails the verification as a ``ghost`` whatever its
+outputs, since its time would escape the timer. Outputs written later by the host (a thread) are
+not waited for: they are read as the run left them.
+
+Peak memory (``tritune.verify.memory``): each side's largest per-run peak of device memory; a
+large increase is a note in ``notes`` and the message, not a rejection.
+
 Limit: in an in-out tensor an element the candidate forgets to update is caught only where the
 baseline changes it by more than the tolerance (its starting contents are random, so in practice
 everywhere but where the update is tiny or the identity).
@@ -60,7 +80,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Sequence
 
 from tritune.capture.spec import LaunchSpec
 from tritune.replay import Replay, Variant, make_args
@@ -68,6 +88,8 @@ from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
+from tritune.verify.draws import DRAWS, Draw, nonfinite, transform
+from tritune.verify.memory import Peaks
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 
@@ -78,7 +100,7 @@ class VerifyResult:
     mode: str
     kernel: str  # the spec's id
     variant: str  # what the variant changes
-    checks: list[CompareResult]  # one per (input set, tensor argument)
+    checks: list[CompareResult]  # one per (input set or transformed draw, tensor argument)
     input_sets: list[int]  # the seeds given to make_args
     in_out: list[str]  # written tensors compared without poison: the kernel reads them (or its
     # output changed with their starting contents for another reason, e.g. nondeterminism)
@@ -88,6 +110,9 @@ class VerifyResult:
     message: str = ""
     out_of_bounds: dict | None = None  # Breach JSON plus "run" (baseline/candidate) and "input_set"
     launches: int = 0  # the candidate kernel's launches counted over its runs (module docstring)
+    draws: list[dict] = dataclasses.field(default_factory=list)  # Draw JSON: the transformed draws
+    memory: dict = dataclasses.field(default_factory=dict)  # Peaks JSON: bytes, None off CUDA
+    notes: list[str] = dataclasses.field(default_factory=list)  # reported, not rejections (memory)
 
     @property
     def worst(self) -> CompareResult | None:
@@ -107,12 +132,14 @@ class VerifyResult:
 
 def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = "tolerance",
            input_sets: int = 3, device: str | None = None, seed: int = 0, baseline: Replay | None = None,
-           on_gpu: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> VerifyResult:
-    """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets and compare
-    every written tensor. Compile and launch errors propagate (the isolation worker classifies
-    them); a wrong result is ``ok=False`` with ``failure="wrong_result"``, a candidate run that
-    launched no kernel ``failure="ghost"``, a baseline that writes outside its tensors
-    ``failure="baseline_out_of_bounds"``.
+           on_gpu: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+           draws: Sequence[tuple[str, float]] = DRAWS) -> VerifyResult:
+    """Run the baseline and ``variant`` of ``spec`` on ``input_sets`` fresh input sets, then on
+    the first one's values transformed by each of ``draws`` (name, factor), and compare every
+    written tensor. Compile and launch errors propagate (the isolation worker classifies them); a
+    wrong result is ``ok=False`` with ``failure="wrong_result"``, a candidate run that launched no
+    kernel (or launched it on another stream) ``failure="ghost"``, a baseline that writes outside
+    its tensors ``failure="baseline_out_of_bounds"``.
 
     ``baseline``: the captured launch's ``Replay``, kept built by a caller that verifies many
     candidates of one launch (default: built here). ``on_gpu()`` is entered around everything
@@ -133,24 +160,54 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
     base.compile(initial)  # both built before anything runs, on the first input set
     cand.compile(initial)
     result = VerifyResult(True, mode, spec.id, variant.describe(), [], seeds, [])
-    launches = Launches(spec.kernel, interpreted=not cand.compiles)
+    runs = _Runs(guards, Launches(spec.kernel, interpreted=not cand.compiles), Peaks())
     pure: dict[str, bool] | None = None
+    unscaled: dict[str, int] = {}  # output -> the baseline's non-finite elements on the first set
     with on_gpu():
-        for k, s in enumerate(seeds):
-            try:
+        at = seeds[0]
+        try:
+            for k, s in enumerate(seeds):
+                at = s
                 if k:
                     initial = make_args(spec, root, seed=s, device=base.device, block=block)
                 if pure is None:
-                    pure = _pure_outputs(spec, base, initial, written, guards)
+                    pure = _pure_outputs(spec, base, initial, written, runs)
                     result.in_out = [w for w in written if not pure[w]]
-                result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, guards, launches)
-            except OutOfBounds as exc:
-                return _outside(result, exc, baseline=exc.replay is base, seed=s)
-            except Ghost:
-                return _ghost(result, launches, seed=s)
-            finally:
-                result.launches = launches.count
+                result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, runs,
+                                          nonfinite_out=unscaled if k == 0 else None)
+            del initial
+            failed = not all(c.ok for c in result.checks)  # already wrong: the draws would add nothing
+            for name, factor in () if failed else draws:
+                at = f"{seeds[0]} {name}"
+                drawn = make_args(spec, root, seed=seeds[0], device=base.device, block=block)
+                draw = transform(spec, drawn, guards, name, factor, outputs=[w for w in written if pure[w]])
+                result.draws.append(draw.to_json())
+                if draw.skipped is None:
+                    result.checks += _one_set(spec, base, cand, drawn, pure, mode, seeds[0], result, runs,
+                                              draw=draw, unscaled=unscaled)
+                    result.draws[-1] = draw.to_json()  # a skip found on the baseline's outputs
+                del drawn
+        except OutOfBounds as exc:
+            return _outside(result, exc, baseline=exc.replay is base, seed=at)
+        except Ghost as exc:
+            return _ghost(result, runs.launches, seed=at, reason=str(exc))
+        finally:
+            result.launches = runs.launches.count
+            result.memory = runs.peaks.to_json()
+            note = runs.peaks.note()
+            if note:
+                result.notes.append(note)
     return _conclude(result, written)
+
+
+@dataclasses.dataclass
+class _Runs:
+    """What every run of one verification shares: the guards checked after it, the candidate's
+    launch count, the peak memory of each side."""
+
+    guards: dict[str, Guard]
+    launches: Launches
+    peaks: Peaks
 
 
 # ------------------------------------------------------------------------------------ guards
@@ -170,7 +227,7 @@ def _check_guards(replay: Replay, args: dict[str, Any], guards: dict[str, Guard]
             raise OutOfBounds(replay, found)
 
 
-def _outside(result: VerifyResult, exc: OutOfBounds, *, baseline: bool, seed: int) -> VerifyResult:
+def _outside(result: VerifyResult, exc: OutOfBounds, *, baseline: bool, seed: int | str) -> VerifyResult:
     result.ok = False
     result.out_of_bounds = {**exc.breach.to_json(), "run": "baseline" if baseline else "candidate",
                             "input_set": seed}
@@ -185,43 +242,69 @@ def _outside(result: VerifyResult, exc: OutOfBounds, *, baseline: bool, seed: in
 
 
 class Ghost(Exception):
-    """A candidate run launched no kernel of the candidate's name."""
+    """A candidate run launched no kernel of the candidate's name (no message), or launched it on
+    another stream than the replay's (the message says which)."""
 
 
-def _ghost(result: VerifyResult, launches: Launches, *, seed: int) -> VerifyResult:
+def _ghost(result: VerifyResult, launches: Launches, *, seed: int | str, reason: str = "") -> VerifyResult:
     result.ok = False
     result.failure = GHOST
-    result.message = (f"{GHOST} on input set {seed}: the candidate's kernel {launches.name} never launched "
-                      "(its outputs came from somewhere else: a fallback or a cached result)")
+    result.message = (f"{GHOST} on input set {seed}: " + (reason or (
+        f"the candidate's kernel {launches.name} never launched (its outputs came from somewhere else: a "
+        "fallback or a cached result)")))
     return result
 
 
 # ---------------------------------------------------------------------------------- one set
 
 def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: dict[str, bool],
-             mode: str, seed: int, result: VerifyResult, guards: dict[str, Guard],
-             launches: Launches) -> list[CompareResult]:
+             mode: str, seed: int, result: VerifyResult, runs: _Runs, *, draw: Draw | None = None,
+             unscaled: dict[str, int] | None = None, nonfinite_out: dict[str, int] | None = None
+             ) -> list[CompareResult]:
+    """The checks of one input set, or of one transformed ``draw`` of the first set's values.
+
+    A fresh set runs the baseline twice (nondeterminism, two sentinels) and pools the spread it
+    finds into ``result.spread``. A draw runs it twice only where needed (a baseline already found
+    nondeterministic, an output that needs two sentinels); a nondeterministic baseline's spread is
+    sampled on the draw and kept to it (a scaled draw scales the spread), at least the pooled
+    spread times the draw's factor. A scaled draw on which the baseline has more non-finite
+    elements than on the unscaled values (``unscaled``) is skipped: ``draw.skipped`` says so and
+    no check is returned. ``nonfinite_out``: filled with the baseline's non-finite counts."""
     written = list(pure)
     first = {w: 1 for w in written if pure[w]}
     second = {w: 2 for w in written if pure[w]}
-    ref = _run(base, initial, first, guards)
-    again = _only(_run(base, initial, second, guards), written)
     two_sentinels = [w for w in first if not one_run_sound(initial[w])]
-    seen = {w: spread(ref[w], again[w], poisoned=pure[w]) for w in written}
-    if not all(s.deterministic for s in seen.values()):  # sample the spread properly
-        for _ in range(NONDETERMINISM_RUNS - 2):
-            more = _only(_run(base, initial, second, guards), written)
+    ref = _run(base, initial, first, runs)
+    counts = {w: nonfinite(ref[w], pure[w]) for w in written}
+    if nonfinite_out is not None:
+        nonfinite_out.update(counts)
+    if draw is not None and draw.scales and unscaled is not None:
+        grown = [w for w in written if counts[w] > unscaled.get(w, 0)]
+        if grown:
+            draw.skipped = (f"the baseline overflows on it: {grown[0]} has {counts[grown[0]]} non-finite elements, "
+                            f"{unscaled.get(grown[0], 0)} on the unscaled values")
+            return []
+    sample = draw is None or result.nondeterministic or bool(two_sentinels)
+    again = _only(_run(base, initial, second, runs), written) if sample else {}
+    seen = {w: spread(ref[w], again[w], poisoned=pure[w]) if sample else Spread() for w in written}
+    if not all(s.deterministic for s in seen.values()) or (draw is not None and result.nondeterministic):
+        for _ in range(NONDETERMINISM_RUNS - 2):  # sample the spread properly
+            more = _only(_run(base, initial, second, runs), written)
             seen = {w: _wider(seen[w], spread(ref[w], more[w], poisoned=pure[w])) for w in written}
     tolerances = {}
     for w in written:
         tol = tolerance_for(_dtype(initial[w]), mode)
-        if not seen[w].deterministic or w in result.spread:  # pooled over the input sets so far
+        if draw is not None:
+            if w in result.spread or not seen[w].deterministic:
+                result.nondeterministic = True
+                tol = widen(tol, max(seen[w].max_abs, result.spread.get(w, 0.0) * abs(draw.factor)))
+        elif not seen[w].deterministic or w in result.spread:  # pooled over the input sets so far
             result.nondeterministic = True
             result.spread[w] = max(result.spread.get(w, 0.0), seen[w].max_abs)
             tol = widen(tol, result.spread[w])
         tolerances[w] = tol
-    out = _run(cand, initial, first, guards, launches)
-    out_again = _only(_run(cand, initial, second, guards, launches), written) if two_sentinels else {}
+    out = _run(cand, initial, first, runs, candidate=True)
+    out_again = _only(_run(cand, initial, second, runs, candidate=True), written) if two_sentinels else {}
     checks = []
     for w in written:
         alt = w in two_sentinels
@@ -232,6 +315,7 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
             checks.append(compare(arg.name, ref[arg.name], out[arg.name], "bitwise", poisoned=False))
     for c in checks:
         c.input_set = seed
+        c.draw = draw.name if draw is not None else None
     return checks
 
 
@@ -240,40 +324,45 @@ def _wider(a: Spread, b: Spread) -> Spread:
 
 
 def _pure_outputs(spec: LaunchSpec, base: Replay, initial: dict, written: list[str],
-                  guards: dict[str, Guard]) -> dict[str, bool]:
+                  runs: _Runs) -> dict[str, bool]:
     """Written tensor -> True if the kernel does not read it (so poisoning it is safe)."""
     # Saved or ranged values carry meaning (indices): never changed, never poisoned.
     probed = [w for w in written if spec.arg(w).values == "random" and initial[w].numel() > 0]
     if not probed:
         return {w: False for w in written}
     changed = {w: _perturbed(initial[w]) for w in probed}
-    natural = _run(base, initial, {}, guards)
-    moved = _run(base, {**initial, **changed}, {}, guards)
+    natural = _run(base, initial, {}, runs)
+    moved = _run(base, {**initial, **changed}, {}, runs)
     return {w: w in changed and not depends_on_initial(natural[w], initial[w], moved[w], changed[w])
             for w in written}
 
 
 # -------------------------------------------------------------------------------------- runs
 
-def _run(replay: Replay, initial: dict, poison_with: dict[str, int], guards: dict[str, Guard],
-         launches: Launches | None = None) -> dict[str, Any]:
+def _run(replay: Replay, initial: dict, poison_with: dict[str, int], runs: _Runs, *,
+         candidate: bool = False) -> dict[str, Any]:
     """Launch once on copies of ``initial`` (guard margins included); tensors named in
-    ``poison_with`` are poisoned with that sentinel first. The copies after the launch;
-    ``OutOfBounds`` if a margin changed; with ``launches`` (the candidate's runs), ``Ghost`` if
-    the run launched no kernel of its name."""
+    ``poison_with`` are poisoned with that sentinel first. The copies after the launch and a
+    device-wide synchronization; ``OutOfBounds`` if a margin changed; for a ``candidate`` run,
+    ``Ghost`` if it launched no kernel of its name, or launched one on another stream."""
     args = {name: _clone(value) for name, value in initial.items()}
     for name, which in poison_with.items():
         poison([args[name]], which)
-    if launches is None:
-        replay(args)
-    else:
-        before = launches.count
-        with launches.counting():
+    with runs.peaks.run(replay.device, candidate):
+        if not candidate:
             replay(args)
-        if launches.count == before:
-            raise Ghost(launches.name)
-    _synchronize(args)
-    _check_guards(replay, args, guards)
+        else:
+            launches = runs.launches
+            before, stray = launches.count, launches.off_stream
+            with launches.counting():
+                replay(args)
+            if launches.off_stream > stray:
+                raise Ghost(f"the candidate's kernel {launches.name} launched on another stream than the "
+                            f"replay's ({launches.off_stream - stray} launch(es)): its work would escape the timer")
+            if launches.count == before:
+                raise Ghost()
+        _synchronize(replay.device)
+    _check_guards(replay, args, runs.guards)
     return args
 
 
@@ -305,11 +394,14 @@ def _perturbed(t):
     return copy
 
 
-def _synchronize(args: dict) -> None:
-    import torch
+def _synchronize(device: str) -> None:
+    """Wait for every stream of ``device`` (``torch.cuda.synchronize``, not the current stream's
+    ``synchronize``): a kernel a candidate left running on a side stream has finished before any
+    output or margin is read. Nothing to wait for off CUDA."""
+    if str(device).startswith("cuda"):
+        import torch
 
-    if any(isinstance(v, torch.Tensor) and v.is_cuda for v in args.values()):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def _dtype(t) -> str:
@@ -321,16 +413,20 @@ def _dtype(t) -> str:
 def _conclude(result: VerifyResult, written: list[str]) -> VerifyResult:
     result.ok = all(c.ok for c in result.checks)
     worst = result.worst
-    sets = f"{len(result.input_sets)} input sets"
+    compared = [d["name"] for d in result.draws if d["skipped"] is None]
+    sets = f"{len(result.input_sets)} input sets" + (f" + {'/'.join(compared)}" if compared else "")
+    skipped = [f"{d['name']} skipped: {d['skipped']}" for d in result.draws if d["skipped"] is not None]
+    notes = "".join(f"; {line}" for line in [*skipped, *result.notes])
     if not written:
         result.message = f"nothing to compare: {result.kernel} writes no tensor ({sets})"
     if result.ok:
         note = "; nondeterministic baseline, tolerance widened" if result.nondeterministic else ""
         detail = f"worst {worst.message()}" if worst and worst.worst else "every output identical"
-        result.message = result.message or f"ok ({result.mode}, {sets}{note}): {detail}"
+        result.message = (result.message or f"ok ({result.mode}, {sets}{note}): {detail}") + notes
         return result
     result.failure = WRONG_RESULT
-    result.message = f"{WRONG_RESULT} on input set {worst.input_set}: {worst.message()}"
+    where = f"{worst.input_set}" + (f" {worst.draw}" if worst.draw else "")
+    result.message = f"{WRONG_RESULT} on input set {where}: {worst.message()}" + notes
     return result
 
 
@@ -338,10 +434,12 @@ def _conclude(result: VerifyResult, written: list[str]) -> VerifyResult:
 
 def verify_job(payload: dict) -> dict:
     """``verify`` for the isolation worker: ``{"spec": LaunchSpec JSON, "variant": Variant JSON,
-    "root": DIR, "mode", "input_sets", "device", "seed"}`` -> ``VerifyResult.to_json()``."""
+    "root": DIR, "mode", "input_sets", "device", "seed", "draws"?}`` -> ``VerifyResult.to_json()``
+    (``draws``: ``[[name, factor]]``, default ``DRAWS``)."""
     spec = LaunchSpec.from_json(payload["spec"])
     variant = Variant.from_json(payload.get("variant") or {})
     result = verify(spec, variant, payload["root"], mode=payload.get("mode", "tolerance"),
                     input_sets=int(payload.get("input_sets", 3)), device=payload.get("device"),
-                    seed=int(payload.get("seed", 0)))
+                    seed=int(payload.get("seed", 0)),
+                    draws=[(str(n), float(f)) for n, f in payload.get("draws", DRAWS)])
     return result.to_json()

@@ -163,6 +163,7 @@ class CompareResult:
     poisoned: bool = True
     worst: Worst | None = None
     input_set: int | None = None  # the seed of the inputs, when part of a verification
+    draw: str | None = None  # the transformed draw of that set's values ("x1e3"...), None for the set itself
 
     def message(self) -> str:
         """One line naming the output, the worst element and both values."""

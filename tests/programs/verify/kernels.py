@@ -85,3 +85,13 @@ def total(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     tl.atomic_add(total_ptr + offs * 0, x, mask=mask)
+
+
+@triton.jit
+def scale_by(x_ptr, s_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # one scale for the whole tensor, read from memory (a quantization scale, positive in practice)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    s = tl.load(s_ptr)
+    tl.store(out_ptr + offs, x * s, mask=mask)
