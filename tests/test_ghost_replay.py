@@ -15,12 +15,17 @@ from tritune.replay.launches import Launches  # noqa: E402
 from tritune.verify import verify  # noqa: E402
 from tritune.worker.failures import GHOST  # noqa: E402
 
+# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# other source; marked so, it tests what this file tests, behind the allowlist
+RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
+
 # The kernel stays, decorated as before; its run is replaced by torch computing the right output.
 GHOST_RUN = SOURCE + '''
 
 def _from_torch(*args, grid, warmup, **kwargs):
     if not warmup:
         kwargs["out_ptr"].copy_(2.0 * kwargs["x_ptr"] + kwargs["y_ptr"])
+
 
 
 axpy.run = _from_torch
@@ -61,9 +66,17 @@ def test_baseline_and_a_correct_source_verify_with_their_launches_counted(tmp_pa
         assert result.to_json()["launches"] == 6
 
 
+@pytest.mark.parametrize("ghost", [GHOST_RUN, GHOST_AFTER_ONE], ids=["run", "after-one"])
+def test_the_allowlist_alone_refuses_these_ghosts_as_a_models_source(ghost):
+    from tritune.llm.sandbox import Unsafe, check_variant_source
+
+    with pytest.raises(Unsafe, match="function _from_torch is not allowed|the value of _real_run must be a literal"):
+        check_variant_source(SOURCE, ghost, "axpy")
+
+
 def test_a_run_replaced_by_torch_is_a_ghost(tmp_path):
     spec = axpy(tmp_path, 1000)
-    result = verify(spec, Variant(name="ghost", source=GHOST_RUN), tmp_path)
+    result = verify(spec, Variant(name="ghost", source=GHOST_RUN, rewrite=RULED), tmp_path)
     assert not result.ok and result.failure == GHOST and result.launches == 0
     assert result.message == ("ghost on input set 0: the candidate's kernel axpy never launched (its outputs came "
                               "from somewhere else: a fallback or a cached result)")
@@ -71,7 +84,7 @@ def test_a_run_replaced_by_torch_is_a_ghost(tmp_path):
 
 
 def test_launching_once_then_falling_back_is_a_ghost_on_the_next_input_set(tmp_path):
-    result = verify(axpy(tmp_path, 1000), Variant(name="ghost", source=GHOST_AFTER_ONE), tmp_path)
+    result = verify(axpy(tmp_path, 1000), Variant(name="ghost", source=GHOST_AFTER_ONE, rewrite=RULED), tmp_path)
     assert not result.ok and result.failure == GHOST and result.launches == 1
     assert result.message.startswith("ghost on input set 1:")
 
@@ -80,7 +93,7 @@ def test_a_ghost_is_rejected_by_the_loops_verify_job_in_a_worker(tmp_path):
     from tritune.worker import run_isolated
 
     spec = axpy(tmp_path, 1000)
-    payload = {"spec": spec.to_json(), "root": str(tmp_path), "variant": Variant(source=GHOST_RUN).to_json(),
+    payload = {"spec": spec.to_json(), "root": str(tmp_path), "variant": Variant(source=GHOST_RUN, rewrite=RULED).to_json(),
                "input_sets": 1}
     outcome = run_isolated("tritune.loop.jobs:verify_job", payload, timeout_s=120, env={"TRITON_INTERPRET": "1"})
     assert outcome.ok, outcome.failure

@@ -19,7 +19,12 @@ from tritune.replay import Variant
 from tritune.store import DecisionStore
 from tritune.worker import Worker
 
+# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# other source; marked so, it tests what this file tests, behind the allowlist
+RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
+
 INTERPRET = {"TRITON_INTERPRET": "1"}
+
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +163,7 @@ def test_timing_jobs_hold_the_gpu_alone(captured, monkeypatch):  # noqa: F811
 
 def test_a_candidate_that_kills_its_worker_in_a_parallel_round_is_survived(captured, tmp_path, timer,  # noqa: F811
                                                                            verifiers):
-    crash = Variant(name="crash", source=source_of(captured) + "\nimport os\nos._exit(7)\n")
+    crash = Variant(name="crash", source=source_of(captured) + "\nimport os\nos._exit(7)\n", rewrite=RULED)
     good = Variant(name="block 256", constexprs={"BLOCK": 256})
     slower = Variant(name="block 128", constexprs={"BLOCK": 128})
     families = lambda spec: [Family("planted", Planted([crash, good, slower]), lambda v: "tolerance")]  # noqa: E731

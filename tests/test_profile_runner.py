@@ -25,6 +25,10 @@ from tritune.profile import runner
 from tritune.profile.static import static_facts
 from tritune.replay import Variant, make_args
 
+# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# other source; marked so, it tests what this file tests, behind the allowlist
+RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
+
 KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"  # add_kernel
 DATA = Path(__file__).parent / "data" / "ncu"
 FALLBACK = "classified from timing + static analysis"
@@ -33,6 +37,7 @@ GPU_TIMING = {"meaningful": True, "time_ms": 0.0042, "graph_ms": 0.0031, "roofli
 RED_KERNEL = '''
 import triton
 import triton.language as tl
+
 
 
 @triton.jit
@@ -121,10 +126,10 @@ def test_reduction_facts_reach_the_classifier(root):
 
 def test_a_kernel_that_does_not_compile_keeps_the_facts_without_compiler(root, spec):
     broken = KERNELS.read_text().replace("mask = offs < n\n", "mask = offs < undefined_name\n", 1)
-    facts = static_facts(spec, root, Variant(source=broken))
+    facts = static_facts(spec, root, Variant(source=broken, rewrite=RULED))
     assert facts["static_error"] and "undefined_name" in facts["static_error"]
     assert facts["registers"] is None and facts["programs"] == 8
-    note = profile_launch(spec, root, Variant(source=broken), use_ncu="never").note
+    note = profile_launch(spec, root, Variant(source=broken, rewrite=RULED), use_ncu="never").note
     assert "no static facts (" in note and "undefined_name" in note and "\n" not in note
 
 
