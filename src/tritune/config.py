@@ -54,6 +54,12 @@ tritune's own variables (all optional):
     to a store, a result, a report, a log or an exception; removed from every worker's
     environment (``SECRET_ENV``), so a candidate's code cannot read it.
 
+``TRITUNE_JAIL_MISSING``
+    Comma-separated jail mechanisms to treat as missing on this machine (``landlock``,
+    ``seccomp``; ``all``): tests of what tritune does where a kernel lacks them
+    (``jail_missing()``, read by ``tritune.worker.jail.status``). Unset: every mechanism found
+    is used.
+
 Other programs' variables tritune reads or sets:
 
 ``TRITON_INTERPRET``
@@ -66,6 +72,10 @@ Other programs' variables tritune reads or sets:
 ``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TORCHINDUCTOR_BENCHMARK_KERNEL``,
 ``TORCHINDUCTOR_FORCE_DISABLE_CACHES``
     Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
+``HOME``, ``TMPDIR``
+    The user's home (``user_home()``), which a jailed worker may not read; a jailed worker gets
+    its scratch folder as both, and ``TRITON_CACHE_DIR``/``TORCHINDUCTOR_CACHE_DIR`` inside it
+    (``tritune.worker.jail``).
 ``PYTHONPATH``
     Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
     (``tritune.boot``), and by tritune's package root for profiled targets.
@@ -105,6 +115,7 @@ ENV_LLM_KEY = "TRITUNE_LLM_API_KEY"
 ENV_OPENAI_KEY = "OPENAI_API_KEY"
 # Secrets no child process gets: a worker runs the code of candidates, a model's among them.
 SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
+ENV_JAIL_MISSING = "TRITUNE_JAIL_MISSING"
 ENV_INTERPRET = "TRITON_INTERPRET"
 ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
 ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
@@ -115,6 +126,8 @@ ENV_PYTHONPATH = "PYTHONPATH"
 ENV_UNBUFFERED = "PYTHONUNBUFFERED"
 ENV_PATH = "PATH"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+ENV_USER_HOME = "HOME"
+ENV_TMPDIR = "TMPDIR"
 
 DEFAULT_HOME = "~/.tritune"
 _TRUE = {"1", "true", "yes", "on"}
@@ -219,6 +232,25 @@ def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:
         if value:
             return value
     return None
+
+
+def jail_missing(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The jail mechanisms ``TRITUNE_JAIL_MISSING`` says to treat as missing (lower case)."""
+    return frozenset(part.lower() for part in _split(_env(environ).get(ENV_JAIL_MISSING, "")))
+
+
+def user_home(environ: Mapping[str, str] | None = None) -> str | None:
+    """The user's home folder (``HOME``, else the password database's), absolute; None if
+    neither names one."""
+    given = _env(environ).get(ENV_USER_HOME, "").strip()
+    if not given:
+        import pwd
+
+        try:
+            given = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return None
+    return os.path.abspath(given) if given else None
 
 
 def home(environ: Mapping[str, str] | None = None) -> Path:

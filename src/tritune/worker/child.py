@@ -7,13 +7,17 @@ parent removes both when the child ends; a child whose parent died (killed: a Ra
 an optimize run) removes them itself as it exits. Protocol
 (pickled tuples over ``multiprocessing.connection``)::
 
-    parent -> child   ("init", {"sys_path": [...], "preload": [...]})
+    parent -> child   ("init", {"sys_path": [...], "preload": [...], "jail": Policy | None})
     child  -> parent  ("ready", pid)  |  ("failed", Failure)
     parent -> child   ("call", "package.module:function", payload)  |  ("stop",)
     child  -> parent  ("ok", value, seconds)  |  ("failed", Failure, seconds)
 
-This module imports only the standard library and ``failures``, so nothing heavy is loaded before
-the job asks for it.
+A jailed child (``jail``) enters its jail as soon as it has its settings: before its first
+thread (Landlock binds the thread that restricts itself and what it starts), before the preload
+imports and any job. A jail that cannot be entered fails the start.
+
+This module imports only the standard library, ``failures`` and ``jail`` (ctypes), so nothing
+heavy is loaded before the job asks for it.
 """
 
 from __future__ import annotations
@@ -47,9 +51,8 @@ def main() -> None:
         os.set_inheritable(fd, False)  # a job's own subprocesses must not hold our pipes open
     faulthandler.enable(all_threads=True)  # a segfault's Python stack goes to the log
     faulthandler.register(DUMP_SIGNAL, all_threads=True)
-    _exit_when_orphaned(parent_pid, leftovers)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    if not _init(inbox, outbox):
+    if not _init(inbox, outbox, lambda: _exit_when_orphaned(parent_pid, leftovers)):
         return
     while True:
         try:
@@ -63,8 +66,17 @@ def main() -> None:
         _reply(outbox, *_run(target, payload))
 
 
-def _init(inbox: Connection, outbox: Connection) -> bool:
+def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], None]) -> bool:
     _, settings = inbox.recv()
+    if settings.get("jail") is not None:
+        from tritune.worker import jail
+
+        try:
+            jail.enter(settings["jail"])
+        except jail.JailError as exc:
+            outbox.send(("failed", Failure(ERROR, shorten(str(exc)))))
+            return False
+    start_threads()
     # The parent's path first (made absolute), so jobs import from where the parent does (tests/,
     # a checkout); not our own '' (``python -c``'s): it is the scratch directory a job writes in.
     own = [p for p in sys.path if p not in settings["sys_path"] and p != ""]

@@ -21,6 +21,11 @@ caller's to make absolute. The variables in ``config.SECRET_ENV`` (the LLM key) 
 child, whatever the parent or ``env`` holds: a worker runs candidates' code. ``call`` can limit a
 job's CPU time and resident memory too (``limits``).
 
+A jailed worker (``jail=``, a ``jail.Policy``) runs its child in the operating system's jail
+(``jail``: files, network, processes, capabilities), its scratch directory its only writable
+folder, and its ``TMPDIR`` and Triton and Inductor caches there; after every call, every other
+process of its process group (what the job started, which cannot leave the group) is killed.
+
 Costs: starting a child is ~0.1 s, plus ~1-2 s for each of torch/Triton it imports (``preload``
 pays that at start, outside the job's time limit). A warm call costs well under a millisecond.
 Stopping one is up to ``_STOP_WAIT_S`` (asked, then killed); ``close_workers`` stops many in that
@@ -47,6 +52,7 @@ from typing import Any, Callable, Iterable, Mapping
 from tritune import config
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
+from tritune.worker.jail import Policy, end_strays
 from tritune.worker.limits import POLL_S, Limits, Meter, enforceable
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -79,6 +85,7 @@ class Worker:
     (a value of ``None`` removes the variable); workers with different envs are different
     workers. ``preload`` names modules the child imports at start (e.g. ``("torch",)``), so
     their import time does not count against a job's limit. ``timeout_s=None``: no limit.
+    ``jail``: the child runs jailed by that policy (its scratch folder added), see the module doc.
     """
 
     def __init__(
@@ -89,8 +96,10 @@ class Worker:
         preload: tuple[str, ...] = (),
         log_kb: int = LOG_KB,
         start_timeout_s: float = START_TIMEOUT_S,
+        jail: Policy | None = None,
     ) -> None:
         self.timeout_s = timeout_s
+        self.jail = jail
         self.env = _check_env(env or {})
         self.preload = tuple(preload)
         self.log_kb = log_kb
@@ -149,6 +158,9 @@ class Worker:
                 # Ctrl-C (or any error of ours) while a job runs: the child's state is unknown.
                 self._discard()
                 raise
+            finally:
+                if self.jail is not None and self._child is child:  # (a killed child's group is gone)
+                    end_strays(child.proc.pid, keep=child.proc.pid)
 
     def restart(self) -> None:
         """Kill the child now; the next call starts a fresh one (a job reported a device fault
@@ -200,10 +212,11 @@ class Worker:
         if self._child is not None:
             return Outcome(ok=True)
         begin = time.perf_counter()
-        child = _Child(self.env, self.log_kb)
+        child = _Child(self.env, self.log_kb, jailed=self.jail is not None)
         self.starts += 1
         try:
-            failure = child.handshake(self.preload, self.start_timeout_s)
+            jail = self.jail.with_scratch(child.cwd) if self.jail is not None else None
+            failure = child.handshake(self.preload, self.start_timeout_s, jail)
         except BaseException:
             child.kill()
             raise
@@ -329,12 +342,14 @@ def describe_exit(code: int | None) -> str:
 class _Child:
     """One child process: its pipes, its log file, and how to end it."""
 
-    def __init__(self, env: Mapping[str, str | None], log_kb: int) -> None:
+    def __init__(self, env: Mapping[str, str | None], log_kb: int, *, jailed: bool = False) -> None:
         self.log_bytes = log_kb * 1024
         fd, name = tempfile.mkstemp(prefix=LOG_PREFIX, suffix=".log")
         os.close(fd)
         self.log_path = Path(name)
         self.cwd = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # the job's, thrown away
+        if jailed:  # its temporary files and caches in the one folder it may write
+            env = {**env, **_scratch_env(self.cwd)}
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
@@ -367,10 +382,10 @@ class _Child:
         self.doomed = False  # aborted: killed or about to be, never to be given another job
         _LIVE.add(self)
 
-    def handshake(self, preload: tuple[str, ...], timeout_s: float) -> Failure | None:
+    def handshake(self, preload: tuple[str, ...], timeout_s: float, jail: Policy | None = None) -> Failure | None:
         """Send the settings and wait for "ready"; a Failure if the child never got there."""
         try:
-            self.inbox.send(("init", {"sys_path": _absolute_path(sys.path), "preload": list(preload)}))
+            self.inbox.send(("init", {"sys_path": _absolute_path(sys.path), "preload": list(preload), "jail": jail}))
             if not self.outbox.poll(timeout_s):
                 self.dump_stacks()
                 return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
@@ -452,6 +467,14 @@ def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
             # an empty entry means the current directory, here as in the parent
             env[key] = os.pathsep.join(os.path.abspath(p) for p in env[key].split(os.pathsep))
     return env
+
+
+def _scratch_env(scratch: Path) -> dict[str, str]:
+    """A jailed child's temporary folder and caches, in its scratch folder: the shared Triton
+    cache holds launcher ``.so`` files that later processes load, and a jailed job must not
+    write there (nor can it: the jail lets it write nowhere else)."""
+    return {config.ENV_TMPDIR: str(scratch), config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
+            config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache")}
 
 
 def _absolute_path(entries: list) -> list:

@@ -1,0 +1,360 @@
+"""The worker jail (``tritune.worker.jail``): a real jailed worker, jobs that try each escape a
+model's code would (tests/jail_jobs.py), and jobs that must still work. Run as root, as CI does:
+a root worker that kept its capabilities would read everything.
+
+Each escape is stopped by the mechanism named in its test; the tests with one mechanism turned
+off (``Policy(landlock=False)``...) show that another holds alone where two overlap, and the
+``open`` control shows that the harness sees an escape when nothing stops it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import site
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tritune import config
+from tritune.worker import Worker, jail, landlock, seccomp
+
+TESTS = Path(__file__).parent
+HERE = jail.status()
+needs_jail = pytest.mark.skipif(not HERE.usable, reason=f"this kernel lacks it: {HERE.describe()}")
+needs_net = pytest.mark.skipif(HERE.landlock_abi < 4, reason="Landlock ABI < 4: no TCP rules on this kernel")
+needs_scopes = pytest.mark.skipif(HERE.landlock_abi < 6, reason="Landlock ABI < 6: no signal scope on this kernel")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A TRITUNE_HOME with a store.key, a fake user home with a secret, a capture directory; the
+    environment pointing at them while the module runs."""
+    root = tmp_path_factory.mktemp("jail")
+    home, user, capture = root / "tritune-home", root / "user", root / "capture"
+    for folder in (home, user, capture):
+        folder.mkdir()
+    (home / "store.key").write_bytes(b"SENTINEL-KEY")
+    (user / "secret.txt").write_text("SENTINEL-HOME")
+    (capture / "kernel.py").write_text("# captured\n")
+    with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user)}):
+        yield {"home": home, "user": user, "capture": capture, "outside": root}
+
+
+@pytest.fixture(scope="module")
+def worker(planted):
+    policy = jail.for_workers(planted["capture"], untrusted=True, program_dirs=())
+    with Worker(30, jail=policy) as w:
+        yield w
+
+
+def refused(outcome, *errors: str) -> str:
+    assert not outcome.ok, f"the escape worked: {outcome.value!r}"
+    assert any(e in outcome.failure.message for e in errors), outcome.failure.message
+    return outcome.failure.message
+
+
+# ----------------------------------------------------------------------------- files
+
+@needs_jail
+def test_the_signing_key_is_out_of_reach(worker, planted):
+    refused(worker.call("jail_jobs:read_file", str(planted["home"] / "store.key")), "PermissionError")
+    refused(worker.call("jail_jobs:list_dir", str(planted["home"])), "PermissionError")
+
+
+@needs_jail
+def test_the_user_home_is_out_of_reach(worker, planted):
+    refused(worker.call("jail_jobs:read_file", str(planted["user"] / "secret.txt")), "PermissionError")
+
+
+@needs_jail
+def test_writes_land_nowhere_but_scratch(worker, planted):
+    outside = planted["outside"] / "evidence.txt"
+    refused(worker.call("jail_jobs:write_file", str(outside)), "PermissionError")
+    refused(worker.call("jail_jobs:write_file", str(planted["capture"] / "kernel.py")), "PermissionError")
+    pth = Path(site.getsitepackages()[0]) / f"tritune-jail-{uuid.uuid4().hex}.pth"
+    try:
+        refused(worker.call("jail_jobs:write_file", str(pth)), "PermissionError")
+    finally:
+        pth.unlink(missing_ok=True)
+    assert not outside.exists()
+    assert (planted["capture"] / "kernel.py").read_text() == "# captured\n"
+    assert worker.call("jail_jobs:read_file", str(planted["capture"] / "kernel.py")).value == b"# captured\n"
+
+
+@needs_jail
+def test_scratch_is_writable_and_is_tmpdir(worker):
+    outcome = worker.call("jail_jobs:write_in_scratch")
+    assert outcome.ok, outcome.failure
+    assert outcome.value["read"] == "fine"
+    assert outcome.value["tmp"].startswith(outcome.value["cwd"] + "/")
+
+
+# ----------------------------------------------------------------------------- network
+
+@pytest.fixture
+def listener():
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def no_connection(server: socket.socket) -> None:
+    with pytest.raises(BlockingIOError):
+        server.accept()
+
+
+@needs_jail
+def test_no_tcp_connection(worker, listener):
+    refused(worker.call("jail_jobs:connect_tcp", listener.getsockname()[1]), "PermissionError")
+    no_connection(listener)
+
+
+@needs_jail
+@needs_net
+def test_landlock_alone_refuses_tcp(planted, listener):
+    """seccomp off: the socket is made, Landlock refuses its connect."""
+    policy = dataclasses.replace(jail.policy(planted["capture"]), seccomp=False)
+    with Worker(30, jail=policy) as w:
+        refused(w.call("jail_jobs:connect_tcp_socket_allowed", listener.getsockname()[1]), "PermissionError")
+    no_connection(listener)
+
+
+@needs_jail
+def test_no_udp(worker):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.settimeout(0.3)
+        refused(worker.call("jail_jobs:send_udp", server.getsockname()[1]), "PermissionError")
+        with pytest.raises(socket.timeout):
+            server.recv(64)
+
+
+@needs_jail
+@pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])
+def test_no_unix_socket(worker, tmp_path, abstract):
+    address = f"\0tritune-jail-{uuid.uuid4().hex}" if abstract else str(tmp_path / "s.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(address)
+        server.listen()
+        server.setblocking(False)
+        refused(worker.call("jail_jobs:connect_unix", address), "PermissionError")
+        no_connection(server)
+
+
+# ----------------------------------------------------------------------------- privileges
+
+@needs_jail
+def test_no_capabilities_no_new_privs_a_filter(worker):
+    outcome = worker.call("jail_jobs:capabilities")
+    assert outcome.ok, outcome.failure
+    found = outcome.value
+    assert (found["CapEff"], found["CapPrm"], found["CapInh"], found["CapAmb"]) == (0, 0, 0, 0)
+    assert found["NoNewPrivs"] == 1 and found["Seccomp"] == 2
+    if found["uid"] == 0:  # as root the bounding set goes too: an exec of a root binary gains nothing
+        assert found["CapBnd"] == 0
+
+
+def run_parent(mode: str, *jobs: str) -> dict:
+    """tests/jail_parent.py with a sentinel in its starting environment (module docstring there)."""
+    env = config.environment({"TRITUNE_JAIL_SENTINEL": "SENTINEL-ENV",
+                              config.ENV_PYTHONPATH: config.python_path_first(str(TESTS))})
+    done = subprocess.run([sys.executable, str(TESTS / "jail_parent.py"), mode, *jobs], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"the parent died ({done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+PARENT_JOBS = ("proc_file=/proc/PPID/environ", "proc_file=/proc/PPID/mem", "ptrace_parent")
+
+
+@needs_jail
+@needs_scopes
+def test_the_parent_is_out_of_reach():
+    found = run_parent("jailed", *PARENT_JOBS, "kill_parent")
+    for job, result in found.items():
+        assert not result["ok"] and "SENTINEL" not in json.dumps(result), (job, result)
+        assert "PermissionError" in result["error"] or "Operation not permitted" in result["error"], (job, result)
+
+
+@needs_jail
+def test_the_parent_is_out_of_reach_without_landlock():
+    """Capabilities dropped and the parent not dumpable hold alone. (Landlock alone does not:
+    it refuses ptrace and ``/proc/PID/mem``, but lets a root worker that kept CAP_SYS_PTRACE read
+    ``/proc/PID/environ``; so does a parent left dumpable, to a worker of its user.)"""
+    found = run_parent("policy=landlock", *PARENT_JOBS)
+    assert not any(result["ok"] for result in found.values()), found
+
+
+def test_the_harness_sees_an_open_parent():
+    """The control: no jail, parent dumpable: the sentinel comes back (so the tests above can fail)."""
+    found = run_parent("open", "proc_file=/proc/PPID/environ")
+    assert found["proc_file=/proc/PPID/environ"]["ok"]
+    assert "SENTINEL-ENV" in found["proc_file=/proc/PPID/environ"]["value"]
+
+
+def test_protect_parent_makes_it_not_dumpable():
+    code = ("import ctypes; from tritune.worker import jail; assert jail.protect_parent(); "
+            "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "0", done.stderr
+
+
+# ----------------------------------------------------------------------------- processes
+
+def alive(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                found.append(int(entry))
+    return found
+
+
+@needs_jail
+def test_setsid_is_refused(worker):
+    refused(worker.call("jail_jobs:setsid"), "PermissionError")
+
+
+@needs_jail
+@pytest.mark.parametrize("job", ["detach_with_setsid", "fork_setsid", "double_fork"])
+def test_nothing_a_job_starts_outlives_its_call(worker, job):
+    marker = f"tritune-jail-{uuid.uuid4().hex}"
+    try:
+        outcome = worker.call(f"jail_jobs:{job}", marker)
+        assert outcome.ok, outcome.failure
+        assert worker.pid is not None  # the worker lives on: only what its job started is gone
+        assert alive(marker) == []
+    finally:
+        for pid in alive(marker):  # a failed test leaves nothing behind either
+            os.kill(pid, 9)
+
+
+def test_end_strays_kills_the_group_but_the_one_kept():
+    sleeper = [sys.executable, "-c", "import os, subprocess, sys, time; "
+               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+    leader = subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        for _ in range(100):
+            if len(jail._members(leader.pid)) == 2:
+                break
+            subprocess.run(["sleep", "0.05"])
+        assert jail.end_strays(leader.pid, keep=leader.pid) == 1
+        assert jail._members(leader.pid) == [leader.pid]
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+# ----------------------------------------------------------------------------- what still works
+
+@pytest.fixture(scope="module")
+def torch_worker(planted):
+    policy = jail.for_workers(planted["capture"], untrusted=True, program_dirs=())
+    with Worker(120, env={config.ENV_INTERPRET: "1"}, preload=("torch", "triton"), jail=policy) as w:
+        yield w
+
+
+@needs_jail
+def test_torch_and_triton_work_jailed(torch_worker):
+    outcome = torch_worker.call("jail_jobs:torch_and_triton")
+    assert outcome.ok, outcome.failure
+    scratch = outcome.value["env"][config.ENV_TMPDIR]
+    assert outcome.value["env"][config.ENV_TRITON_CACHE].startswith(scratch + "/")
+    assert outcome.value["env"][config.ENV_INDUCTOR_CACHE].startswith(scratch + "/")
+    added = torch_worker.call("jail_jobs:interpreted_add")
+    assert added.ok, added.failure
+    assert added.value == [float(i + 1) for i in range(16)]
+
+
+@needs_jail
+def test_triton_compiles_for_a_gpu_jailed(torch_worker):
+    """ptxas from Triton's package runs, the private cache is written."""
+    outcome = torch_worker.call("jail_jobs:compile_for_h100")
+    assert outcome.ok, outcome.failure
+    assert "cubin" in outcome.value["kinds"]
+
+
+# ----------------------------------------------------------------------------- the pieces
+
+@pytest.mark.parametrize("arch", sorted(seccomp.AUDIT_ARCH))
+def test_the_filter_refuses_what_it_names_and_allows_the_rest(arch):
+    program = seccomp.program(arch)
+    column = 0 if arch == "x86_64" else 1
+    native = seccomp.AUDIT_ARCH[arch]
+    deny = seccomp.RET_ERRNO | 1
+    for name, numbers in seccomp.REFUSED.items():
+        assert seccomp.run(program, numbers[column], native) == deny, name
+    for allowed in (0, 1, 2, 3, 39, 56, 57, 59, 61, 62, 220, 231):  # read, write, open(at), getpid, clone, kill...
+        if allowed not in {numbers[column] for numbers in seccomp.REFUSED.values()}:
+            assert seccomp.run(program, allowed, native) == seccomp.RET_ALLOW, allowed
+    assert seccomp.run(program, 0, 0x40000003) == deny  # i386's read: another arch, refused whole
+    if arch == "x86_64":
+        assert seccomp.run(program, seccomp.X32_SYSCALL_BIT | 41, native) == deny  # x32's socket
+    assert len(seccomp.pack(program)) == 8 * len(program)
+
+
+def test_landlock_rights():
+    assert landlock.fs_rights(1) == (1 << 13) - 1
+    assert landlock.fs_rights(7) == (1 << 16) - 1
+    assert not landlock.READ_WRITE & (landlock.MAKE_CHAR | landlock.MAKE_BLOCK | landlock.IOCTL_DEV)
+    assert landlock.READ == landlock.EXECUTE | landlock.READ_FILE | landlock.READ_DIR
+    assert landlock.DEVICE & ~landlock.FILE_RIGHTS == 0
+
+
+def test_the_policy_leaves_the_key_and_the_home_out(planted, monkeypatch, tmp_path):
+    home = str(planted["home"].resolve())
+    user = str(planted["user"].resolve())
+    inside = planted["user"] / "project"
+    inside.mkdir(exist_ok=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, "/", user, str(planted["home"]), str(inside), str(tmp_path)])
+    policy = jail.policy(planted["capture"], program_dir=user, extra_read=[planted["outside"]])
+    granted = [*policy.read, *policy.read_write]
+    for path in granted:
+        assert not jail._holds(path, home) and not jail._holds(path, user), path
+        assert not jail._holds(home, path), path
+    assert str(inside.resolve()) in policy.read  # a folder inside the home is fine
+    assert str(planted["capture"].resolve()) in policy.read
+    assert policy.locks == (str((planted["home"] / "locks").resolve()),)
+
+
+def test_a_missing_mechanism_refuses_untrusted_code(planted, capsys):
+    with config.override({config.ENV_JAIL_MISSING: "seccomp"}):
+        found = jail.status()
+        assert "seccomp" in found.missing and not found.usable
+        with pytest.raises(jail.JailUnavailable, match="seccomp.*--unsafe-no-jail"):
+            jail.for_workers(planted["capture"], untrusted=True)
+        assert jail.for_workers(planted["capture"], untrusted=False) is None
+        assert jail.for_workers(planted["capture"], untrusted=False) is None
+    assert capsys.readouterr().err.count("unjailed") == 1  # said once
+    assert jail.for_workers(planted["capture"], untrusted=True, unsafe_no_jail=True) is None
+
+
+@needs_jail
+def test_a_jail_that_cannot_be_entered_fails_the_start(planted):
+    """The child finds seccomp missing (as a kernel without it would): the start fails, no job runs."""
+    policy = jail.policy(planted["capture"])
+    with Worker(30, env={config.ENV_JAIL_MISSING: "seccomp"}, jail=policy) as w:
+        outcome = w.call("jail_jobs:read_file", str(planted["home"] / "store.key"))
+    assert not outcome.ok and "jail: missing seccomp" in outcome.failure.message
+
+
+def test_enter_refuses_a_process_with_threads():
+    code = ("import threading, time; from tritune.worker import jail\n"
+            "threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
+            "try:\n    jail.enter(jail.Policy())\nexcept jail.JailError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "already runs 2 threads" in done.stdout, done.stderr
