@@ -7,7 +7,11 @@ between the payload and the machine.
   does (a tenth of a verification's time: the corpus's liveness check runs every payload);
 - ``program_launch``: the module imported and the kernel launched through its own decorators, as
   a user's program would launch a kernel file it was given (``triton.heuristics`` and
-  ``triton.autotune`` hooks run only there: replay launches the ``@triton.jit`` function inside).
+  ``triton.autotune`` hooks run only there: replay launches the ``@triton.jit`` function inside);
+- ``audited``: one of those, under an audit hook, returning what the payload tried (the audit
+  events that name a watched path, and every ``exec`` of a string, ``os.system``, ``subprocess.Popen``,
+  ``os.fork``, ``socket.connect``) and how the job ended: a jail that stopped a payload shows
+  the attempt and no effect; one that never saw the payload run would prove nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +54,34 @@ def program_launch(payload: dict) -> bool:
     out = torch.empty_like(x)
     module.scale_add_kernel[(triton.cdiv(300, 64),)](x, y, out, 300, 0.5, BLOCK=64)
     return bool(torch.allclose(out, x * 0.5 + y))
+
+
+ALWAYS = frozenset({"os.system", "subprocess.Popen", "os.fork", "socket.__new__", "socket.connect", "sqlite3.connect"})
+WATCHED = frozenset({"open", "os.listdir", "os.scandir"})
+_EVENTS: list[str] = []
+_WATCH: list[str] = []
+
+
+def audited(payload: dict) -> dict:
+    """``{"job": "unchecked_verify"|..., "watch": [strings], ...}`` -> ``{"events", "error"}``."""
+    if not _WATCH:
+        sys.addaudithook(_hook)  # for good: a hook cannot be removed
+    _WATCH[:] = list(payload["watch"]) or ["\0"]
+    _EVENTS.clear()
+    try:
+        globals()[payload["job"]](payload)
+        error = None
+    except BaseException as exc:  # noqa: BLE001 - what the payload met is the result
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+    return {"events": list(_EVENTS), "error": error}
+
+
+def _hook(event: str, args: tuple) -> None:
+    if event == "exec" and getattr(args[0], "co_filename", "") == "<string>":  # exec of a string: not an import
+        _EVENTS.append("exec <string>")
+    elif event in ALWAYS or (event in WATCHED and any(w in str(args) for w in _WATCH)):
+        if len(_EVENTS) < 200:
+            _EVENTS.append(f"{event} {str(args)[:300]}")
 
 
 def allowlist_off() -> None:

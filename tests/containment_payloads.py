@@ -18,6 +18,7 @@ thing there (``action``), which leaves evidence the tests look for (``Traps``):
                 own API (the run's store, in the end-to-end test);
 - ``pth``       a ``.pth`` file written into a site-packages-like folder (it would run on the
                 next ``python``);
+- ``shm``       a file left in ``/dev/shm`` (it outlives the run: a channel to later processes);
 - ``device``    none on the CPU: inline PTX and extern libraries are arbitrary device code,
                 which only the allowlist can refuse (no jail reaches into the GPU).
 
@@ -100,6 +101,7 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
                           " timings={'median_ms': 0.5})\n"
                           "    s.set_decision(key, v, baseline_ms=1.0, best_ms=0.5)", None),
     "pth": ("pth", "open(SITE + '/zz_redteam_' + NAME + '.pth', 'w').write('import os\\n')", None),
+    "shm": ("shm", "open('/dev/shm/' + MARKER, 'w').write('ran')", None),
     "device": ("device", "", None),
 }
 
@@ -282,6 +284,7 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("forge_signed_decision", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "forge"),
     Payload("pth_into_site_packages", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pth"),
     Payload("evidence_outside_scratch", "process", kernel(before=f"RAN = {RUN}\n\n\n")),
+    Payload("evidence_in_dev_shm", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "shm"),
 )
 
 BY_NAME = {p.name: p for p in PAYLOADS}
@@ -377,6 +380,8 @@ class Traps:
         for pid in marked_processes(f"redteam-{self.token}-"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only processes that carry this test's marker
+        for path in Path("/dev/shm").glob(f"redteam-{self.token}-*"):
+            path.unlink(missing_ok=True)
 
     def names(self, payload: Payload) -> dict[str, object]:
         return {"EVIDENCE": str(self.evidence_dir / payload.name), "HOME": str(self.home),
@@ -406,13 +411,29 @@ class Traps:
             found.append(f"a forged entry in {self.store}")
         if effect == "pth" and (self.site / f"zz_redteam_{payload.name}.pth").exists():
             found.append("a .pth file in site-packages")
+        if effect == "shm" and Path("/dev/shm", self.marker(payload)).exists():
+            found.append(f"a file in /dev/shm: {self.marker(payload)}")
         return found
+
+    def attempts(self, payload: Payload, events: list[str]) -> list[str]:
+        """The audit events (``containment_jobs.audited``) that show ``payload``'s action tried."""
+        needles = {"file": [str(self.evidence_dir / payload.name)], "leak": ["/environ", "store.key"],
+                   "socket": ["socket.__new__", "socket.connect"], "process": ["os.system", "subprocess.Popen", "os.fork"],
+                   "decision": [str(self.store), "store.key"], "pth": [str(self.site)], "shm": ["/dev/shm/"],
+                   "device": []}[payload.effect]
+        needles += ["Permission denied", "Operation not permitted"]  # what the OS said (C++ opens: no audit)
+        return [event for event in events if any(needle in event for needle in needles)]
+
+    def watched(self) -> list[str]:
+        """What ``containment_jobs.audited`` watches for: the paths the payloads reach for."""
+        return [str(self.root), str(self.home), str(self.store), "/environ", "/dev/shm/"]
 
     def anything(self) -> list[str]:
         """Evidence of any payload at all: files, connections, processes, forged entries."""
         found = [f"file {p}" for folder in (self.evidence_dir, self.site) for p in folder.iterdir()]
         found += [f"connection {data[:40]!r}" for data in self.listener.received]
         found += [f"process {pid}" for pid in marked_processes(f"redteam-{self.token}-")]
+        found += [f"file {p}" for p in Path("/dev/shm").glob(f"redteam-{self.token}-*")]
         found += [f"forged entry {row[:60]}" for row in self._forged_rows(f"forged redteam-{self.token}-")]
         return found
 

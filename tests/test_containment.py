@@ -27,19 +27,21 @@ import time
 from pathlib import Path
 
 import pytest
-from containment_payloads import KERNEL, PAYLOADS, Payload, Traps, marked_processes, representatives
+from containment_payloads import BY_NAME, KERNEL, PAYLOADS, Payload, Traps, kernel, representatives
 from test_loop import captured  # noqa: F401 - module-scoped fixture shared
 
 from tritune.capture.spec import read_launches
 from tritune.llm import sandbox
 from tritune.llm.reply import check_kernel, first_python_block, splice
 from tritune.replay import Variant
-from tritune.worker import Worker
+from tritune.worker import Worker, jail
 
 VERIFY = "containment_jobs:unchecked_verify"
 LAUNCH = "containment_jobs:unchecked_launch"
 PROGRAM = "containment_jobs:program_launch"
-PROGRAM_SOURCE = (Path(__file__).resolve().parent / "programs" / "loop_program.py").read_text()
+AUDITED = "containment_jobs:audited"
+PROGRAM_DIR = Path(__file__).resolve().parent / "programs"
+PROGRAM_SOURCE = (PROGRAM_DIR / "loop_program.py").read_text()
 LLM_KEY = "sk-redteam-SENTINEL-LLM-KEY-4b1d"  # TRITUNE_LLM_API_KEY in the end-to-end run
 STORE_KEY = "feedc0de" * 8  # this module's signing key ($TRITUNE_HOME/store.key), as hex text
 
@@ -100,6 +102,13 @@ def traps(tmp_path_factory, captured, home):
         yield found
 
 
+@pytest.fixture
+def paper_traps(tmp_path, home):
+    """Traps to name in replies that are only read (no capture, nothing runs)."""
+    with Traps(tmp_path, home=home, capture=tmp_path / "capture", store=tmp_path / "forged.db") as found:
+        yield found
+
+
 @pytest.fixture(scope="module")
 def open_worker():
     """A worker without a jail, as every worker was before issue 23."""
@@ -146,7 +155,72 @@ def test_with_both_walls_off_every_payload_acts(payload, traps, captured, open_w
 # ------------------------------------------------------------------------ wall one alone
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: p.name)
-def test_the_allowlist_alone_refuses_every_payload(payload, traps):
-    code = first_python_block(traps.reply(payload))
+def test_the_allowlist_alone_refuses_every_payload(payload, paper_traps):
+    """Refused as a reply (``check``, before the splice) and as a stored candidate's whole text
+    (``check_variant_source``, where stored source is imported: replay, apply, store import)."""
+    reply = paper_traps.reply(payload)
     with pytest.raises(sandbox.Unsafe):
-        sandbox.check(code, PROGRAM_SOURCE)
+        sandbox.check(first_python_block(reply), PROGRAM_SOURCE)
+    with pytest.raises(sandbox.Unsafe):
+        sandbox.check_variant_source(PROGRAM_SOURCE, spliced(reply), KERNEL)
+
+
+def test_the_allowlist_takes_the_honest_reply_the_payloads_are_built_on(paper_traps):
+    """The same kernel without an attack passes both checks: the refusals above are the attacks'."""
+    honest = kernel()
+    sandbox.check(honest, PROGRAM_SOURCE)
+    sandbox.check_variant_source(PROGRAM_SOURCE, splice(PROGRAM_SOURCE, KERNEL, honest), KERNEL)
+
+
+@pytest.mark.xfail(strict=True, reason="F2: needs_check trusts the rule a stored variant names")
+def test_a_variant_that_claims_a_tritune_rule_is_still_checked(paper_traps):
+    """A shared store decides what a variant says of itself: a payload's text that names one of
+    tritune's rules must be checked where it is imported all the same."""
+    from tritune.rewrites import RULES
+
+    text = spliced(paper_traps.reply(BY_NAME["forge_signed_decision"]))
+    for rule in RULES:
+        claims = Variant(name=rule, source=text, rewrite={"rule": rule, "exact": "exact", "params": {}})
+        assert sandbox.needs_check(claims), rule
+
+
+# ------------------------------------------------------------------------- wall two alone
+
+JAIL_SET = [p for p in PAYLOADS if p.family == "process"] + [
+    BY_NAME[name] for name in ("alias_knobs_os_system", "walrus_module_level", "heuristics_lambda_body",
+                               "autotune_pre_hook", "helper_default_call", "dunder_import_module_level",
+                               "generator_function_frame", "lambda_decorator", "torch_through_importlib")]
+
+
+@pytest.fixture(scope="module")
+def jailed_worker(captured, traps):
+    """A worker jailed as the loop jails its workers: the capture and the program's folder
+    readable, the fake site-packages too (as the real one is), nothing else of ours."""
+    policy = jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"), jail=policy) as worker:
+        yield worker
+
+
+def known(payload: Payload, finding: str) -> object:
+    """``payload`` as a parameter expected to fail (strictly: a fix makes the test fail until
+    the mark goes) for ``finding`` (FINDINGS-redteam.md)."""
+    return pytest.param(payload, marks=pytest.mark.xfail(strict=True, reason=finding), id=payload.name)
+
+
+JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run"}
+
+
+@pytest.mark.parametrize("payload", [known(p, JAIL_KNOWN[p.name]) if p.name in JAIL_KNOWN else p for p in JAIL_SET],
+                         ids=lambda p: p.name)
+def test_the_jail_alone_stops_every_process_level_payload(payload, traps, captured, jailed_worker):
+    """The allowlist off (in the worker too), the candidate built and verified as the loop does
+    it in a jailed worker: the payload runs, tries, and leaves nothing."""
+    job = "program_launch" if payload.where == "program" else "unchecked_verify"
+    body = {**candidate(captured, spliced(traps.reply(payload))), "job": job, "watch": traps.watched()}
+    outcome = jailed_worker.call(AUDITED, body, timeout_s=60)
+    assert outcome.ok, outcome.failure
+    events, error = outcome.value["events"], outcome.value["error"]
+    assert traps.attempts(payload, [*events, error or ""]), f"{payload.name} never tried its action: {error}; {events}"
+    time.sleep(0.2)  # a process on its way would be found
+    texts = (error or "", *events)
+    assert traps.evidence(payload, texts) == [], f"{payload.name} got through the jail: {error}"
