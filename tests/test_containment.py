@@ -27,13 +27,23 @@ import time
 from pathlib import Path
 
 import pytest
-from containment_payloads import BY_NAME, KERNEL, PAYLOADS, Payload, Traps, kernel, representatives
+import torch
+from conftest import import_interpreted
+from containment_payloads import BY_NAME, KERNEL, PAYLOADS, STORE_LINE, Payload, Traps, kernel, representatives
+from llm_server import ScriptedServer
 from test_loop import captured  # noqa: F401 - module-scoped fixture shared
 
+from tritune import apply, config
+from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.llm import sandbox
+from tritune.llm.family import LLMSettings
 from tritune.llm.reply import check_kernel, first_python_block, splice
+from tritune.loop import LoopSettings, optimize
+from tritune.loop.evaluate import Evaluator
 from tritune.replay import Variant
+from tritune.report import plots, write_report
+from tritune.store import DecisionStore
 from tritune.worker import Worker, jail
 
 VERIFY = "containment_jobs:unchecked_verify"
@@ -224,3 +234,108 @@ def test_the_jail_alone_stops_every_process_level_payload(payload, traps, captur
     time.sleep(0.2)  # a process on its way would be found
     texts = (error or "", *events)
     assert traps.evidence(payload, texts) == [], f"{payload.name} got through the jail: {error}"
+
+
+# ------------------------------------------------------------------------ both walls, end to end
+
+HONEST = f"Here is a faster version.\n\n```python\n{kernel().replace(STORE_LINE, STORE_LINE.rstrip() + '  # fast' + chr(10))}```\n"
+
+
+def llm_pays(spec, variant, measured_ms):
+    """Scripted times: the honest reply is the fast one (interpreter times measure numpy)."""
+    return 0.5 if "# fast" in (variant.source or "") else 1.0
+
+
+def optimize_llm(captured: Path, out: Path, worker: Worker, url: str, rounds: int, fixes: int = 1):
+    """``optimize --families llm`` in this process, asking for ``rounds`` proposals and ``fixes``
+    fixes of each (a refusal goes back to the model as a fix)."""
+    settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2,
+                            families=("llm",), llm=LLMSettings(url=url, model="scripted", rounds=rounds, fixes=fixes))
+    lines: list[str] = []
+    results = optimize(captured, out, settings=settings, log=lines.append,
+                       evaluator=Evaluator(captured, retime=llm_pays, worker=worker))
+    return results, lines
+
+
+def secrets_in(data: bytes) -> list[str]:
+    """Which of the sentinel keys ``data`` holds (the signing key as its hex text or its bytes)."""
+    needles = {"the LLM key": LLM_KEY.encode(), "the signing key": STORE_KEY.encode(),
+               "the signing key's bytes": bytes.fromhex(STORE_KEY)}
+    return [name for name, needle in needles.items() if needle in data]
+
+
+@pytest.fixture
+def llm_key(monkeypatch):
+    monkeypatch.setenv(config.ENV_LLM_KEY, LLM_KEY)
+    return LLM_KEY
+
+
+def run_program(store: Path) -> dict:
+    """The user's program run with the store applied (``tritune.enable``, as ``tritune run``
+    boots it); the applier's count for the kernel."""
+    program = import_interpreted(PROGRAM_DIR / "loop_program.py", "redteam_program")
+    applier = apply.enable(store, device="cpu")
+    try:
+        x, y = torch.randn(300), torch.randn(300)
+        torch.testing.assert_close(program.scale_add(x, y, 0.5), x * 0.5 + y)
+        return applier.stats()[KERNEL]
+    finally:
+        apply.disable()
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """Reports without their plots (matplotlib costs seconds; plots hold numbers only)."""
+    monkeypatch.setattr(plots, "draw_all", lambda *args, **kwargs: ({}, []))
+
+
+def test_both_walls_end_to_end_nothing_of_any_payload_happens(captured, tmp_path, home, jailed_worker, llm_key,
+                                                              no_plots):
+    out = tmp_path / "out"
+    with Traps(tmp_path / "traps", home=home, capture=captured, store=out / "decisions.db") as traps:
+        payloads = representatives()
+        script = [traps.reply(p) for p in payloads] + [HONEST]
+        with ScriptedServer(script) as server:
+            results, lines = optimize_llm(captured, out, jailed_worker, server.url, rounds=(len(script) + 1) // 2)
+        [kernel_result] = results.kernels
+        attempts = kernel_result.llm["attempts"]
+        assert len(server.requests) == len(script) == len(attempts)
+        assert [a.get("failure") for a in attempts] == ["unsafe"] * len(payloads) + [None]
+        # the honest reply is the one decision, and what the user's program runs
+        assert kernel_result.accepted
+        with DecisionStore(out / "decisions.db") as store:
+            [decision] = store.decisions()
+            sources = [c.variant.source or "" for c in store.candidates()]
+        assert "# fast" in decision.variant.source and decision.signed
+        assert not any(f"redteam-{traps.token}" in source for source in [decision.variant.source, *sources])
+        report = write_report(out / "optimize.json", out / "report")
+        applied = run_program(out / "decisions.db")
+        assert applied == {"launches": 1, "applied": 1, "skipped": 0, "noalias_fallbacks": 0, "decisions": 1}
+        time.sleep(0.2)
+        assert traps.anything() == []
+    # neither key in anything written or sent, but the key in each request's Authorization header
+    for request in server.requests:
+        assert request["headers"].pop("authorization") == f"Bearer {LLM_KEY}"
+        assert secrets_in(json.dumps(request).encode()) == [], request["json"]["messages"][-1]["content"][:200]
+    written = [p for p in [*out.rglob("*"), *home.rglob("*"), *Path(report["markdown"]).parent.rglob("*")]
+               if p.is_file() and p.name != "store.key"]
+    assert out / "optimize.json" in written and any(p.name.startswith("decisions.db") for p in written)
+    for path in written:
+        assert secrets_in(path.read_bytes()) == [], path
+    for text in lines:
+        assert secrets_in(text.encode()) == [], text
+
+
+def test_with_both_walls_off_a_payload_leaves_its_evidence_end_to_end(captured, tmp_path, home, open_worker,
+                                                                        llm_key, monkeypatch):
+    """The planted proof for the end-to-end test: the allowlist off (here and in the worker) and
+    no jail, the same flow lets a payload write its file and forge a signed decision."""
+    monkeypatch.setattr(sandbox, "check", lambda *args, **kwargs: None)
+    out = tmp_path / "out"
+    with Traps(tmp_path / "traps", home=home, capture=captured, store=out / "decisions.db") as traps:
+        payloads = [BY_NAME["evidence_outside_scratch"], BY_NAME["forge_signed_decision"]]
+        with ScriptedServer([traps.reply(p) for p in payloads]) as server:
+            optimize_llm(captured, out, open_worker, server.url, rounds=len(payloads), fixes=0)
+        assert all(traps.evidence(p) for p in payloads), traps.anything()
+        with DecisionStore(out / "decisions.db") as store:
+            assert any(d.signed and "forged" in (d.variant.source or "") for d in store.decisions())
