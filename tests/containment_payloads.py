@@ -376,7 +376,21 @@ class Traps:
         self.close()
 
     def close(self) -> None:
+        """The listener closed; what a payload left outside the test's folder removed."""
         self.listener.close()
+        self._end_outside()
+
+    def clear(self) -> None:
+        """Every payload's evidence gone: files, connections, processes, the forged store."""
+        for folder in (self.evidence_dir, self.site):
+            for path in folder.iterdir():
+                path.unlink()
+        self.listener.received.clear()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.store}{suffix}").unlink(missing_ok=True)
+        self._end_outside()
+
+    def _end_outside(self) -> None:
         for pid in marked_processes(f"redteam-{self.token}-"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only processes that carry this test's marker

@@ -106,10 +106,17 @@ def home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def traps(tmp_path_factory, captured, home):
+def module_traps(tmp_path_factory, captured, home):
     root = tmp_path_factory.mktemp("redteam")
     with Traps(root, home=home, capture=captured, store=root / "forged.db") as found:
         yield found
+
+
+@pytest.fixture
+def traps(module_traps):
+    """The module's traps, emptied of what an earlier test's payloads left."""
+    module_traps.clear()
+    return module_traps
 
 
 @pytest.fixture
@@ -203,10 +210,10 @@ JAIL_SET = [p for p in PAYLOADS if p.family == "process"] + [
 
 
 @pytest.fixture(scope="module")
-def jailed_worker(captured, traps):
+def jailed_worker(captured, module_traps):
     """A worker jailed as the loop jails its workers: the capture and the program's folder
     readable, the fake site-packages too (as the real one is), nothing else of ours."""
-    policy = jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
+    policy = jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(module_traps.site,))
     with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"), jail=policy) as worker:
         yield worker
 
