@@ -95,7 +95,18 @@ def kill_parent(_payload=None):
 
 
 def setsid(_payload=None):
-    os.setsid()
+    """``setsid()`` in a fork (the worker itself leads its session already, where it fails anyway)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+        except OSError as exc:
+            os._exit(exc.errno)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        raise OSError(code, os.strerror(code))
     return "new session"
 
 

@@ -4,9 +4,11 @@ cannot plant one there), it runs jobs against itself in a worker and prints what
 
     python jail_parent.py MODE JOB... ->  one JSON object: job -> {"ok", "value" or "error"}
 
-MODE ``jailed``: ``protect_parent()`` and a jailed worker, as tritune's commands run them;
-``policy=landlock|caps|seccomp``: jailed with only that mechanism off; ``open``: neither (the
-control: proves that the jobs reach the parent when nothing stops them).
+MODE: words separated by commas: ``jail`` (a jailed worker), ``protect`` (``protect_parent()``
+first), as tritune's commands run them; ``off=landlock|caps|seccomp`` (that mechanism of the jail
+off); ``nocaps`` (this parent drops its own capabilities first: a root worker without
+capabilities is then refused only by what is left, as a worker of a user other than root is).
+``open`` (none of them) is the control: the jobs reach the parent when nothing stops them.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from tritune.worker import Worker, jail
 
 
 def main() -> None:
-    mode, jobs = sys.argv[1], sys.argv[2:]
-    policy = None
-    if mode != "open":
+    words, jobs = sys.argv[1].split(","), sys.argv[2:]
+    policy = jail.policy() if "jail" in words else None
+    for word in words:
+        if word.startswith("off="):
+            policy = dataclasses.replace(policy, **{word[4:]: False})
+    if "nocaps" in words:
+        jail.drop_capabilities()
+    if "protect" in words:
         jail.protect_parent()
-        policy = jail.policy()
-        if mode.startswith("policy="):
-            policy = dataclasses.replace(policy, **{mode.split("=", 1)[1]: False})
     found = {}
     with Worker(30, jail=policy) as worker:
         for job in jobs:

@@ -295,8 +295,27 @@ def test_one_clone_per_pass_set(k):
     assert variant_kernel(k.plain_kernel, exact) is not variant_kernel(k.scale_kernel, exact)
 
 
+RULED = {"rule": "pipeline-loop", "exact": "exact", "params": {}}  # a source a rule of tritune's made
+
+
+@pytest.mark.parametrize("rewrite", [{"rule": "llm", "exact": "tolerance", "params": {}}, None],
+                         ids=["llm", "unmarked"])
+def test_a_models_source_that_fails_the_allowlist_is_refused_and_the_launch_runs_as_written(
+        k, specs, store, capfd, tmp_path, rewrite):
+    """Checked against the kernel's own file before it is imported: its top level never runs."""
+    sentinel = tmp_path / "sentinel"
+    text = KERNELS + f"\nopen({str(sentinel)!r}, 'w').write('ran')\n"
+    decide(store, specs[("scale_kernel", 100)], Variant(name="payload", source=text, rewrite=rewrite))
+    applier = apply.enable(store, device="cpu")
+    assert fixed(k.scale_kernel, 100) == (4, [32])
+    err = capfd.readouterr().err
+    assert "not applied: Unsafe: line" in err and "a call at module level is not allowed" in err
+    assert not sentinel.exists() and applier.stats()["scale_kernel"]["applied"] == 0
+
+
 def test_a_decision_that_fails_is_reported_once_and_the_launch_runs_as_written(k, specs, store, capfd):
-    decide(store, specs[("scale_kernel", 100)], Variant(name="broken", source="raise ValueError('planted')\n"))
+    decide(store, specs[("scale_kernel", 100)], Variant(name="broken", source="raise ValueError('planted')\n",
+                                                        rewrite=RULED))
     applier = apply.enable(store, device="cpu")
     assert fixed(k.scale_kernel, 100) == (4, [32])
     assert fixed(k.scale_kernel, 100) == (4, [32])
@@ -313,7 +332,7 @@ def test_a_decision_that_fails_after_it_ran_is_not_tried_again(k, specs, store, 
     tried again."""
     text = KERNELS.replace("def fake_bench", f"FAIL = []  # one module per case: {alone}\n\n\ndef fake_bench").replace(
         "tl.store(seen_ptr + pid, BLOCK)", "tl.store(seen_ptr + pid, BLOCK + 1000)\n    assert not FAIL, 'planted'", 1)
-    decide(store, specs[("scale_kernel", 100)], Variant(name="fails later", source=text))
+    decide(store, specs[("scale_kernel", 100)], Variant(name="fails later", source=text, rewrite=RULED))
     applier = apply.enable(store, device="cpu")
     with contextlib.nullcontext() if alone else spying():
         assert fixed(k.scale_kernel, 100) == (4, [1032])

@@ -31,7 +31,7 @@ def reply(store_line: str, marker: str = "", signature: str = SIGNATURE, extra: 
 
 CORRECT = reply("tl.store(out_ptr + offsets, y + alpha * x, mask=mask)", "fast")
 WRONG = reply("tl.store(out_ptr + offsets, x * alpha - y, mask=mask)", "wrong")
-CHANGED = reply("tl.store(out_ptr + offsets, x * alpha + y, mask=mask)", "renamed",
+CHANGED = reply("tl.store(out_ptr + offsets, x * scale + y, mask=mask)", "renamed",
                 signature=SIGNATURE.replace("alpha", "scale"))
 
 

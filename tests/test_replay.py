@@ -11,7 +11,9 @@ import torch
 from conftest import kernel_hash
 
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
+from tritune.llm.sandbox import Unsafe
 from tritune.replay import KernelLoadError, Replay, Variant, load_kernel, make_args, outputs
+from tritune.worker import failures
 
 KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"
 
@@ -135,13 +137,32 @@ def test_wrapped_kernel_is_found_by_its_jit_name(tmp_path):
     assert Replay(read_launches(root)[0], root=root).fn.fn.__name__ == "add_kernel"
 
 
+RULED = {"rule": "pipeline-loop", "exact": "exact", "params": {}}  # a source a rule of tritune's made
+
+
+def test_a_models_source_is_checked_against_the_capture_before_it_runs(tmp_path):
+    """A source no rule of tritune's made (``llm``, or none named) is refused before its top level
+    runs; a rule's keeps its path (and this payload would run: the sample is a real threat)."""
+    root = capture_dir(tmp_path, add_spec())
+    spec = read_launches(root)[0]
+    sentinel = tmp_path / "sentinel"
+    text = KERNELS.read_text() + f"\nopen({str(sentinel)!r}, 'w').write('ran')\n"
+    for rewrite in ({"rule": "llm", "exact": "tolerance", "params": {}}, None, {"rule": "made-up"}):
+        with pytest.raises(Unsafe, match="a call at module level is not allowed") as info:
+            Replay(spec, Variant(source=text, rewrite=rewrite), root=root)
+        assert failures.from_exception(info.value).kind == "unsafe"
+    assert not sentinel.exists()
+    Replay(spec, Variant(source=text, rewrite=RULED), root=root)
+    assert sentinel.read_text() == "ran"
+
+
 def test_load_errors_are_clear(tmp_path):
     root = capture_dir(tmp_path, add_spec())
     spec = read_launches(root)[0]
     with pytest.raises(KernelLoadError, match="no @triton.jit kernel named 'missing'"):
         Replay(add_spec(kernel="missing"), root=root)
     with pytest.raises(KernelLoadError, match="import failed: SyntaxError"):
-        Replay(spec, Variant(source="def broken(:\n"), root=root)
+        Replay(spec, Variant(source="def broken(:\n", rewrite=RULED), root=root)
     with pytest.raises(SpecError, match="not constexprs of add_kernel"):
         Replay(spec, Variant(constexprs={"XBLOCK": 64}), root=root)
     (root / spec.source).unlink()
@@ -173,7 +194,7 @@ def test_a_source_that_exits_on_import_is_one_line(tmp_path, capsys):
     spec = read_launches(root)[0]
     text = KERNELS.read_text() + "\nprint('running the script')\nimport sys\nsys.exit(3)\n"
     with pytest.raises(KernelLoadError) as info:
-        Replay(spec, Variant(source=text), root=root)
+        Replay(spec, Variant(source=text, rewrite=RULED), root=root)
     assert str(info.value) == ('replay_kernels.py: import failed: calls sys.exit(3) on import: '
                                'guard its top level with `if __name__ == "__main__":`')
     out, err = capsys.readouterr()

@@ -186,6 +186,22 @@ def test_import_rejects_a_wrong_foreign_variant(captured, worker, tmp_path):
         assert mine.decisions() == [] and [c.status for c in mine.candidates()] == ["rejected"]
 
 
+def test_import_refuses_a_foreign_source_that_fails_the_allowlist_whatever_rule_it_names(captured, worker, tmp_path):
+    """Checked in the parent against the user's own capture, before any worker imports it: the
+    rule the other store names (one of tritune's here) proves nothing."""
+    (spec,) = read_launches(captured)
+    sentinel = tmp_path / "sentinel"
+    text = (captured / spec.source).read_text() + f"\nopen({str(sentinel)!r}, 'w').write('ran')\n"
+    claimed = Variant(name="pipelined", source=text, rewrite={"rule": "pipeline-loop", "exact": "exact", "params": {}})
+    foreign_store(tmp_path / "foreign.db", captured, claimed)
+    (result,) = _import(captured, worker, tmp_path / "foreign.db", tmp_path / "mine.db")
+    assert result.status == REJECTED and result.reason.startswith("unsafe: line "), result
+    assert "a call at module level is not allowed" in result.reason and not sentinel.exists()
+    with DecisionStore(tmp_path / "mine.db") as mine:
+        assert mine.decisions() == [] and [(c.status, c.failure_kind) for c in mine.candidates()] == [
+            ("rejected", "unsafe")]
+
+
 def test_import_skips_decisions_for_another_gpu(captured, worker, tmp_path):
     (spec,) = read_launches(captured)
     key = key_for(spec, gpu="NVIDIA H100 80GB HBM3", capability=90, triton_version="3.6.0")

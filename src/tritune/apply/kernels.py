@@ -11,7 +11,9 @@
   switch, ``fn``'s included, so ``fn`` gets its own back untouched).
 * ``source``: the kernel loaded from the replacement text of its file, as replay loads it
   (``replay.kernel.load_kernel``: the text is imported as a fresh module, the kernel found by
-  name under any wrapper). Importing runs the file's top level, as replay does.
+  name under any wrapper). Importing runs the file's top level, as replay does. A source no rule of
+  tritune's made (a model's) must first pass ``llm.sandbox.check_variant_source`` against ``fn``'s
+  own file; refused, the plan fails and its launches run the kernel as written.
 
 ``Passes`` compiles with the passes: the first launch of each set of launch options (the key
 fixes everything else Triton specializes on) runs inside ``tritune.compiler.enabled(passes)``,
@@ -32,6 +34,7 @@ from typing import Any, Callable, Hashable, Iterator
 
 from tritune import config
 from tritune.capture._jit_shim import is_interpreted
+from tritune.llm import sandbox
 
 
 # (id(fn), source sha, passes, fast_math) -> (fn, its variant kernel). Keys whose decisions share a
@@ -47,8 +50,18 @@ def variant_kernel(fn: Any, variant: Any) -> Any:
     what = (id(fn), sha, tuple(variant.passes), bool(variant.fast_math) and bool(variant.passes))
     made = _MADE.get(what)
     if made is None or made[0] is not fn:
+        if sandbox.needs_check(variant):  # refused: the plan fails, its launches run the kernel as written
+            sandbox.check_variant_source(_captured_text(fn), variant.source, fn.fn.__name__)
         made = _MADE[what] = (fn, load_source(fn, variant.source) if variant.source is not None else clone(fn))
     return made[1]
+
+
+def _captured_text(fn: Any) -> str:
+    """The text of ``fn``'s own source file, which a variant's source replaces."""
+    file = inspect.getsourcefile(fn.fn)
+    if file is None:
+        raise sandbox.Unsafe(0, f"the source file of {fn.fn.__name__} cannot be read to check the variant against")
+    return Path(file).read_text()
 
 
 def clone(fn: Any) -> Any:

@@ -235,9 +235,10 @@ class LLMProposer:
         kernel, source = context.spec.kernel, context.source
         try:
             code = first_python_block(reply["text"])
-            sandbox.check(code)
+            sandbox.check(code, context=source)
             text = splice(source, kernel, code)
             check_kernel(source, text, kernel)
+            sandbox.check_variant_source(source, text, kernel)  # as replay and apply will check it
         except sandbox.Unsafe as exc:
             return None, ("unsafe", str(exc)[:MESSAGE_CHARS])
         except ReplyError as exc:

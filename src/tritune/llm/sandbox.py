@@ -172,12 +172,13 @@ def _helpers() -> dict[str, str]:
     the eager random kernel). Imported only for a file that imports it (torch is then loaded)."""
     try:
         from torch._inductor.runtime import triton_helpers
+        from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
     except ImportError:
         return {}
     return {n: "fn" for n, v in vars(triton_helpers).items()
             if not n.startswith("_") and "inline_asm" not in n and n != "rand_eager_kernel"
-            and (isinstance(v, JITFunction) or getattr(v, "__triton_builtin__", False))}
+            and (isinstance(v, (JITFunction, InterpretedFunction)) or getattr(v, "__triton_builtin__", False))}
 
 
 def _members(module: str) -> dict[str, str]:

@@ -14,8 +14,10 @@ it through the loop's gates, in the loop's isolated worker:
 
 A decision that passes becomes a candidate and a decision of the target store, signed there; one
 that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
-that carries source runs that source, in the worker: importing is the user saying so. An
-options-only variant runs no code of the other store's.
+that carries source runs that source, in the worker, only once it passes the allowlist
+(``llm.sandbox.check_variant_source`` against the user's own capture; every foreign source, whatever
+rule it names): refused, it is rejected as ``unsafe`` before it runs. An options-only variant runs
+no code of the other store's.
 
 A foreign variant that changes the kernel's code (source, passes) is imported as assuming
 no-alias (``aliasing``): verification gives every argument a buffer of its own, so it cannot tell
@@ -136,6 +138,10 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
     if mine.claim(cand.id, run_id) is None:
         why = f": {cand.failure_kind}: {cand.message}" if cand.status == "rejected" else ""
         return _result(decision, SKIPPED, f"candidate {cand.id} is {cand.status} in the target store already{why}")
+    unsafe = _unsafe(spec, variant, evaluator.root)
+    if unsafe is not None:
+        mine.finish_candidate(cand.id, "rejected", failure={"kind": "unsafe", "message": unsafe})
+        return _result(decision, REJECTED, f"unsafe: {unsafe}")
     timing, failure = evaluator.baseline(spec)
     if failure is not None or not timing or not timing.get("time_ms"):
         why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
@@ -164,6 +170,22 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
     mine.set_decision(decision.key, variant, baseline_ms=confirmation.base_ms, best_ms=confirmation.cand_ms,
                       evidence=evidence, run_id=run_id)
     return _result(decision, IMPORTED, verdict.reason, confirmation.ratio)
+
+
+def _unsafe(spec: LaunchSpec, variant: Variant, root: str) -> str | None:
+    """Why a foreign variant's source may not run here (``llm.sandbox.check_variant_source``
+    against the user's own capture); None when it has none or passes. Every foreign source is
+    checked, whatever rule it names: the other store's word for who made it proves nothing."""
+    if variant.source is None:
+        return None
+    from tritune.capture.spec import confined_source
+    from tritune.llm import sandbox
+
+    try:
+        sandbox.check_variant_source(confined_source(root, spec).read_text(), variant.source, spec.kernel)
+    except sandbox.Unsafe as exc:
+        return str(exc)
+    return None
 
 
 def _result(decision: Decision, status: str, reason: str, speedup: float | None = None) -> ImportResult:

@@ -13,6 +13,10 @@ False).
 A variant with a grid of its own (``Variant.grid``: a persistent-grid rewrite, ``replay.
 persistent``) launches ``grid`` (min(tiles, k x SMs) programs) and gets the tile count of the
 grid the spec gives (``program_grid``) as its added argument(s).
+
+A variant whose source no rule of tritune's made (a model's) is checked against the captured file
+before it is imported (``llm.sandbox.check_variant_source``); refused, it raises ``Unsafe``, a
+failure of kind ``unsafe``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.capture.spec import LaunchSpec, SpecError, confined_source
+from tritune.llm import sandbox
 from tritune.replay.inputs import device_of, interpreting, make_args
 from tritune.replay.kernel import load_kernel
 from tritune.replay.persistent import PersistentGrid, sm_count
@@ -40,6 +45,8 @@ class Replay:
                             f"(its constexprs: {sorted(spec.constexprs)})")
         self.constexprs = {**spec.constexprs, **variant.constexprs}
         self.options = {**spec.options, **variant.options}
+        if sandbox.needs_check(variant):  # a model's source, or of unknown origin: before it runs
+            sandbox.check_variant_source(confined_source(self.root, spec).read_text(), variant.source, spec.kernel)
         self.fn = load_kernel(spec, self.root, variant.source)
         self.compiles = not interpreting()
         self.program_grid = self._grid()  # what the program launches with these constexprs

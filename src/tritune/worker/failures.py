@@ -17,6 +17,8 @@ kind                what happened                                           work
 ``timeout``         the job ran past its limit                              killed
 ``crash``           the child process died (signal or exit code)            killed (it is dead)
 ``error``           any other exception raised by the job                   reused
+``unsafe``          a stored variant's source fails the allowlist           reused
+                    (``llm.sandbox.Unsafe``): refused before it ran
 ``wrong_result``    reserved for verification, which sets it                (not a worker kind)
 ==================  ======================================================  ===================
 
@@ -50,8 +52,9 @@ ERROR = "error"
 WRONG_RESULT = "wrong_result"
 BASELINE_OUT_OF_BOUNDS = "baseline_out_of_bounds"
 GHOST = "ghost"
+UNSAFE = "unsafe"
 
-KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS, GHOST)
+KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS, GHOST, UNSAFE)
 # After these the child process is not trusted again (a CUDA fault leaves the context unusable).
 RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 

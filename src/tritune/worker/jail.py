@@ -28,7 +28,10 @@ it and every process it starts:
   ``CAP_DAC_READ_SEARCH``, ``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``.
 
 The parent (``protect_parent``) is not dumpable: no process of its user without
-``CAP_SYS_PTRACE`` reads its ``/proc/PID/environ`` (the LLM key) or its memory.
+``CAP_SYS_PTRACE`` reads its ``/proc/PID/environ`` (the LLM key) or its memory. Three locks on
+that door, each enough alone (tests/test_worker_jail.py tries each): the parent not dumpable,
+Landlock (a jailed process reaches no process outside its jail that way), and, as root, the
+dropped capabilities (a process may only read one whose capabilities it holds).
 
 Where a mechanism is missing (``status``), one line on stderr says which; a caller running a
 model's code or foreign source refuses (``JailUnavailable``) unless the user said
