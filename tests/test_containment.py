@@ -128,8 +128,8 @@ def paper_traps(tmp_path, home):
 
 @pytest.fixture(scope="module")
 def open_worker():
-    """A worker without a jail, as every worker was before issue 23."""
-    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as worker:
+    """A worker without a jail, as every worker was before issue 23, and its allowlist off."""
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton", "allowlist_off")) as worker:
         yield worker
 
 
@@ -211,11 +211,24 @@ JAIL_SET = [p for p in PAYLOADS if p.family == "process"] + [
 
 @pytest.fixture(scope="module")
 def jailed_worker(captured, module_traps):
-    """A worker jailed as the loop jails its workers: the capture and the program's folder
-    readable, the fake site-packages too (as the real one is), nothing else of ours."""
-    policy = jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(module_traps.site,))
-    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"), jail=policy) as worker:
+    """A worker jailed as the loop jails its workers (the capture and the program's folder
+    readable, the fake site-packages too, as the real one is; nothing else of ours), and its
+    allowlist off."""
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton", "allowlist_off"),
+                jail=loop_policy(captured, module_traps)) as worker:
         yield worker
+
+
+@pytest.fixture(scope="module")
+def walled_worker(captured, module_traps):
+    """A worker as the loop runs a model's candidates: jailed, and its allowlist on."""
+    with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton"),
+                jail=loop_policy(captured, module_traps)) as worker:
+        yield worker
+
+
+def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
+    return jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
 
 
 def known(payload: Payload, finding: str) -> object:
@@ -296,14 +309,14 @@ def no_plots(monkeypatch):
     monkeypatch.setattr(plots, "draw_all", lambda *args, **kwargs: ({}, []))
 
 
-def test_both_walls_end_to_end_nothing_of_any_payload_happens(captured, tmp_path, home, jailed_worker, llm_key,
+def test_both_walls_end_to_end_nothing_of_any_payload_happens(captured, tmp_path, home, walled_worker, llm_key,
                                                               no_plots):
     out = tmp_path / "out"
     with Traps(tmp_path / "traps", home=home, capture=captured, store=out / "decisions.db") as traps:
         payloads = representatives()
         script = [traps.reply(p) for p in payloads] + [HONEST]
         with ScriptedServer(script) as server:
-            results, lines = optimize_llm(captured, out, jailed_worker, server.url, rounds=(len(script) + 1) // 2)
+            results, lines = optimize_llm(captured, out, walled_worker, server.url, rounds=(len(script) + 1) // 2)
         [kernel_result] = results.kernels
         attempts = kernel_result.llm["attempts"]
         assert len(server.requests) == len(script) == len(attempts)
@@ -338,6 +351,7 @@ def test_with_both_walls_off_a_payload_leaves_its_evidence_end_to_end(captured, 
     """The planted proof for the end-to-end test: the allowlist off (here and in the worker) and
     no jail, the same flow lets a payload write its file and forge a signed decision."""
     monkeypatch.setattr(sandbox, "check", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sandbox, "check_variant_source", lambda *args, **kwargs: None)
     out = tmp_path / "out"
     with Traps(tmp_path / "traps", home=home, capture=captured, store=out / "decisions.db") as traps:
         payloads = [BY_NAME["evidence_outside_scratch"], BY_NAME["forge_signed_decision"]]
