@@ -101,6 +101,7 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
                           " timings={'median_ms': 0.5})\n"
                           "    s.set_decision(key, v, baseline_ms=1.0, best_ms=0.5)", None),
     "pth": ("pth", "open(SITE + '/zz_redteam_' + NAME + '.pth', 'w').write('import os\\n')", None),
+    "quiet_file": ("file", "try:\n    open(EVIDENCE, 'w').write('ran')\nexcept OSError:\n    pass", None),
     "shm": ("shm", "open('/dev/shm/' + MARKER, 'w').write('ran')", None),
     "device": ("device", "", None),
 }
@@ -285,6 +286,11 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("pth_into_site_packages", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pth"),
     Payload("evidence_outside_scratch", "process", kernel(before=f"RAN = {RUN}\n\n\n")),
     Payload("evidence_in_dev_shm", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "shm"),
+    # quiet where its action fails (a jail), and a faster kernel (``# fast``: the tests' scripted
+    # times): it verifies, wins, and acts where the decision is applied
+    Payload("quiet_until_applied", "process",
+            kernel(before=f"RAN = {RUN}\n\n\n").replace(STORE_LINE, STORE_LINE.rstrip() + "  # fast\n"),
+            "quiet_file"),
 )
 
 BY_NAME = {p.name: p for p in PAYLOADS}

@@ -91,6 +91,26 @@ def evidence_after(traps: Traps, payload: Payload, texts: tuple[str, ...], wait_
         time.sleep(0.05)
 
 
+class Escaped(AssertionError):
+    """A payload's evidence where a wall should have stopped it: the failure a known finding's
+    test expects (``xfail(raises=Escaped)``), so that any other failure still fails."""
+
+
+def no_escape(found: list[str], what: str) -> None:
+    if found:
+        raise Escaped(f"{what}: {found}")
+
+
+def finding(reason: str) -> pytest.MarkDecorator:
+    """A known finding (FINDINGS-redteam.md): the test fails with ``Escaped`` until the wall is
+    fixed; strict, so a fix makes it fail until the mark goes; any other failure fails."""
+    return pytest.mark.xfail(strict=True, raises=Escaped, reason=reason)
+
+
+def known(payload: Payload, reason: str) -> object:
+    return pytest.param(payload, marks=finding(reason), id=payload.name)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def home(tmp_path_factory) -> Path:
     """A TRITUNE_HOME of this module's, holding the sentinel signing key, for everything here
@@ -189,7 +209,7 @@ def test_the_allowlist_takes_the_honest_reply_the_payloads_are_built_on(paper_tr
     sandbox.check_variant_source(PROGRAM_SOURCE, splice(PROGRAM_SOURCE, KERNEL, honest), KERNEL)
 
 
-@pytest.mark.xfail(strict=True, reason="F2: needs_check trusts the rule a stored variant names")
+@finding("F2: needs_check trusts the rule a stored variant names")
 def test_a_variant_that_claims_a_tritune_rule_is_still_checked(paper_traps):
     """A shared store decides what a variant says of itself: a payload's text that names one of
     tritune's rules must be checked where it is imported all the same."""
@@ -198,7 +218,7 @@ def test_a_variant_that_claims_a_tritune_rule_is_still_checked(paper_traps):
     text = spliced(paper_traps.reply(BY_NAME["forge_signed_decision"]))
     for rule in RULES:
         claims = Variant(name=rule, source=text, rewrite={"rule": rule, "exact": "exact", "params": {}})
-        assert sandbox.needs_check(claims), rule
+        no_escape([] if sandbox.needs_check(claims) else [rule], "a stored variant that names a rule is not checked")
 
 
 # ------------------------------------------------------------------------- wall two alone
@@ -231,12 +251,6 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
     return jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
 
 
-def known(payload: Payload, finding: str) -> object:
-    """``payload`` as a parameter expected to fail (strictly: a fix makes the test fail until
-    the mark goes) for ``finding`` (FINDINGS-redteam.md)."""
-    return pytest.param(payload, marks=pytest.mark.xfail(strict=True, reason=finding), id=payload.name)
-
-
 JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run"}
 
 
@@ -253,7 +267,7 @@ def test_the_jail_alone_stops_every_process_level_payload(payload, traps, captur
     assert traps.attempts(payload, [*events, error or ""]), f"{payload.name} never tried its action: {error}; {events}"
     time.sleep(0.2)  # a process on its way would be found
     texts = (error or "", *events)
-    assert traps.evidence(payload, texts) == [], f"{payload.name} got through the jail: {error}"
+    no_escape(traps.evidence(payload, texts), f"{payload.name} got through the jail ({error})")
 
 
 # ------------------------------------------------------------------------ both walls, end to end
@@ -360,3 +374,21 @@ def test_with_both_walls_off_a_payload_leaves_its_evidence_end_to_end(captured, 
         assert all(traps.evidence(p) for p in payloads), traps.anything()
         with DecisionStore(out / "decisions.db") as store:
             assert any(d.signed and "forged" in (d.variant.source or "") for d in store.decisions())
+
+
+@finding("F3: the jail guards tritune's workers only; a decision runs in the user's program, unjailed")
+def test_the_jail_alone_keeps_a_quiet_winner_out_of_the_users_program(captured, tmp_path, home, jailed_worker,
+                                                                       llm_key, monkeypatch):
+    """Wall two alone (the allowlist off in the parent, the worker and the applier): a payload
+    that keeps quiet where its action fails verifies in the jail, wins on its (faster) kernel,
+    and is the decision the user's program applies."""
+    monkeypatch.setattr(sandbox, "check", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sandbox, "check_variant_source", lambda *args, **kwargs: None)
+    out = tmp_path / "out"
+    with Traps(tmp_path / "traps", home=home, capture=captured, store=out / "decisions.db") as traps:
+        payload = BY_NAME["quiet_until_applied"]
+        with ScriptedServer([traps.reply(payload)]) as server:
+            results, _ = optimize_llm(captured, out, jailed_worker, server.url, rounds=1, fixes=0)
+        assert results.kernels[0].accepted and traps.anything() == []  # the jail held while tritune ran
+        assert run_program(out / "decisions.db")["applied"] == 1
+        no_escape(traps.evidence(payload), "the user's program ran the payload")
