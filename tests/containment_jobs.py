@@ -76,6 +76,6 @@ def audited(payload: dict) -> dict:
 def _hook(event: str, args: tuple) -> None:
     if event == "exec" and getattr(args[0], "co_filename", "") == "<string>":  # exec of a string: not an import
         _EVENTS.append("exec <string>")
-    elif event in ALWAYS or (event in WATCHED and any(w in str(args) for w in _WATCH)):
+    elif event in ALWAYS or event.startswith("redteam.") or (event in WATCHED and any(w in str(args) for w in _WATCH)):
         if len(_EVENTS) < 200:
             _EVENTS.append(f"{event} {str(args)[:300]}")

@@ -101,6 +101,23 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
                           " timings={'median_ms': 0.5})\n"
                           "    s.set_decision(key, v, baseline_ms=1.0, best_ms=0.5)", None),
     "pth": ("pth", "open(SITE + '/zz_redteam_' + NAME + '.pth', 'w').write('import os\\n')", None),
+    # the worker's reply to the parent is a pickle the parent loads: an object whose reduction is
+    # a call runs that call in the parent, unjailed (here: the parent writes the evidence file)
+    "pickle_parent": ("file", "import os, sys\n"
+                              "from multiprocessing import connection\n"
+                              "first = connection.Connection.send\n"
+                              "class Call:\n"
+                              "    def __reduce__(self):\n"
+                              "        return (os.system, (\"echo ran > '\" + EVIDENCE + \"'\",))\n"
+                              "def send(self, message):\n"
+                              "    connection.Connection.send = first\n"
+                              "    if message[0] == 'ok':\n"
+                              "        value = message[1]\n"
+                              "        value = {**value, 'redteam': Call()} if isinstance(value, dict) else Call()\n"
+                              "        message = ('ok', value, *message[2:])\n"
+                              "    return first(self, message)\n"
+                              "connection.Connection.send = send\n"
+                              "sys.audit('redteam.pickle_parent')", None),
     "quiet_file": ("file", "try:\n    open(EVIDENCE, 'w').write('ran')\nexcept OSError:\n    pass", None),
     "shm": ("shm", "open('/dev/shm/' + MARKER, 'w').write('ran')", None),
     "device": ("device", "", None),
@@ -286,6 +303,7 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("pth_into_site_packages", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pth"),
     Payload("evidence_outside_scratch", "process", kernel(before=f"RAN = {RUN}\n\n\n")),
     Payload("evidence_in_dev_shm", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "shm"),
+    Payload("pickle_to_the_parent", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pickle_parent"),
     # quiet where its action fails (a jail), and a faster kernel (``# fast``: the tests' scripted
     # times): it verifies, wins, and acts where the decision is applied
     Payload("quiet_until_applied", "process",
@@ -441,7 +459,7 @@ class Traps:
                    "socket": ["socket.__new__", "socket.connect"], "process": ["os.system", "subprocess.Popen", "os.fork"],
                    "decision": [str(self.store), "store.key"], "pth": [str(self.site)], "shm": ["/dev/shm/"],
                    "device": []}[payload.effect]
-        needles += ["Permission denied", "Operation not permitted"]  # what the OS said (C++ opens: no audit)
+        needles += ["Permission denied", "Operation not permitted", f"redteam.{payload.action}"]  # what the OS said (C++ opens: no audit)
         return [event for event in events if any(needle in event for needle in needles)]
 
     def watched(self) -> list[str]:

@@ -251,7 +251,8 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
     return jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
 
 
-JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run"}
+JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
+              "pickle_to_the_parent": "F4: the parent unpickles the jailed worker's reply: a reduction runs in the parent"}
 
 
 @pytest.mark.parametrize("payload", [known(p, JAIL_KNOWN[p.name]) if p.name in JAIL_KNOWN else p for p in JAIL_SET],
