@@ -19,6 +19,8 @@ thing there (``action``), which leaves evidence the tests look for (``Traps``):
 - ``pth``       a ``.pth`` file written into a site-packages-like folder (it would run on the
                 next ``python``);
 - ``shm``       a file left in ``/dev/shm`` (it outlives the run: a channel to later processes);
+- ``locks``     a file left in ``$TRITUNE_HOME/locks`` (the one folder of tritune's home a worker
+                may create files in, for the GPU locks);
 - ``device``    none on the CPU: inline PTX and extern libraries are arbitrary device code,
                 which only the allowlist can refuse (no jail reaches into the GPU).
 
@@ -62,6 +64,12 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
                         "raise RuntimeError('LEAK' + 'ED:' + open('/proc/%d/environ' % os.getppid(), 'rb').read()"
                         ".replace(bytes(1), b' ').decode('ascii', 'replace'))", None),
     "key": ("leak", "raise RuntimeError('LEAK' + 'ED:' + open(HOME + '/store.key').read())", None),
+    # the worker's own environment: every variable of the user's but the LLM keys
+    "worker_environ": ("leak", "import os, sys\n"
+                               "sys.audit('redteam.worker_environ')\n"
+                               "raise RuntimeError('LEAK' + 'ED:' + ' '.join(v for k, v in os.environ.items()"
+                               " if 'TOKEN' in k or 'SECRET' in k))", None),
+    "locks_file": ("locks", "open(HOME + '/locks/' + MARKER, 'w').write('ran')", None),
     "key_socket": ("socket", "import socket\n"
                              "s = socket.create_connection(('127.0.0.1', PORT), 3)\n"
                              "s.sendall(NAME.encode() + b' ' + open(HOME + '/store.key', 'rb').read())\n"
@@ -303,6 +311,8 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("pth_into_site_packages", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pth"),
     Payload("evidence_outside_scratch", "process", kernel(before=f"RAN = {RUN}\n\n\n")),
     Payload("evidence_in_dev_shm", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "shm"),
+    Payload("worker_environment_to_the_model", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "worker_environ"),
+    Payload("file_in_tritune_home_locks", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "locks_file"),
     Payload("pickle_to_the_parent", "process", kernel(before=f"RAN = {RUN}\n\n\n"), "pickle_parent"),
     # quiet where its action fails (a jail), and a faster kernel (``# fast``: the tests' scripted
     # times): it verifies, wins, and acts where the decision is applied
@@ -418,7 +428,7 @@ class Traps:
         for pid in marked_processes(f"redteam-{self.token}-"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only processes that carry this test's marker
-        for path in Path("/dev/shm").glob(f"redteam-{self.token}-*"):
+        for path in [*Path("/dev/shm").glob(f"redteam-{self.token}-*"), *self.home.glob(f"locks/redteam-{self.token}-*")]:
             path.unlink(missing_ok=True)
 
     def names(self, payload: Payload) -> dict[str, object]:
@@ -449,6 +459,8 @@ class Traps:
             found.append(f"a forged entry in {self.store}")
         if effect == "pth" and (self.site / f"zz_redteam_{payload.name}.pth").exists():
             found.append("a .pth file in site-packages")
+        if effect == "locks" and (self.home / "locks" / self.marker(payload)).exists():
+            found.append(f"a file in TRITUNE_HOME/locks: {self.marker(payload)}")
         if effect == "shm" and Path("/dev/shm", self.marker(payload)).exists():
             found.append(f"a file in /dev/shm: {self.marker(payload)}")
         return found
@@ -458,6 +470,7 @@ class Traps:
         needles = {"file": [str(self.evidence_dir / payload.name)], "leak": ["/environ", "store.key"],
                    "socket": ["socket.__new__", "socket.connect"], "process": ["os.system", "subprocess.Popen", "os.fork"],
                    "decision": [str(self.store), "store.key"], "pth": [str(self.site)], "shm": ["/dev/shm/"],
+                   "locks": [str(self.home / "locks")],
                    "device": []}[payload.effect]
         needles += ["Permission denied", "Operation not permitted", f"redteam.{payload.action}"]  # what the OS said (C++ opens: no audit)
         return [event for event in events if any(needle in event for needle in needles)]
@@ -471,7 +484,8 @@ class Traps:
         found = [f"file {p}" for folder in (self.evidence_dir, self.site) for p in folder.iterdir()]
         found += [f"connection {data[:40]!r}" for data in self.listener.received]
         found += [f"process {pid}" for pid in marked_processes(f"redteam-{self.token}-")]
-        found += [f"file {p}" for p in Path("/dev/shm").glob(f"redteam-{self.token}-*")]
+        found += [f"file {p}" for p in [*Path("/dev/shm").glob(f"redteam-{self.token}-*"),
+                                        *self.home.glob(f"locks/redteam-{self.token}-*")]]
         found += [f"forged entry {row[:60]}" for row in self._forged_rows(f"forged redteam-{self.token}-")]
         return found
 

@@ -54,6 +54,7 @@ PROGRAM_DIR = Path(__file__).resolve().parent / "programs"
 PROGRAM_SOURCE = (PROGRAM_DIR / "loop_program.py").read_text()
 LLM_KEY = "sk-redteam-SENTINEL-LLM-KEY-4b1d"  # TRITUNE_LLM_API_KEY in the end-to-end run
 STORE_KEY = "feedc0de" * 8  # this module's signing key ($TRITUNE_HOME/store.key), as hex text
+CLOUD_TOKEN = "redteam-SENTINEL-CLOUD-TOKEN-77e2"  # a credential of the user's in the environment
 
 
 def candidate(captured: Path, text: str) -> dict:
@@ -113,15 +114,17 @@ def known(payload: Payload, reason: str) -> object:
 
 @pytest.fixture(scope="module", autouse=True)
 def home(tmp_path_factory) -> Path:
-    """A TRITUNE_HOME of this module's, holding the sentinel signing key, for everything here
-    (the workers started here inherit it)."""
+    """A TRITUNE_HOME of this module's, holding the sentinel signing key, and a user's credential
+    in the environment, for everything here (the workers started here inherit both)."""
     folder = tmp_path_factory.mktemp("home")
     folder.chmod(0o700)
     key = folder / "store.key"
     key.write_text(STORE_KEY + "\n")
     key.chmod(0o600)
+    (folder / "locks").mkdir(mode=0o700)  # as tritune makes it for its GPU locks
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRITUNE_HOME", str(folder))
+        mp.setenv("REDTEAM_CLOUD_TOKEN", CLOUD_TOKEN)  # tritune has no business passing it on
         yield folder
 
 
@@ -252,6 +255,9 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
 
 
 JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
+              "worker_environment_to_the_model": "F5: a worker gets the user's environment (less the LLM keys); "
+                                                  "its failure text goes to the model in the next prompt",
+              "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks",
               "pickle_to_the_parent": "F4: the parent unpickles the jailed worker's reply: a reduction runs in the parent"}
 
 
@@ -294,7 +300,7 @@ def optimize_llm(captured: Path, out: Path, worker: Worker, url: str, rounds: in
 
 def secrets_in(data: bytes) -> list[str]:
     """Which of the sentinel keys ``data`` holds (the signing key as its hex text or its bytes)."""
-    needles = {"the LLM key": LLM_KEY.encode(), "the signing key": STORE_KEY.encode(),
+    needles = {"the LLM key": LLM_KEY.encode(), "the signing key": STORE_KEY.encode(), "the token": CLOUD_TOKEN.encode(),
                "the signing key's bytes": bytes.fromhex(STORE_KEY)}
     return [name for name, needle in needles.items() if needle in data]
 
@@ -393,3 +399,18 @@ def test_the_jail_alone_keeps_a_quiet_winner_out_of_the_users_program(captured, 
         assert results.kernels[0].accepted and traps.anything() == []  # the jail held while tritune ran
         assert run_program(out / "decisions.db")["applied"] == 1
         no_escape(traps.evidence(payload), "the user's program ran the payload")
+
+
+@finding("F5: a worker gets the user's environment (less the LLM keys); its failure text goes to the model")
+def test_the_jail_alone_keeps_the_users_credentials_from_the_model(captured, tmp_path, home, jailed_worker,
+                                                                    llm_key, monkeypatch):
+    """Wall two alone: a payload that raises what it finds in its environment (a cloud token of
+    the user's) has its failure text sent back to the model in the next prompt."""
+    monkeypatch.setattr(sandbox, "check", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sandbox, "check_variant_source", lambda *args, **kwargs: None)
+    with Traps(tmp_path / "traps", home=home, capture=captured, store=tmp_path / "out" / "decisions.db") as traps:
+        script = [traps.reply(BY_NAME["worker_environment_to_the_model"]), "I would rather explain it in words."]
+        with ScriptedServer(script) as server:
+            optimize_llm(captured, tmp_path / "out", jailed_worker, server.url, rounds=1, fixes=1)
+    assert len(server.requests) == 2
+    no_escape(secrets_in(json.dumps(server.requests[1]["json"]).encode()), "the second prompt holds")
