@@ -208,3 +208,15 @@ def compile_for_h100(_payload=None):
     compiled = triton.compile(ASTSource(fn=kernel, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
                                         constexprs={"BLOCK": 128}), target=GPUTarget("cuda", 90, 32))
     return {"kinds": sorted(compiled.asm), "cache": _cache_env()}
+
+
+def ncu_refusal(_payload=None):
+    """Why ncu will not run here (a jailed worker): the kind of ``NcuUnavailable``."""
+    from tritune.profile.ncu import NcuUnavailable
+    from tritune.profile.runner import run_ncu
+
+    try:
+        run_ncu(None, "/nonexistent")
+    except NcuUnavailable as exc:
+        return exc.kind
+    return "ran"

@@ -393,6 +393,17 @@ def test_names_of_the_captured_file_that_a_kernel_may_not_use(body, reason):
         check(code, context=CAPTURED)
 
 
+@pytest.mark.parametrize("rebinding", [
+    "tl = 5", "if True:\n    import numpy as tl", "def f():\n    global tl", "for tl in range(3):\n    pass",
+    "try:\n    pass\nexcept Exception as tl:\n    pass", "[(tl := 1) for _ in range(2)]", "with open('x') as tl:\n    pass",
+], ids=["assign", "nested-import", "global", "loop", "except", "walrus-in-comprehension", "with"])
+def test_a_name_the_captured_file_binds_twice_as_different_things_is_not_the_replys(rebinding):
+    captured = HEAD + rebinding + "\n"
+    with pytest.raises(Unsafe, match="the annotation of BLOCK must be tl.constexpr"):  # tl is not triton's
+        check(FUNCTIONS_ONLY, context=captured)
+    check(FUNCTIONS_ONLY, context=HEAD)
+
+
 def test_names_of_the_captured_file_that_a_kernel_may_use():
     body = "a = helper(x_ptr) + BLOCK + triton_helpers.maximum(x_ptr, n)\nb = ld.exp(a) + triton.cdiv(n, 2)"
     check("\n@triton.jit\ndef k(x_ptr, n):\n" + textwrap.indent(body, "    ") + "\n", context=CAPTURED)

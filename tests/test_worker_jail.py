@@ -40,6 +40,7 @@ def planted(tmp_path_factory):
     for folder in (home, user, capture):
         folder.mkdir()
     (home / "store.key").write_bytes(b"SENTINEL-KEY")
+    (home / "store.key").chmod(0o600)
     (user / "secret.txt").write_text("SENTINEL-HOME")
     (capture / "kernel.py").write_text("# captured\n")
     with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user)}):
@@ -364,3 +365,73 @@ def test_enter_refuses_a_process_with_threads():
             "try:\n    jail.enter(jail.Policy())\nexcept jail.JailError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert "already runs 2 threads" in done.stdout, done.stderr
+
+
+# ----------------------------------------------------------------------------- ncu
+
+@needs_jail
+def test_ncu_does_not_run_in_a_jailed_worker(worker):
+    """ncu needs sockets to reach its target: a jailed worker falls back to timing + static."""
+    outcome = worker.call("jail_jobs:ncu_refusal")
+    assert outcome.ok and outcome.value == "jailed", outcome
+
+
+def test_a_model_variant_never_runs_under_ncu():
+    from tritune.profile.ncu import NcuUnavailable
+    from tritune.profile.runner import run_ncu
+    from tritune.replay import Variant
+
+    with pytest.raises(NcuUnavailable) as raised:
+        run_ncu(None, "/nonexistent", Variant(source="", rewrite={"rule": "llm", "exact": "tolerance"}))
+    assert raised.value.kind == "model-variant"
+
+
+# ----------------------------------------------------------------------------- the commands
+
+@pytest.mark.parametrize("command", ["optimize", "generate"])
+def test_llm_is_refused_where_the_jail_is_missing(command, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tritune.commands.generate import generate
+    from tritune.commands.optimize import optimize
+
+    monkeypatch.setenv(config.ENV_JAIL_MISSING, "landlock")
+    spec = tmp_path / "spec.py"
+    spec.write_text("# not read: the refusal comes first\n")
+    (tmp_path / "capture").mkdir()
+    llm = ["--llm", "http://127.0.0.1:9/v1", "--llm-model", "m"]
+    if command == "optimize":
+        run, args = optimize, ["--out", str(tmp_path / "out"), "--launches", str(tmp_path / "capture"), *llm]
+    else:
+        run, args = generate, [str(spec), "--out", str(tmp_path / "out"), *llm]
+    refused_run = CliRunner().invoke(run, args)
+    assert refused_run.exit_code == 2, refused_run.output
+    assert "missing: landlock" in refused_run.output and "--unsafe-no-jail" in refused_run.output
+    allowed = CliRunner().invoke(run, [*args, "--unsafe-no-jail"])
+    assert "refusing" not in allowed.output  # it goes on (and fails later, on these empty inputs)
+
+
+def test_store_import_of_source_is_refused_where_the_jail_is_missing(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tritune.commands.store import store as store_command
+    from tritune.replay import Variant
+    from tritune.store import DecisionStore
+    from tritune.store.keys import DecisionKey
+
+    monkeypatch.setenv(config.ENV_JAIL_MISSING, "seccomp")
+    monkeypatch.setenv(config.ENV_HOME, str(tmp_path / "home"))  # a key of its own, whatever ran before
+    other = tmp_path / "other.db"
+    key = DecisionKey(source_hash="s", kernel="k", specialization="{}", gpu_name="cpu", capability=0,
+                      triton_version="3")
+    variant = Variant(source="def k():\n    pass\n")
+    with DecisionStore(other) as db:
+        cand = db.add_candidate(db.start_run({}), key, variant)
+        db.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
+        db.set_decision(key, variant, baseline_ms=2.0, best_ms=0.02)
+    (tmp_path / "capture").mkdir()
+    (tmp_path / "capture" / "launches.jsonl").write_text("")
+    result = CliRunner().invoke(store_command, ["import", str(other), "--into", str(tmp_path / "mine.db"),
+                                                "--launches", str(tmp_path / "capture")])
+    assert result.exit_code == 2, result.output
+    assert "missing: seccomp" in result.output and "--unsafe-no-jail" in result.output

@@ -68,7 +68,7 @@ def bench(directory: Path, as_json: bool, kernel_filter: str | None, methods: tu
         sys.exit(1)
 
     with contextlib.ExitStack() as stack:
-        call = _isolated(timeout_s, stack) if isolate else _in_process
+        call = _isolated(timeout_s, stack, directory) if isolate else _in_process
         bandwidth = _bandwidth(specs, call)
         results = _bench_all(specs, directory, methods, bandwidth.get("copy_gbps"), call)
     if as_json:
@@ -124,12 +124,17 @@ def _bandwidth(specs: list, call: Call) -> dict:
     return value if ok else {"failure": f"{kind}: {message}"}
 
 
-def _isolated(timeout_s: float, stack: contextlib.ExitStack) -> Call:
+def _isolated(timeout_s: float, stack: contextlib.ExitStack, directory: Path) -> Call:
     """Jobs in one reused worker (closed with ``stack``); it restarts by itself after a fault,
     a timeout or a crash."""
     from tritune.worker.pool import Worker
 
-    worker = stack.enter_context(Worker(timeout_s=timeout_s, preload=("torch", "triton")))
+    from tritune.worker import jail
+
+    jail.protect_parent()
+    # the capture's kernel files run their top level in the worker: jailed where this machine can
+    policy = jail.for_workers(directory, untrusted=False)
+    worker = stack.enter_context(Worker(timeout_s=timeout_s, preload=("torch", "triton"), jail=policy))
 
     def call(target: str, payload: dict) -> tuple[bool, Any, str | None, str | None]:
         outcome = worker.call(target, payload)

@@ -30,9 +30,13 @@ from tritune.commands.llm import endpoint_options, llm_settings
               help="Benchmark against eager, torch.compile and max-autotune (GPU only).")
 @click.option("--interpret-inductor", is_flag=True, hidden=True,
               help="Tests: Inductor's kernels on Triton's interpreter, no GPU.")
+@click.option("--unsafe-no-jail", is_flag=True,
+              help="Run the workers unjailed (where this machine lacks Landlock or seccomp, --llm needs it): "
+                   "a model's code then reaches everything you can.")
 def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: float, jobs: int | None,
              llm_url: str | None, llm_model: str | None, max_iterations: int, llm_max_tokens: int,
-             llm_price: tuple[float, float] | None, llm_dry_run: bool, bench: bool, interpret_inductor: bool) -> None:
+             llm_price: tuple[float, float] | None, llm_dry_run: bool, bench: bool, interpret_inductor: bool,
+             unsafe_no_jail: bool) -> None:
     """Generate a fused Triton kernel for SPEC: a Python file with reference(*tensors) (the unfused
     PyTorch computation), inputs(device) (a list of input tuples) and optionally name and tolerance.
 
@@ -47,10 +51,18 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
     from tritune.generate.run import generate as run_generate
     from tritune.generate.spec import SpecError
     from tritune.loop.evaluate import default_jobs
+    from tritune.worker import jail
 
+    jail.protect_parent()  # this process holds the LLM key: no worker reads it
     llm = llm_settings(llm_url, llm_model, 1, 0, llm_max_tokens, llm_price, llm_dry_run, out_dir, None)
     settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=jobs or default_jobs(), llm=llm,
-                                max_iterations=max_iterations, bench=bench, interpret=interpret_inductor)
+                                max_iterations=max_iterations, bench=bench, interpret=interpret_inductor,
+                                unsafe_no_jail=unsafe_no_jail)
+    try:
+        jail.check(untrusted=llm is not None, unsafe_no_jail=unsafe_no_jail)
+    except jail.JailUnavailable as exc:
+        click.echo(f"tritune generate: {exc}", err=True)
+        sys.exit(2)
     try:
         result = run_generate(spec_path, out_dir, settings, log=lambda line: click.echo(line, err=True))
     except (GenerateError, SpecError) as exc:

@@ -121,6 +121,9 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.option("--llm-fixes", type=click.IntRange(min=0), default=2, show_default=True,
               help="Times a failed proposal goes back to the model with its failure.")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an interrupted one.")
+@click.option("--unsafe-no-jail", is_flag=True,
+              help="Run the workers unjailed (where this machine lacks Landlock or seccomp, --llm needs it): "
+                   "a model's code then reaches everything you can.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
@@ -130,7 +133,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
              workers: int | None, devices: tuple[int, ...] | None, ray_address: str | None, without: tuple[str, ...],
              family_order: tuple[str, ...], llm_url: str | None, llm_model: str | None,
              llm_rounds: int, llm_fixes: int, llm_max_tokens: int, llm_price: tuple[float, float] | None,
-             llm_dry_run: bool, fresh: bool, report: bool, command: tuple[str, ...]) -> None:
+             llm_dry_run: bool, fresh: bool, unsafe_no_jail: bool, report: bool, command: tuple[str, ...]) -> None:
     """Find faster, verified variants of every Triton kernel a program launches.
 
     Every kernel's baseline is timed first; kernels are taken costliest first (launches x time)
@@ -146,7 +149,9 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     from tritune.loop.evaluate import default_jobs
     from tritune.loop.lanes import LaneError, lane_devices
     from tritune.store import StoreError
+    from tritune.worker import jail
 
+    jail.protect_parent()  # this process holds the LLM key and signs: no worker reads it
     given = [name for name, value in (("-- COMMAND", command), ("--launches", launches),
                                       ("--inductor-dir", inductor_dir)) if value]
     if len(given) != 1:
@@ -154,6 +159,11 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                                + (f" (got {', '.join(given)})" if given else ""))
     llm = llm_settings(llm_url, llm_model, llm_rounds, llm_fixes, llm_max_tokens, llm_price, llm_dry_run,
                         out_dir, family_order)
+    try:
+        jail.check(untrusted=llm is not None, unsafe_no_jail=unsafe_no_jail)
+    except jail.JailUnavailable as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        sys.exit(2)
     _check_inputs(out_dir, launches, store_path, kernels)
     try:
         if ray_address is not None:
@@ -169,7 +179,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
                                 fast_math=fast_math, use_ncu=use_ncu,
                                 jobs=jobs or (default_jobs(len(picked)) if picked is not None else 1),
-                                without=tuple(without), families=family_order or (), llm=llm)
+                                without=tuple(without), families=family_order or (), llm=llm,
+                                unsafe_no_jail=unsafe_no_jail)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -90,23 +90,37 @@ def verify(db: Path) -> None:
 @click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
               help="Speedup each decision must show again here, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also import fast-math decisions (max relative error 1e-4).")
-def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math: bool) -> None:
-    """Verify and time OTHER's decisions again on this GPU; sign those that pass into --into."""
+@click.option("--unsafe-no-jail", is_flag=True,
+              help="Run the workers unjailed (where this machine lacks Landlock or seccomp, a store with source "
+                   "variants needs it): the other store's code then reaches everything you can.")
+def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math: bool, unsafe_no_jail: bool) -> None:
+    """Verify and time OTHER's decisions again on this GPU; sign those that pass into --into.
+
+    Its source variants and the capture's kernel files run only in jailed workers
+    (``tritune.worker.jail``); where the jail is missing, a store with source variants is
+    refused unless --unsafe-no-jail."""
     from tritune.arbiter import ArbiterSettings
     from tritune.capture.spec import SpecError, read_launches
     from tritune.loop.evaluate import Evaluator
     from tritune.loop.imports import IMPORTED, import_decisions
     from tritune.loop.session import OptimizeError, machine
     from tritune.store import StoreError
+    from tritune.worker import jail
 
+    jail.protect_parent()  # this process signs with the user's key: no worker reads its memory
     if other.resolve() == into.resolve():
         _fail(f"{other}: importing a store into itself verifies nothing new; give another --into")
+    foreign = _open(other)
+    try:  # before anything runs
+        jail.check(untrusted=_has_source(foreign), unsafe_no_jail=unsafe_no_jail)
+    except jail.JailUnavailable as exc:
+        _fail(f"{other}: {exc}")
     try:
         specs = read_launches(launches)
     except SpecError as exc:
         _fail(str(exc))
-    foreign = _open(other)
-    evaluator = Evaluator(launches)
+    policy = jail.for_workers(launches, untrusted=_has_source(foreign), unsafe_no_jail=unsafe_no_jail)
+    evaluator = Evaluator(launches, jail=policy)
     try:
         try:
             target = machine(evaluator.worker)
@@ -129,6 +143,25 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
             click.echo(f"{result.status}: {result.kernel} {result.variant}: {result.reason}")
     imported = sum(r.status == IMPORTED for r in results)
     click.echo(f"{imported} of {len(results)} decisions of {other} verified, timed and signed into {into}")
+
+
+def _has_source(foreign) -> bool:
+    """Whether any decision of ``foreign`` carries source (code of the other store's; passes and
+    options are tritune's own); an unreadable one counts, as it might."""
+    from tritune.store import StoreError
+
+    try:
+        decisions = foreign.decisions()
+    except StoreError:
+        return True
+    for decision in decisions:
+        try:
+            variant = decision.variant
+        except (TypeError, ValueError, AttributeError):
+            return True
+        if variant.source is not None:
+            return True
+    return False
 
 
 @store.command("inductor-cache")

@@ -47,6 +47,7 @@ class GenerateSettings:
     max_iterations: int = 15
     bench: bool = True
     interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (inductor.on_interpreter)
+    unsafe_no_jail: bool = False  # the workers run unjailed (``worker.jail``; ``--unsafe-no-jail``)
 
 
 def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings = GenerateSettings(), *,
@@ -72,7 +73,7 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
     for stale in (out / "kernel.py", out / "inductor" / "kernel.py"):  # an earlier run's: not verified by this one
         stale.unlink(missing_ok=True)
     env = {"TRITON_INTERPRET": "1"} if not on_gpu else {}
-    with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton")) as worker:
+    with Worker(CHECK_TIMEOUT_S, env=env, preload=("torch", "triton"), jail=_jail(spec, out, settings)) as worker:
         checks: dict[str, dict] = {}
         if modelfree:
             try:
@@ -138,6 +139,26 @@ def _gpu() -> bool:
     return torch.cuda.is_available() and not interpreting()
 
 
+def _jail(spec: Any, out: Path, settings: GenerateSettings) -> Any:
+    """The check worker's jail (``worker.jail``): it reads the spec's folder and ``out`` (the
+    modules written there), and writes only the two capture folders (made now, and emptied
+    rather than removed later: the jail holds on to the folders it was given)."""
+    from tritune.worker import jail
+
+    captures = [out / "inductor" / "capture", out / "llm" / "capture"]
+    return jail.for_workers(None, untrusted=settings.llm is not None, unsafe_no_jail=settings.unsafe_no_jail,
+                            program_dirs=[spec.path.parent], extra_read=[out], extra_write=captures)
+
+
+def _empty(folder: Path) -> None:
+    """``folder``'s contents removed, the folder kept (``_jail``)."""
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, device: str, result: dict,
                log: Callable[[str], None]) -> tuple[Path | None, dict]:
     from tritune.generate.emit import emit
@@ -145,7 +166,7 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     folder = out / "inductor"
     capture = folder / "capture"
     if capture.exists():
-        shutil.rmtree(capture)  # a capture is cheap next to its kernels' compile, and must match this spec
+        _empty(capture)  # a capture is cheap next to its kernels' compile, and must match this spec
     log(f"{spec.name}: compiling the reference with torch.compile for each case (model-free path)")
     captured = worker.call("tritune.generate.inductor:capture_job",
                            {"spec": str(spec.path), "device": device, "capture": str(capture), "derived": True,
@@ -214,7 +235,8 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
         return []
     store_path = folder / "decisions.db"
     launches = len(only)
-    loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",))
+    loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",),
+                        unsafe_no_jail=settings.unsafe_no_jail)
     log(f"optimizing {kernels} kernel(s) ({launches} launch(es)) for up to {settings.budget_s:g} s")
     # one lane: a spec has a few kernels, and a lane per GPU would each take --jobs verify workers
     runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
@@ -246,7 +268,7 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
     folder = out / "llm"
     capture = folder / "capture"
     if capture.exists():
-        shutil.rmtree(capture)
+        _empty(capture)
     captured = worker.call("tritune.generate.modules:capture_module_job",
                            {"module": str(best), "spec": str(spec.path), "device": device, "capture": str(capture)},
                            timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S, memory_mb=SANDBOX_MEMORY_MB)

@@ -299,14 +299,14 @@ class LLMProposer:
     # ------------------------------------------------------------------------------- prompts
 
     def _propose_messages(self, context: Any) -> list[dict]:
-        from tritune.llm.sandbox import ALLOWED_IMPORTS
+        from tritune.llm.sandbox import RULES
 
         spec = context.spec
         user = prompts.render(
             "propose", gpu=gpu_facts(self.session.gpu), file=Path(spec.source).name, source=context.source.rstrip(),
             kernel=spec.kernel, launch=launch_facts(spec), profile=profile_facts(context.profile),
             hints=_hints(context.hints), best=self._best(context), attempts=self._attempts_text())
-        system = prompts.render("system", allowed=", ".join(ALLOWED_IMPORTS))
+        system = prompts.render("system", rules=RULES.rstrip())
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def _fix_messages(self, context: Any, last: dict) -> list[dict]:

@@ -109,9 +109,11 @@ class Unsafe(ValueError):
 
 # the rules in the model's words, for the prompt (the check above is what enforces them)
 RULES = f"""\
-Your code is checked before it runs and rejected, unrun, unless it is only what these rules allow:
-- module level: only these imports: {"; ".join(ALLOWED_IMPORTS)}; names bound to a literal or
-  tl.constexpr(literal); a docstring; and @triton.jit functions. No torch anywhere: write kernels only.
+Your code is rejected, unrun, unless it is only what these rules allow:
+- module level: a docstring; names bound to a literal or tl.constexpr(literal); @triton.jit functions;
+  and only these imports: {"; ".join(ALLOWED_IMPORTS[:3])};
+  {"; ".join(ALLOWED_IMPORTS[3:])}.
+  No torch anywhere: write kernels only.
 - decorators: only @triton.jit (arguments literals), or a decorator the kernel already has, unchanged.
   No triton.autotune/triton.heuristics you add, no lambdas. Defaults: literals; annotations: tl.constexpr.
 - in a kernel, every name is a parameter, a local, a constant, a @triton.jit function, range/min/max/
@@ -187,11 +189,13 @@ def _members(module: str) -> dict[str, str]:
 
 @functools.cache
 def value_attrs() -> frozenset[str]:
-    """Attributes of a value (a tensor, a pointer, a dtype) a kernel may use: ``tl.tensor``'s public
-    methods and properties and ``tl.dtype``'s ``is_*`` tests and widths, less what reaches the IR."""
+    """Attributes of a value (a tensor, a pointer, a descriptor, a dtype) a kernel may use:
+    ``tl.tensor``'s and ``tl.tensor_descriptor``'s public methods and properties and ``tl.dtype``'s
+    ``is_*`` tests and widths, less what reaches the IR."""
     import triton.language as tl
 
     found = {n for n in dir(tl.tensor) if not n.startswith("_")} | {"dtype", "shape", "numel", "T"}
+    found |= {n for n in dir(tl.tensor_descriptor) if not n.startswith("_")}  # a_desc.load([m, k])
     found |= {n for n in dir(tl.dtype) if n.startswith("is_")} | _DTYPE_ATTRS
     return frozenset(found - _VALUE_DENIED)
 
@@ -216,22 +220,34 @@ def check_variant_source(captured: str, variant: str, kernel: str) -> None:
     if not any(isinstance(s, ast.FunctionDef) and s.name == kernel for s in after.body):
         raise Unsafe(0, f"the variant's source does not define the kernel {kernel}")
     functions: dict[str, set[str]] = {}
-    for stmt in before.body:
+    others = []
+    for stmt, text in _statements(captured, before):
         if isinstance(stmt, ast.FunctionDef):
-            functions.setdefault(stmt.name, set()).add(ast.dump(stmt))
-    others = [ast.dump(s) for s in before.body if not isinstance(s, ast.FunctionDef)]
+            functions.setdefault(stmt.name, set()).add(text)
+        else:
+            others.append(text)
     changed, at = [], 0
-    for stmt in after.body:
-        dumped = ast.dump(stmt)
+    for stmt, text in _statements(variant, after):
         if isinstance(stmt, ast.FunctionDef):
-            if dumped not in functions.get(stmt.name, ()):
+            if text not in functions.get(stmt.name, ()):
                 changed.append(stmt)
             continue
-        if dumped in others[at:]:
-            at = others.index(dumped, at) + 1
+        if text in others[at:]:
+            at = others.index(text, at) + 1
         else:
             changed.append(stmt)
     _Checker(ast.Module(body=changed, type_ignores=[]), _Context.of(captured, before)).raise_first()
+
+
+def _statements(text: str, tree: ast.Module) -> list[tuple[ast.stmt, str]]:
+    """Each top-level statement with its exact text (whole lines, decorators included): what is
+    compared, as written (a statement reformatted is a statement changed)."""
+    lines = text.splitlines()
+    found = []
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        found.append((stmt, "\n".join(lines[first - 1: stmt.end_lineno])))
+    return found
 
 
 def needs_check(variant: Any) -> bool:
@@ -295,9 +311,11 @@ def _bound_at_module(tree: ast.Module) -> Iterable[tuple[str, ast.AST]]:
                 yield alias.asname or alias.name.split(".")[0], node
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            yield node.id, node
-        if isinstance(node, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
-            continue  # a scope of its own (a walrus inside still binds: rare, and refused below)
+            yield node.id, node  # a comprehension's or lambda's own names too: more than binds, never less
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            yield node.name, node
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            yield node.rest, node
         stack.extend(ast.iter_child_nodes(node))
 
 

@@ -52,6 +52,7 @@ from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.worker import Outcome, Worker, close_workers
 from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
+from tritune.worker.jail import Policy
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
@@ -112,9 +113,11 @@ class Evaluator:
     def __init__(self, root: str | Path, *, timeout_s: float = CANDIDATE_TIMEOUT_S, input_sets: int = 3,
                  copy_gbps: float | None = None, use_ncu: str = "auto",
                  retime: Callable[[LaunchSpec, Variant, float], float] | None = None,
-                 worker: Worker | None = None, jobs: int = 1, verifiers: Sequence[Worker] | None = None) -> None:
-        """``jobs`` workers verify (like ``worker``: same limit, environment and preload);
-        ``verifiers`` gives them instead (tests share warm ones; they are not closed here)."""
+                 worker: Worker | None = None, jobs: int = 1, verifiers: Sequence[Worker] | None = None,
+                 jail: Policy | None = None) -> None:
+        """``jobs`` workers verify (like ``worker``: same limit, environment, preload and jail);
+        ``verifiers`` gives them instead (tests share warm ones; they are not closed here).
+        ``jail``: the policy of the workers made here (``worker.jail``; ``worker`` has its own)."""
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.root = str(Path(root).absolute())  # workers run in a directory of their own
@@ -122,13 +125,14 @@ class Evaluator:
         self.copy_gbps = copy_gbps
         self.use_ncu = use_ncu
         self.retime = retime  # tests only: (spec, variant, measured_ms) -> ms to use instead
-        self.worker = worker or Worker(timeout_s, preload=PRELOAD)
+        self.worker = worker or Worker(timeout_s, preload=PRELOAD, jail=jail)
         self._owned: list[Worker] = []
         if verifiers is not None:
             self.verifiers = list(verifiers)
         elif jobs > 1:
             self.verifiers = self._owned = [Worker(self.worker.timeout_s, env=self.worker.env,
-                                                   preload=self.worker.preload) for _ in range(jobs)]
+                                                   preload=self.worker.preload, jail=getattr(self.worker, "jail", None))
+                                            for _ in range(jobs)]
         else:
             self.verifiers = [self.worker]
         self.jobs = len(self.verifiers)

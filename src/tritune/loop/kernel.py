@@ -65,6 +65,9 @@ class LoopSettings:
     without: tuple[str, ...] = ()  # family names left out (a benchmark with and without one)
     families: tuple[str, ...] = ()  # only these families, in this order (``--families``); () = all, the bottleneck's order
     llm: Any = None  # ``llm.family.LLMSettings`` (``--llm``): the model's family joins the others
+    # ``--unsafe-no-jail``: the workers run unjailed (``worker.jail``). Where, never what, is
+    # decided: left out of to_json, like jobs.
+    unsafe_no_jail: bool = False
 
     def __post_init__(self) -> None:
         if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0 or self.jobs < 1:
@@ -76,7 +79,7 @@ class LoopSettings:
     def to_json(self) -> dict:
         body = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         body["arbiter"] = dataclasses.asdict(self.arbiter)
-        del body["jobs"]
+        del body["jobs"], body["unsafe_no_jail"]
         # keys an older run's settings did not have are left out while unset, so a later
         # command resumes that run
         if self.without:

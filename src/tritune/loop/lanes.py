@@ -53,7 +53,8 @@ from tritune.loop.results import LaneLine
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.keys import INTERPRETER_GPU
 from tritune.store.signing import Signer
-from tritune.worker import Worker
+from tritune.worker import Worker, jail
+from tritune.worker.jail import Policy
 from tritune.worker.failures import Failure
 
 READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
@@ -136,12 +137,13 @@ class LocalLane:
     (a Ray lane's temporary store, ``loop.ray_lanes``)."""
 
     def __init__(self, device: str | None, root: str | Path, *, index: int = 0, jobs: int = 1,
-                 use_ncu: str = "auto", evaluator: Evaluator | None = None, signer: Signer | None = None) -> None:
+                 use_ncu: str = "auto", evaluator: Evaluator | None = None, signer: Signer | None = None,
+                 jail: Policy | None = None) -> None:
         self.device, self.index, self.signer = device, index, signer
         self._owned = evaluator is None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
-            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,))
+            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker)
         self.evaluator = evaluator
         self._target: dict = {}
@@ -287,8 +289,14 @@ def lane_devices(workers: int | None = None, devices: Sequence[int] | None = Non
 
 
 def local_lanes(root: str | Path, settings: LoopSettings, devices: Sequence[Device]) -> list[LocalLane]:
-    """A ``LocalLane`` per device, each with ``settings.jobs`` verify workers."""
-    return [LocalLane(d.visible, root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu)
+    """A ``LocalLane`` per device, each with ``settings.jobs`` verify workers, jailed
+    (``worker.jail.for_workers``: a run with ``--llm`` is refused where the jail is missing,
+    ``LaneError``, unless ``settings.unsafe_no_jail``)."""
+    try:
+        policy = jail.for_workers(root, untrusted=settings.llm is not None, unsafe_no_jail=settings.unsafe_no_jail)
+    except jail.JailUnavailable as exc:
+        raise LaneError(str(exc)) from None
+    return [LocalLane(d.visible, root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu, jail=policy)
             for d in devices]
 
 

@@ -82,6 +82,7 @@ from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lan
 from tritune.store import DecisionKey, DecisionStore, StoreError
 from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
+from tritune.worker import jail
 from tritune.worker.failures import Failure
 
 INSTALL = "pip install 'tritune[ray]'"
@@ -387,8 +388,10 @@ class _LaneActor:
         gpus = ray.get_gpu_ids()
         if jobs is None:
             jobs = default_jobs(_node_gpus(ray)) if gpus else 1
+        # jailed where the node can (no --llm on Ray: its capture is the user's own)
+        policy = jail.for_workers(self.root, untrusted=False, program_dirs=())
         self.lane = LocalLane(None, self.root, index=index, jobs=jobs, use_ncu=use_ncu,
-                              signer=Signer(secrets.token_bytes(32)))
+                              signer=Signer(secrets.token_bytes(32)), jail=policy)
         self.lane.evaluator.retime = retime
         self.families = families
         self.where = f"{ray.util.get_node_ip_address()}/" + (f"gpu{gpus[0]}" if gpus else f"cpu{index}")

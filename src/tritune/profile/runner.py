@@ -17,6 +17,14 @@ absent or fails, ``Profile.source`` is ``"timing+static"`` and ``note`` says why
 
 Before trusting ncu's row, the profiled launch's grid must be the replay's: another launch with
 the kernel's name would otherwise pass for it.
+
+ncu and the jail (``tritune.worker.jail``). ncu talks to the process it profiles over sockets,
+and its target imports the capture's kernel file (and the variant's source) like any replay. A
+jailed worker may open no socket, so in one ncu cannot run: the profile falls back to timing +
+static (``ncu_status`` "jailed"; ``use_ncu="require"`` fails, ``--unsafe-no-jail`` runs the
+workers unjailed). A variant from a model (its ``rewrite`` rule "llm") is never run under ncu,
+jailed or not: ncu's target would run its code outside the worker's limits
+(``ncu_status`` "model-variant").
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ USE_NCU = ("auto", "never", "require")
 DEFAULT_TIMEOUT_S = 180.0  # ~20 replay passes of a slow kernel plus torch's import, with margin
 TIMING_KEYS = ("graph_ms", "roofline", "gbps", "copy_gbps", "bytes", "floor_ms")
 FALLBACK = "classified from timing + static analysis"
+LLM_RULE = "llm"  # ``llm.family.NAME``: the rule of a model's variant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +116,13 @@ def run_ncu(spec: LaunchSpec, root: str | Path, variant: Any = None, *, timeout_
     "dropped", "ncu_path"}``, or ``NcuUnavailable``."""
     from tritune.replay import interpreting
 
+    from tritune.worker import jail
+
+    if from_model(variant):
+        raise ncu_cli.NcuUnavailable("model-variant", "a model's variant is never run under ncu (module docstring)")
+    if jail.entered() is not None:
+        raise ncu_cli.NcuUnavailable("jailed", "ncu talks to its target over sockets, which this worker's jail "
+                                     "refuses (--unsafe-no-jail runs workers unjailed)")
     if interpreting():
         raise ncu_cli.NcuUnavailable("interpreter", "TRITON_INTERPRET=1 runs kernels on the CPU: nothing for ncu")
     path = ncu_cli.find_ncu()
@@ -122,6 +138,12 @@ def run_ncu(spec: LaunchSpec, root: str | Path, variant: Any = None, *, timeout_
     metrics = {name: row.value(name) for name in row.metrics}
     return {"facts": ncu_csv.facts(row), "metrics": metrics, "kernel": row.kernel, "grid": row.grid,
             "block": row.block, "command": done.command, "dropped": list(done.dropped), "ncu_path": path}
+
+
+def from_model(variant: Any) -> bool:
+    """Whether ``variant`` was written by a model (``llm.family``: its rewrite's rule is "llm")."""
+    rewrite = getattr(variant, "rewrite", None)
+    return isinstance(rewrite, dict) and rewrite.get("rule") == LLM_RULE
 
 
 def target_payload(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None) -> dict:

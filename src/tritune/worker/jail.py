@@ -412,22 +412,31 @@ def for_workers(capture_dir: str | Path | None = None, *, untrusted: bool, unsaf
     refused (``JailUnavailable``) unless ``unsafe_no_jail``. ``unsafe_no_jail``: the user asked
     for no jail, said once. Otherwise, a missing jail is said once and the workers run unjailed.
     ``program_dirs`` default to the folders of the capture's programs (``launches.jsonl``)."""
+    if not check(untrusted=untrusted, unsafe_no_jail=unsafe_no_jail):
+        return None
+    if program_dirs is None:
+        program_dirs = program_folders(capture_dir) if capture_dir is not None else ()
+    return policy(capture_dir, list(program_dirs), extra_read, extra_write=extra_write)
+
+
+def check(*, untrusted: bool, unsafe_no_jail: bool = False) -> bool:
+    """Whether workers are to be jailed (``for_workers``' rules), saying once why not; a command
+    calls it first, so that a refusal comes before anything runs. ``JailUnavailable`` when
+    ``untrusted`` code would run unjailed without ``unsafe_no_jail``."""
     if unsafe_no_jail:
         say("tritune: --unsafe-no-jail: workers run untrusted code with everything you can reach "
             "(your key, your home, the network)")
-        return None
+        return False
     found = status()
     if not found.usable:
         if untrusted:
             raise JailUnavailable(f"{found.describe()}: refusing to run a model's code or foreign source "
                                   "unjailed; --unsafe-no-jail runs it anyway, with everything you can reach")
         say(f"tritune: {found.describe()}: workers run your capture's code unjailed")
-        return None
+        return False
     if found.missing:
         say(f"tritune: {found.describe()}")
-    if program_dirs is None:
-        program_dirs = program_folders(capture_dir) if capture_dir is not None else ()
-    return policy(capture_dir, list(program_dirs), extra_read, extra_write=extra_write)
+    return True
 
 
 def program_folders(capture_dir: str | Path) -> list[str]:
