@@ -234,9 +234,7 @@ JAIL_SET = [p for p in PAYLOADS if p.family == "process"] + [
 
 @pytest.fixture(scope="module")
 def jailed_worker(captured, module_traps):
-    """A worker jailed as the loop jails its workers (the capture and the program's folder
-    readable, the fake site-packages too, as the real one is; nothing else of ours), and its
-    allowlist off."""
+    """A worker jailed as the loop jails its workers, and its allowlist off."""
     with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton", "allowlist_off"),
                 jail=loop_policy(captured, module_traps)) as worker:
         yield worker
@@ -251,7 +249,11 @@ def walled_worker(captured, module_traps):
 
 
 def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
-    return jail.policy(capture_dir=captured, program_dir=str(PROGRAM_DIR), extra_read=(traps.site,))
+    """The policy ``optimize`` gives the workers of a run with ``--llm`` (``loop.lanes``), the
+    fake site-packages readable as the real one is."""
+    policy = jail.for_workers(captured, untrusted=True, extra_read=(traps.site,))
+    assert policy is not None and str(PROGRAM_DIR) in policy.read
+    return policy
 
 
 JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
