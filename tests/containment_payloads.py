@@ -208,14 +208,16 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("inspect_currentframe", "frame",
             functions(body='tl.core.inspect.currentframe().f_builtins["exec"]($act)')),
     Payload("coroutine_frame", "frame",
-            functions(before="async def co():\n    pass\n\n\n", body='c = co()\nc.cr_frame.f_builtins["exec"]($act)\nc.close()')),
+            functions(before="async def co():\n    pass\n\n\n",
+                      body='c = co()\nc.cr_frame.f_builtins["exec"]($act)\nc.close()')),
     # ---- type() and dunders
     Payload("type_del", "dunder",
             functions(body='type("K", (), {"__del__": lambda s: tl.core.builtins.exec($act)})()')),
     Payload("subclasses_wrap_close", "dunder",
             functions(body='w = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == "_wrap_close"][0]\n'
                            'w.__init__.__globals__["system"]($shell)')),
-    Payload("function_globals", "dunder", functions(body='tl.core.inspect.getmodule.__globals__["builtins"].exec($act)'), "environ"),
+    Payload("function_globals", "dunder",
+            functions(body='tl.core.inspect.getmodule.__globals__["builtins"].exec($act)'), "environ"),
     Payload("dunder_import_module_level", "dunder",
             kernel(before='RAN = __import__("os").system($shell)\n\n\n'), "background"),
     Payload("class_del_module_level", "dunder",
@@ -223,7 +225,8 @@ PAYLOADS: tuple[Payload, ...] = (
     Payload("type_of_argument_globals", "dunder",
             functions(body='type(x_ptr).__init__.__globals__["builtins"].exec($act)')),
     Payload("module_dict", "dunder", functions(body='tl.core.__dict__["builtins"].exec($act)')),
-    Payload("getattr_strings", "dunder", functions(body='getattr(getattr(tl, "co" + "re"), "buil" + "tins").exec($act)')),
+    Payload("getattr_strings", "dunder",
+            functions(body='getattr(getattr(tl, "co" + "re"), "buil" + "tins").exec($act)')),
     # ---- heuristics and autotune arguments
     Payload("heuristics_lambda_default", "heuristics",
             functions(decorators=f'@triton.heuristics({{"BLOCK": lambda args, d={RUN}: 64}})\n@triton.jit\n')),
@@ -428,8 +431,13 @@ class Traps:
         for pid in marked_processes(f"redteam-{self.token}-"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only processes that carry this test's marker
-        for path in [*Path("/dev/shm").glob(f"redteam-{self.token}-*"), *self.home.glob(f"locks/redteam-{self.token}-*")]:
+        for path in self._outside_files():
             path.unlink(missing_ok=True)
+
+    def _outside_files(self) -> list[Path]:
+        """Files a payload left in /dev/shm and TRITUNE_HOME/locks."""
+        pattern = f"redteam-{self.token}-*"
+        return [*Path("/dev/shm").glob(pattern), *(self.home / "locks").glob(pattern)]
 
     def names(self, payload: Payload) -> dict[str, object]:
         return {"EVIDENCE": str(self.evidence_dir / payload.name), "HOME": str(self.home),
@@ -468,11 +476,13 @@ class Traps:
     def attempts(self, payload: Payload, events: list[str]) -> list[str]:
         """The audit events (``containment_jobs.audited``) that show ``payload``'s action tried."""
         needles = {"file": [str(self.evidence_dir / payload.name)], "leak": ["/environ", "store.key"],
-                   "socket": ["socket.__new__", "socket.connect"], "process": ["os.system", "subprocess.Popen", "os.fork"],
+                   "socket": ["socket.__new__", "socket.connect"],
+                   "process": ["os.system", "subprocess.Popen", "os.fork"],
                    "decision": [str(self.store), "store.key"], "pth": [str(self.site)], "shm": ["/dev/shm/"],
                    "locks": [str(self.home / "locks")],
                    "device": []}[payload.effect]
-        needles += ["Permission denied", "Operation not permitted", f"redteam.{payload.action}"]  # what the OS said (C++ opens: no audit)
+        # what the OS said (a C++ open raises no audit event), and the payloads' own audit events
+        needles += ["Permission denied", "Operation not permitted", f"redteam.{payload.action}"]
         return [event for event in events if any(needle in event for needle in needles)]
 
     def watched(self) -> list[str]:
@@ -484,8 +494,7 @@ class Traps:
         found = [f"file {p}" for folder in (self.evidence_dir, self.site) for p in folder.iterdir()]
         found += [f"connection {data[:40]!r}" for data in self.listener.received]
         found += [f"process {pid}" for pid in marked_processes(f"redteam-{self.token}-")]
-        found += [f"file {p}" for p in [*Path("/dev/shm").glob(f"redteam-{self.token}-*"),
-                                        *self.home.glob(f"locks/redteam-{self.token}-*")]]
+        found += [f"file {p}" for p in self._outside_files()]
         found += [f"forged entry {row[:60]}" for row in self._forged_rows(f"forged redteam-{self.token}-")]
         return found
 

@@ -7,14 +7,29 @@ These tests run them:
 
 - the corpus is live: with both walls off, in an unjailed worker exactly as the loop builds a
   candidate, every payload's action happens (so every other test here can fail);
-- wall one alone: the allowlist (``sandbox.check``) refuses every payload, unrun;
-- wall two alone: the allowlist switched off, the jailed worker still stops every payload that
-  acts on the machine;
+- wall one alone: the allowlist refuses every payload, as a reply (``sandbox.check``) and as the
+  stored source it would become (``check_variant_source``, where stored source is imported);
+- wall two alone: the allowlist switched off (here, in the worker, in the applier), a jailed
+  worker, given the policy ``optimize`` gives a run with ``--llm``, still stops the payloads that
+  act on the machine (each audited: it tried, and left nothing);
 - both walls, end to end: ``optimize`` with the LLM family against a scripted chat server, a
   sentinel LLM key and a sentinel signing key: nothing of any payload happens, the one honest
   reply becomes the only decision, the user's program runs it and nothing else, and neither key
   is in anything tritune wrote or sent (the key only in each request's Authorization header);
 - both walls off end to end: a payload does leave its evidence (the harness sees effects).
+
+What got through a wall is a finding, its test marked ``finding`` (``xfail``, strict, only for
+``Escaped``: the fix makes the test pass, and the mark must go):
+
+- F1 jail: ``/dev/shm`` is writable; a file left there outlives the run;
+- F2 allowlist: a stored variant that names one of tritune's rules is not checked where it is
+  imported (the claim is the store's data; defence in depth: foreign ones are checked at import);
+- F3 design: the jail guards tritune's workers only; a payload quiet where it fails, with a faster
+  kernel, becomes the decision the user's program imports unjailed: there only the allowlist holds;
+- F4 jail: the parent unpickles the jailed worker's reply; a reduction in it runs in the parent;
+- F5 jail: a worker gets the user's environment (less the LLM keys) and its failure text goes to
+  the model in the next prompt: a credential of the user's reaches the endpoint;
+- F6 jail: a worker creates files in ``TRITUNE_HOME/locks``.
 
 CPU only, ``TRITON_INTERPRET=1``; as root, like CI.
 """
@@ -46,7 +61,6 @@ from tritune.report import plots, write_report
 from tritune.store import DecisionStore
 from tritune.worker import Worker, jail
 
-VERIFY = "containment_jobs:unchecked_verify"
 LAUNCH = "containment_jobs:unchecked_launch"
 PROGRAM = "containment_jobs:program_launch"
 AUDITED = "containment_jobs:audited"
@@ -103,7 +117,7 @@ def no_escape(found: list[str], what: str) -> None:
 
 
 def finding(reason: str) -> pytest.MarkDecorator:
-    """A known finding (FINDINGS-redteam.md): the test fails with ``Escaped`` until the wall is
+    """A known finding (the module docstring): the test fails with ``Escaped`` until the wall is
     fixed; strict, so a fix makes it fail until the mark goes; any other failure fails."""
     return pytest.mark.xfail(strict=True, raises=Escaped, reason=reason)
 
@@ -260,7 +274,8 @@ JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a
               "worker_environment_to_the_model": "F5: a worker gets the user's environment (less the LLM keys); "
                                                   "its failure text goes to the model in the next prompt",
               "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks",
-              "pickle_to_the_parent": "F4: the parent unpickles the jailed worker's reply: a reduction runs in the parent"}
+              "pickle_to_the_parent": "F4: the parent unpickles the jailed worker's reply: a reduction runs "
+                                      "in the parent"}
 
 
 @pytest.mark.parametrize("payload", [known(p, JAIL_KNOWN[p.name]) if p.name in JAIL_KNOWN else p for p in JAIL_SET],
@@ -281,7 +296,8 @@ def test_the_jail_alone_stops_every_process_level_payload(payload, traps, captur
 
 # ------------------------------------------------------------------------ both walls, end to end
 
-HONEST = f"Here is a faster version.\n\n```python\n{kernel().replace(STORE_LINE, STORE_LINE.rstrip() + '  # fast' + chr(10))}```\n"
+FAST = kernel().replace(STORE_LINE, STORE_LINE.rstrip() + "  # fast\n")  # the honest kernel, the faster one
+HONEST = f"Here is a faster version.\n\n```python\n{FAST}```\n"
 
 
 def llm_pays(spec, variant, measured_ms):
@@ -302,7 +318,8 @@ def optimize_llm(captured: Path, out: Path, worker: Worker, url: str, rounds: in
 
 def secrets_in(data: bytes) -> list[str]:
     """Which of the sentinel keys ``data`` holds (the signing key as its hex text or its bytes)."""
-    needles = {"the LLM key": LLM_KEY.encode(), "the signing key": STORE_KEY.encode(), "the token": CLOUD_TOKEN.encode(),
+    needles = {"the LLM key": LLM_KEY.encode(), "the signing key": STORE_KEY.encode(),
+               "the user's token": CLOUD_TOKEN.encode(),
                "the signing key's bytes": bytes.fromhex(STORE_KEY)}
     return [name for name, needle in needles.items() if needle in data]
 
