@@ -324,6 +324,14 @@ def secrets_in(data: bytes) -> list[str]:
     return [name for name, needle in needles.items() if needle in data]
 
 
+def test_the_secret_look_finds_each_key_in_each_form():
+    """The planted proof for the key checks below: each sentinel is found, the signing key as its
+    hex text and as its bytes, inside other text."""
+    assert secrets_in(b"nothing here") == []
+    for key in (LLM_KEY.encode(), STORE_KEY.encode(), bytes.fromhex(STORE_KEY), CLOUD_TOKEN.encode()):
+        assert secrets_in(b"prefix " + key + b" suffix"), key
+
+
 @pytest.fixture
 def llm_key(monkeypatch):
     monkeypatch.setenv(config.ENV_LLM_KEY, LLM_KEY)
