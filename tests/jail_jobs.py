@@ -220,3 +220,22 @@ def ncu_refusal(_payload=None):
     except NcuUnavailable as exc:
         return exc.kind
     return "ran"
+
+
+def gpu_add(_payload=None):
+    """A Triton kernel compiled (its launcher by gcc) and launched on the GPU, jailed."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+    x = torch.arange(1000, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(x)
+    add_one[(triton.cdiv(1000, 256),)](x, out, 1000, BLOCK=256)
+    torch.cuda.synchronize()
+    return {"ok": bool(torch.equal(out, x + 1)), "gpu": torch.cuda.get_device_name(), "cache": _cache_env()}

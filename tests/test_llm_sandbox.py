@@ -235,7 +235,8 @@ REFUSED = [
     ("math-function", "import math\n" + kernel("math.log(2.0)"), 6, "math.log is not allowed"),
     # inline asm and extern calls
     ("inline-asm", kernel('tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [n], dtype=tl.int32, '
-                          'is_pure=True, pack=1)'), 5, "tl.inline_asm_elementwise is not allowed (it is arbitrary PTX)"),
+                          'is_pure=True, pack=1)'), 5,
+     "tl.inline_asm_elementwise is not allowed (it is arbitrary PTX)"),
     ("extern-elementwise", kernel('tl.extern_elementwise("lib", "/tmp/x.bc", [n], {}, is_pure=True)'), 5,
      "tl.extern_elementwise is not allowed"),
     ("core-extern", kernel("tl.core.extern(k)"), 5, "tl.core is not allowed"),
@@ -395,7 +396,8 @@ def test_names_of_the_captured_file_that_a_kernel_may_not_use(body, reason):
 
 @pytest.mark.parametrize("rebinding", [
     "tl = 5", "if True:\n    import numpy as tl", "def f():\n    global tl", "for tl in range(3):\n    pass",
-    "try:\n    pass\nexcept Exception as tl:\n    pass", "[(tl := 1) for _ in range(2)]", "with open('x') as tl:\n    pass",
+    "try:\n    pass\nexcept Exception as tl:\n    pass", "[(tl := 1) for _ in range(2)]",
+    "with open('x') as tl:\n    pass",
 ], ids=["assign", "nested-import", "global", "loop", "except", "walrus-in-comprehension", "with"])
 def test_a_name_the_captured_file_binds_twice_as_different_things_is_not_the_replys(rebinding):
     captured = HEAD + rebinding + "\n"

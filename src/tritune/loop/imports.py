@@ -16,8 +16,9 @@ A decision that passes becomes a candidate and a decision of the target store, s
 that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
 that carries source runs that source, in the worker, only once it passes the allowlist
 (``llm.sandbox.check_variant_source`` against the user's own capture; every foreign source, whatever
-rule it names): refused, it is rejected as ``unsafe`` before it runs. An options-only variant runs
-no code of the other store's.
+rule it names): refused, it is rejected as ``unsafe`` before it runs; and jailed (``worker.jail``:
+no key, no home, no network; ``tritune store import`` refuses it where the jail is missing, unless
+``--unsafe-no-jail``). An options-only variant runs no code of the other store's.
 
 A foreign variant that changes the kernel's code (source, passes) is imported as assuming
 no-alias (``aliasing``): verification gives every argument a buffer of its own, so it cannot tell

@@ -8,6 +8,8 @@ a crash ends it and the next call starts a fresh one. ``run_isolated`` is the on
 - ``failures``  the failure kinds and how an exception maps to one
 - ``pool``      the parent side: ``Worker``, ``Outcome``, ``run_isolated``, ``close_workers``
 - ``child``     the child's loop (stdlib only, so the job's environment decides what loads)
+- ``jail``      the operating system's jail of a worker that runs code tritune did not write
+                (``landlock``, ``seccomp``: the ctypes calls under it)
 """
 
 from tritune.worker.failures import (
