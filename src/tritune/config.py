@@ -72,6 +72,9 @@ Other programs' variables tritune reads or sets:
 ``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``TORCHINDUCTOR_BENCHMARK_KERNEL``,
 ``TORCHINDUCTOR_FORCE_DISABLE_CACHES``
     Set by ``tritune harvest`` for the model it compiles: fresh caches, standalone kernel modules.
+``TORCHINDUCTOR_COMPILE_THREADS``
+    ``1`` in a jailed worker: Inductor compiles in the worker itself, not in a pool of
+    processes that would outlive the call (``tritune.worker.jail`` kills those after each one).
 ``HOME``, ``TMPDIR``
     The user's home (``user_home()``), which a jailed worker may not read; a jailed worker gets
     its scratch folder as both, and ``TRITON_CACHE_DIR``/``TORCHINDUCTOR_CACHE_DIR`` inside it
@@ -122,6 +125,7 @@ ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
 ENV_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
 ENV_BENCHMARK_KERNEL = "TORCHINDUCTOR_BENCHMARK_KERNEL"
 ENV_DISABLE_CACHES = "TORCHINDUCTOR_FORCE_DISABLE_CACHES"
+ENV_COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
 ENV_PYTHONPATH = "PYTHONPATH"
 ENV_UNBUFFERED = "PYTHONUNBUFFERED"
 ENV_PATH = "PATH"

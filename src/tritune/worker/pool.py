@@ -474,7 +474,9 @@ def _scratch_env(scratch: Path) -> dict[str, str]:
     cache holds launcher ``.so`` files that later processes load, and a jailed job must not
     write there (nor can it: the jail lets it write nowhere else)."""
     return {config.ENV_TMPDIR: str(scratch), config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
-            config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache")}
+            config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache"),
+            # Inductor's compile pool would outlive the call, and be killed after it: compile in the worker
+            config.ENV_COMPILE_THREADS: "1"}
 
 
 def _absolute_path(entries: list) -> list:
