@@ -183,10 +183,10 @@ def test_the_corpus_covers_every_family_of_the_issue():
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: p.name)
-def test_every_payload_is_a_candidate_but_for_the_allowlist(payload, traps):
+def test_every_payload_is_a_candidate_but_for_the_allowlist(payload, paper_traps):
     """The reply handling (fences, splice, parameters, @triton.jit) takes every payload: only the
     allowlist stands in its way in the loop."""
-    text = spliced(traps.reply(payload))
+    text = spliced(paper_traps.reply(payload))
     assert f"def {KERNEL}(" in text
 
 
