@@ -26,7 +26,8 @@ What got through a wall is a finding, its test marked ``finding`` (``xfail``, st
   imported (the claim is the store's data; defence in depth: foreign ones are checked at import);
 - F3 design: the jail guards tritune's workers only; a payload quiet where it fails, with a faster
   kernel, becomes the decision the user's program imports unjailed: there only the allowlist holds;
-- F4 jail: the parent unpickles the jailed worker's reply; a reduction in it runs in the parent;
+- F4 jail: the parent unpickled the jailed worker's reply; a reduction in it ran in the parent
+  (fixed: every worker's reply is read by ``worker.replies``, which names no class but ``Failure``);
 - F5 jail: a worker gets the user's environment (less the LLM keys) and its failure text goes to
   the model in the next prompt: a credential of the user's reaches the endpoint;
 - F6 jail: a worker creates files in ``TRITUNE_HOME/locks``.
@@ -202,6 +203,9 @@ def test_with_both_walls_off_every_payload_acts(payload, traps, captured, open_w
     """The planted proof that the harness sees effects: in an open worker, with the allowlist
     off, each payload's action happens, by the route it was written for."""
     outcome = run_payload(open_worker, payload, traps, captured)
+    if payload.action == "pickle_parent":  # every worker's reply is read restricted (F4): refused
+        assert not outcome.ok and "reply names posix.system" in outcome.failure.message, outcome
+        return
     found = evidence_after(traps, payload, outcome_texts(outcome), wait_s=3.0)
     assert found, f"{payload.name} left no evidence: {outcome.failure or outcome.value}"
 
@@ -273,9 +277,7 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
 JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
               "worker_environment_to_the_model": "F5: a worker gets the user's environment (less the LLM keys); "
                                                   "its failure text goes to the model in the next prompt",
-              "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks",
-              "pickle_to_the_parent": "F4: the parent unpickles the jailed worker's reply: a reduction runs "
-                                      "in the parent"}
+              "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks"}
 
 
 @pytest.mark.parametrize("payload", [known(p, JAIL_KNOWN[p.name]) if p.name in JAIL_KNOWN else p for p in JAIL_SET],
@@ -286,6 +288,12 @@ def test_the_jail_alone_stops_every_process_level_payload(payload, traps, captur
     job = "program_launch" if payload.where == "program" else "unchecked_verify"
     body = {**candidate(captured, spliced(traps.reply(payload))), "job": job, "watch": traps.watched()}
     outcome = jailed_worker.call(AUDITED, body, timeout_s=60)
+    if payload.action == "pickle_parent":  # F4: the reply that names os.system is refused, unread
+        assert not outcome.ok and "bad reply" in outcome.failure.message, outcome
+        assert "system" in outcome.failure.message, outcome.failure.message
+        time.sleep(0.2)
+        no_escape(traps.evidence(payload, (outcome.failure.message,)), "the parent ran the reply's reduction")
+        return
     assert outcome.ok, outcome.failure
     events, error = outcome.value["events"], outcome.value["error"]
     assert traps.attempts(payload, [*events, error or ""]), f"{payload.name} never tried its action: {error}; {events}"

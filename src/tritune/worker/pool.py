@@ -11,7 +11,10 @@ context: the child must start with the job environment already set (``TRITON_INT
 when a kernel is decorated, ``CUDA_VISIBLE_DEVICES`` when CUDA starts), in its own process group
 (so a job's own children die with it), with its C-level stdout/stderr in a file we can read the
 tail of, and without re-importing the parent's ``__main__``; a spawn ``Process`` can do none of
-these. The messages still travel as pickles over ``multiprocessing`` connections.
+these. The messages still travel as pickles over ``multiprocessing`` connections; the parent
+reads a child's with ``replies.load`` (bounded, and naming no class but a ``Failure``: a worker
+runs untrusted code, and a pickle's classes run code where it is loaded). A reply it refuses is
+a ``crash`` of that call, and the worker is killed.
 
 What a job's code reaches: a child starts in a fresh temporary directory of its own (removed when
 the child ends), so a relative path a candidate writes lands nowhere that matters; the parent's
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tritune import config
+from tritune.worker import replies
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
 from tritune.worker.jail import Policy, end_strays
@@ -242,7 +246,10 @@ class Worker:
             if over is not None:
                 return over
         try:
-            reply = child.outbox.recv()
+            reply = replies.load(child.outbox, "ok", "failed", length=3)
+        except replies.BadReply as exc:
+            return self._killed(child, begin, Failure(CRASH, f"bad reply from the worker: {exc}; worker killed"),
+                                stacks=False)
         except (EOFError, ConnectionError, OSError):
             return self._died(child, begin, "the worker died during the job")
         if reply[0] == "ok":
@@ -389,7 +396,9 @@ class _Child:
             if not self.outbox.poll(timeout_s):
                 self.dump_stacks()
                 return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
-            reply = self.outbox.recv()
+            reply = replies.load(self.outbox, "ready", "failed", length=2)
+        except replies.BadReply as exc:
+            return Failure(CRASH, f"bad reply from the worker: {exc}", self.log_tail())
         except (EOFError, ConnectionError, OSError):
             code = self.wait_exit()
             return Failure(CRASH, f"worker died while starting: {describe_exit(code)}", self.log_tail())
