@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import secrets
 import signal
 import socket
@@ -457,7 +458,7 @@ class Traps:
         found = []
         if effect == "file" and (self.evidence_dir / payload.name).exists():
             found.append(f"evidence file {self.evidence_dir / payload.name}")
-        if effect == "leak" and any(LEAK_MARK in text for text in texts):
+        if effect == "leak" and any(re.search(re.escape(LEAK_MARK) + r"\S", text) for text in texts):  # not empty
             found.append("a secret came back in the failure text")
         if effect == "socket" and any(data.split(b" ")[0] == payload.name.encode() for data in self.listener.received):
             found.append("a connection to the listener")

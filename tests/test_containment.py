@@ -28,8 +28,9 @@ What got through a wall is a finding, its test marked ``finding`` (``xfail``, st
   kernel, becomes the decision the user's program imports unjailed: there only the allowlist holds;
 - F4 jail: the parent unpickled the jailed worker's reply; a reduction in it ran in the parent
   (fixed: every worker's reply is read by ``worker.replies``, which names no class but ``Failure``);
-- F5 jail: a worker gets the user's environment (less the LLM keys) and its failure text goes to
-  the model in the next prompt: a credential of the user's reaches the endpoint;
+- F5 jail: a worker got the user's environment (less the LLM keys) and its failure text goes to
+  the model in the next prompt: a credential of the user's reached the endpoint (fixed: a jailed
+  worker's environment is an allowlist, ``config.jail_environment``);
 - F6 jail: a worker creates files in ``TRITUNE_HOME/locks``.
 
 CPU only, ``TRITON_INTERPRET=1``; as root, like CI.
@@ -275,8 +276,6 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
 
 
 JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
-              "worker_environment_to_the_model": "F5: a worker gets the user's environment (less the LLM keys); "
-                                                  "its failure text goes to the model in the next prompt",
               "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks"}
 
 
@@ -436,7 +435,6 @@ def test_the_jail_alone_keeps_a_quiet_winner_out_of_the_users_program(captured, 
         no_escape(traps.evidence(payload), "the user's program ran the payload")
 
 
-@finding("F5: a worker gets the user's environment (less the LLM keys); its failure text goes to the model")
 def test_the_jail_alone_keeps_the_users_credentials_from_the_model(captured, tmp_path, home, jailed_worker,
                                                                     llm_key, monkeypatch):
     """Wall two alone: a payload that raises what it finds in its environment (a cloud token of

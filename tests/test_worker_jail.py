@@ -43,8 +43,11 @@ def planted(tmp_path_factory):
     (home / "store.key").chmod(0o600)
     (user / "secret.txt").write_text("SENTINEL-HOME")
     (capture / "kernel.py").write_text("# captured\n")
-    with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user)}):
-        yield {"home": home, "user": user, "capture": capture, "outside": root}
+    # the user's own variables: none reaches a jailed worker (its environment is an allowlist)
+    users = {"SENTINEL_CLOUD_CREDS": "SENTINEL-ENV", "TRITUNE_SENTINEL_TOKEN": "SENTINEL-ENV",
+             "TRITON_SENTINEL_PASSWORD": "SENTINEL-ENV"}
+    with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user), **users}):
+        yield {"home": home, "user": user, "capture": capture, "outside": root, "env": users}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,33 @@ def test_scratch_is_writable_and_is_tmpdir(worker):
     assert outcome.ok, outcome.failure
     assert outcome.value["read"] == "fine"
     assert outcome.value["tmp"].startswith(outcome.value["cwd"] + "/")
+
+
+@needs_jail
+def test_the_users_environment_does_not_reach_the_worker(worker, planted):
+    names = [*planted["env"], "PATH", config.ENV_HOME, config.ENV_USER_HOME, config.ENV_TMPDIR]
+    outcome = worker.call("worker_jobs:env", names)
+    assert outcome.ok, outcome.failure
+    got = outcome.value
+    assert all(got[name] is None for name in planted["env"]), got
+    assert got["PATH"] and got[config.ENV_HOME] == str(planted["home"].resolve())
+    assert got[config.ENV_USER_HOME] == got[config.ENV_TMPDIR] != str(planted["user"])  # its scratch folder
+    unjailed = Worker(30)
+    try:  # the control: an unjailed worker (the user's own capture) has the user's environment
+        assert unjailed.call("worker_jobs:env", list(planted["env"])).value["SENTINEL_CLOUD_CREDS"] == "SENTINEL-ENV"
+    finally:
+        unjailed.close()
+
+
+def test_the_jail_environment_keeps_what_the_tools_read_and_nothing_else(tmp_path):
+    environ = {"PATH": "/bin", "LC_ALL": "C", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "0",
+               "PYTHONPATH": "/x", "TORCHINDUCTOR_CACHE_DIR": "/c", "TRITUNE_STAGES": "3",
+               "AWS_SECRET_ACCESS_KEY": "s", "GITHUB_TOKEN": "s", "HTTPS_PROXY": "http://u:p@proxy",
+               config.ENV_LLM_KEY: "s", config.ENV_OPENAI_KEY: "s", "TRITUNE_SOME_TOKEN": "s", "HOME": "/home/u"}
+    kept = config.jail_environment({**environ, config.ENV_HOME: str(tmp_path)})
+    assert set(kept) == {"PATH", "LC_ALL", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
+                         "TORCHINDUCTOR_CACHE_DIR", "TRITUNE_STAGES", config.ENV_HOME}
+    assert kept[config.ENV_HOME] == str(tmp_path)
 
 
 # ----------------------------------------------------------------------------- network

@@ -26,7 +26,9 @@ job's CPU time and resident memory too (``limits``).
 
 A jailed worker (``jail=``, a ``jail.Policy``) runs its child in the operating system's jail
 (``jail``: files, network, processes, capabilities), its scratch directory its only writable
-folder, and its ``TMPDIR`` and Triton and Inductor caches there; after every call, every other
+folder, and its ``HOME``, ``TMPDIR`` and Triton and Inductor caches there; its environment is
+an allowlist (``config.jail_environment``: what Python, CUDA, Triton, torch and tritune read,
+then ``env``), not the user's; after every call, every other
 process of its process group (what the job started, which cannot leave the group) is killed.
 
 Costs: starting a child is ~0.1 s, plus ~1-2 s for each of torch/Triton it imports (``preload``
@@ -355,7 +357,9 @@ class _Child:
         os.close(fd)
         self.log_path = Path(name)
         self.cwd = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # the job's, thrown away
-        if jailed:  # its temporary files and caches in the one folder it may write
+        base = None
+        if jailed:  # an allowlisted environment; its temporary files and caches in the one folder it may write
+            base = config.jail_environment()
             env = {**env, **_scratch_env(self.cwd)}
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
@@ -365,7 +369,7 @@ class _Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid()),
                  str(self.log_path)],
-                env=_child_env(env),
+                env=_child_env(env, base),
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
@@ -464,10 +468,12 @@ class _Child:
         _LIVE.discard(self)
 
 
-def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
-    # PYTHONUNBUFFERED: a print just before a segfault still reaches the log. The secrets go
-    # last, so that no override can put them back.
-    env = config.environment({config.ENV_UNBUFFERED: "1", **overrides, **dict.fromkeys(config.SECRET_ENV)})
+def _child_env(overrides: Mapping[str, str | None], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``overrides`` over ``base`` (default: this process's environment). PYTHONUNBUFFERED: a
+    print just before a segfault still reaches the log. The secrets go last, so that no override
+    can put them back."""
+    env = config.environment({config.ENV_UNBUFFERED: "1", **overrides, **dict.fromkeys(config.SECRET_ENV)},
+                             environ=base)
     for key in _PATH_ENV:
         if env.get(key):
             env[key] = os.path.abspath(os.path.expanduser(env[key]))
@@ -479,10 +485,11 @@ def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
 
 
 def _scratch_env(scratch: Path) -> dict[str, str]:
-    """A jailed child's temporary folder and caches, in its scratch folder: the shared Triton
+    """A jailed child's home, temporary folder and caches, in its scratch folder: the shared Triton
     cache holds launcher ``.so`` files that later processes load, and a jailed job must not
     write there (nor can it: the jail lets it write nowhere else)."""
-    return {config.ENV_TMPDIR: str(scratch), config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
+    return {config.ENV_TMPDIR: str(scratch), config.ENV_USER_HOME: str(scratch),
+            config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
             config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache"),
             # Inductor's compile pool would outlive the call, and be killed after it: compile in the worker
             config.ENV_COMPILE_THREADS: "1"}
