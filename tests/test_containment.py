@@ -21,7 +21,7 @@ These tests run them:
 What got through a wall is a finding, its test marked ``finding`` (``xfail``, strict, only for
 ``Escaped``: the fix makes the test pass, and the mark must go):
 
-- F1 jail: ``/dev/shm`` is writable; a file left there outlives the run;
+- F1 jail: ``/dev/shm`` was writable; a file left there outlives the run (fixed: not granted);
 - F2 allowlist: a stored variant that names one of tritune's rules is not checked where it is
   imported (the claim is the store's data; defence in depth: foreign ones are checked at import);
 - F3 design: the jail guards tritune's workers only; a payload quiet where it fails, with a faster
@@ -31,7 +31,8 @@ What got through a wall is a finding, its test marked ``finding`` (``xfail``, st
 - F5 jail: a worker got the user's environment (less the LLM keys) and its failure text goes to
   the model in the next prompt: a credential of the user's reached the endpoint (fixed: a jailed
   worker's environment is an allowlist, ``config.jail_environment``);
-- F6 jail: a worker creates files in ``TRITUNE_HOME/locks``.
+- F6 jail: a worker created files in ``TRITUNE_HOME/locks`` (fixed: the parent makes the lock
+  files, ``jail.lock_files``; a worker may open and lock those only).
 
 CPU only, ``TRITON_INTERPRET=1``; as root, like CI.
 """
@@ -275,8 +276,7 @@ def loop_policy(captured: Path, traps: Traps) -> jail.Policy:
     return policy
 
 
-JAIL_KNOWN = {"evidence_in_dev_shm": "F1: the jail grants /dev/shm read-write; a file left there outlives the run",
-              "file_in_tritune_home_locks": "F6: a worker may create files in TRITUNE_HOME/locks"}
+JAIL_KNOWN: dict[str, str] = {}  # none left: F1, F4, F5, F6 fixed
 
 
 @pytest.mark.parametrize("payload", [known(p, JAIL_KNOWN[p.name]) if p.name in JAIL_KNOWN else p for p in JAIL_SET],

@@ -23,6 +23,7 @@ import pytest
 
 from tritune import config
 from tritune.worker import Worker, jail, landlock, seccomp
+from tritune.worker.gpulock import GpuLock
 
 TESTS = Path(__file__).parent
 HERE = jail.status()
@@ -89,6 +90,28 @@ def test_writes_land_nowhere_but_scratch(worker, planted):
     assert not outside.exists()
     assert (planted["capture"] / "kernel.py").read_text() == "# captured\n"
     assert worker.call("jail_jobs:read_file", str(planted["capture"] / "kernel.py")).value == b"# captured\n"
+
+
+@needs_jail
+def test_no_file_in_dev_shm(worker):
+    path = Path("/dev/shm") / f"tritune-jail-{uuid.uuid4().hex}"
+    try:
+        refused(worker.call("jail_jobs:write_file", str(path)), "PermissionError")
+        assert not path.exists()
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@needs_jail
+def test_the_gpu_locks_are_taken_but_no_file_is_made_in_locks(worker, planted):
+    locks = planted["home"] / "locks"
+    refused(worker.call("jail_jobs:write_file", str(locks / "gpu-made-by-a-job.lock")), "PermissionError")
+    assert not (locks / "gpu-made-by-a-job.lock").exists()
+    cpu = str(config.gpu_lock_path("cpu"))
+    assert worker.call("jail_jobs:try_gpu_lock", cpu).value is True  # the lock works in the jail
+    held = GpuLock(cpu)
+    with held.exclusive():  # and excludes the parent's holder as before
+        assert worker.call("jail_jobs:try_gpu_lock", cpu).value is False
 
 
 @needs_jail
@@ -365,7 +388,19 @@ def test_the_policy_leaves_the_key_and_the_home_out(planted, monkeypatch, tmp_pa
         assert not jail._holds(home, path), path
     assert str(inside.resolve()) in policy.read  # a folder inside the home is fine
     assert str(planted["capture"].resolve()) in policy.read
-    assert policy.locks == (str((planted["home"] / "locks").resolve()),)
+    locks = (planted["home"] / "locks").resolve()
+    assert {locks / "gpu-cpu.lock", locks / "gpu-cpu.lock.gate"} <= {Path(p) for p in policy.locks}
+    assert all(Path(p).parent == locks and Path(p).is_file() for p in policy.locks)  # files, not the folder
+
+
+def test_lock_files_are_made_for_the_cpu_and_each_gpu_the_driver_lists(planted, tmp_path):
+    gpus = tmp_path / "gpus"
+    for bus, uuid_ in (("0000:00:06.0", "GPU-6eac016f-b72d"), ("0000:00:07.0", "GPU-0123abcd-ef45")):
+        (gpus / bus).mkdir(parents=True)
+        (gpus / bus / "information").write_text(f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid_}\nIRQ: 41\n")
+    names = {Path(p).name for p in jail.lock_files(str(gpus))}
+    assert names == {f"gpu-{n}.lock{g}" for n in ("cpu", "6eac016f-b72d", "0123abcd-ef45") for g in ("", ".gate")}
+    assert all(config.gpu_lock_path(n).exists() for n in ("cpu", "6eac016f-b72d"))
 
 
 def test_a_missing_mechanism_refuses_untrusted_code(planted, capsys):

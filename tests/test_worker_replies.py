@@ -73,3 +73,8 @@ def test_a_malformed_failure_is_refused():
     b.send_bytes(data)
     with pytest.raises(replies.BadReply, match="malformed Failure"):
         replies.load(a, "ok", "failed", length=3)
+
+
+def test_a_jobs_plain_values_of_other_classes_arrive_as_plain_values(worker):
+    outcome = worker.call("worker_jobs:numpy_scalar")
+    assert outcome.ok and outcome.value == 1.5 and type(outcome.value) is float
