@@ -102,12 +102,12 @@ def _run(target: str, payload: Any) -> tuple:
                           traceback_tail(exc))
         return ("failed", failure, time.perf_counter() - start)
     try:
-        value = fn(payload)
+        value = plain(fn(payload))
     except BaseException as exc:  # noqa: BLE001 - SystemExit and the like are job failures too
         return ("failed", from_exception(exc), time.perf_counter() - start)
     finally:
         _flush()
-    return ("ok", plain(value), time.perf_counter() - start)
+    return ("ok", value, time.perf_counter() - start)
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
@@ -116,8 +116,8 @@ _PLAIN = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, s
 def plain(value: Any) -> Any:
     """``value`` with every instance of a subclass of a builtin value type made that type
     (``torch.__version__`` a str, ``torch.Size`` and named tuples tuples, ``OrderedDict`` a
-    dict) and numpy's scalars plain ones, through containers: the parent reads replies naming no class
-    (``replies``). Anything else is left as it is, for the parent to refuse by name."""
+    dict) and numpy's scalars plain ones, through containers: the parent reads replies that name
+    no class (``replies``). Anything else is left as it is, for the parent to refuse by name."""
     kind = type(value)
     if value is None or kind in (bool, int, float, complex, str, bytes):
         return value
