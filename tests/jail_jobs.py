@@ -239,3 +239,16 @@ def gpu_add(_payload=None):
     add_one[(triton.cdiv(1000, 256),)](x, out, 1000, BLOCK=256)
     torch.cuda.synchronize()
     return {"ok": bool(torch.equal(out, x + 1)), "gpu": torch.cuda.get_device_name(), "cache": _cache_env()}
+
+
+def try_gpu_lock(path):
+    """Take the GPU lock at ``path`` exclusively without waiting; whether it was free."""
+    from tritune.worker.gpulock import GpuLock
+
+    lock = GpuLock(path)
+    try:
+        got = lock.acquire(True, blocking=False)
+        lock.release()
+        return got
+    finally:
+        lock.close()

@@ -23,6 +23,7 @@ import pytest
 
 from tritune import config
 from tritune.worker import Worker, jail, landlock, seccomp
+from tritune.worker.gpulock import GpuLock
 
 TESTS = Path(__file__).parent
 HERE = jail.status()
@@ -43,8 +44,11 @@ def planted(tmp_path_factory):
     (home / "store.key").chmod(0o600)
     (user / "secret.txt").write_text("SENTINEL-HOME")
     (capture / "kernel.py").write_text("# captured\n")
-    with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user)}):
-        yield {"home": home, "user": user, "capture": capture, "outside": root}
+    # the user's own variables: none reaches a jailed worker (its environment is an allowlist)
+    users = {"SENTINEL_CLOUD_CREDS": "SENTINEL-ENV", "TRITUNE_SENTINEL_TOKEN": "SENTINEL-ENV",
+             "TRITON_SENTINEL_PASSWORD": "SENTINEL-ENV"}
+    with config.override({config.ENV_HOME: str(home), config.ENV_USER_HOME: str(user), **users}):
+        yield {"home": home, "user": user, "capture": capture, "outside": root, "env": users}
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +93,60 @@ def test_writes_land_nowhere_but_scratch(worker, planted):
 
 
 @needs_jail
+def test_no_file_in_dev_shm(worker):
+    path = Path("/dev/shm") / f"tritune-jail-{uuid.uuid4().hex}"
+    try:
+        refused(worker.call("jail_jobs:write_file", str(path)), "PermissionError")
+        assert not path.exists()
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@needs_jail
+def test_the_gpu_locks_are_taken_but_no_file_is_made_in_locks(worker, planted):
+    locks = planted["home"] / "locks"
+    refused(worker.call("jail_jobs:write_file", str(locks / "gpu-made-by-a-job.lock")), "PermissionError")
+    assert not (locks / "gpu-made-by-a-job.lock").exists()
+    cpu = str(config.gpu_lock_path("cpu"))
+    assert worker.call("jail_jobs:try_gpu_lock", cpu).value is True  # the lock works in the jail
+    held = GpuLock(cpu)
+    with held.exclusive():  # and excludes the parent's holder as before
+        assert worker.call("jail_jobs:try_gpu_lock", cpu).value is False
+
+
+@needs_jail
 def test_scratch_is_writable_and_is_tmpdir(worker):
     outcome = worker.call("jail_jobs:write_in_scratch")
     assert outcome.ok, outcome.failure
     assert outcome.value["read"] == "fine"
     assert outcome.value["tmp"].startswith(outcome.value["cwd"] + "/")
+
+
+@needs_jail
+def test_the_users_environment_does_not_reach_the_worker(worker, planted):
+    names = [*planted["env"], "PATH", config.ENV_HOME, config.ENV_USER_HOME, config.ENV_TMPDIR]
+    outcome = worker.call("worker_jobs:env", names)
+    assert outcome.ok, outcome.failure
+    got = outcome.value
+    assert all(got[name] is None for name in planted["env"]), got
+    assert got["PATH"] and got[config.ENV_HOME] == str(planted["home"].resolve())
+    assert got[config.ENV_USER_HOME] == got[config.ENV_TMPDIR] != str(planted["user"])  # its scratch folder
+    unjailed = Worker(30)
+    try:  # the control: an unjailed worker (the user's own capture) has the user's environment
+        assert unjailed.call("worker_jobs:env", list(planted["env"])).value["SENTINEL_CLOUD_CREDS"] == "SENTINEL-ENV"
+    finally:
+        unjailed.close()
+
+
+def test_the_jail_environment_keeps_what_the_tools_read_and_nothing_else(tmp_path):
+    environ = {"PATH": "/bin", "LC_ALL": "C", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "0",
+               "PYTHONPATH": "/x", "TORCHINDUCTOR_CACHE_DIR": "/c", "TRITUNE_STAGES": "3",
+               "AWS_SECRET_ACCESS_KEY": "s", "GITHUB_TOKEN": "s", "HTTPS_PROXY": "http://u:p@proxy",
+               config.ENV_LLM_KEY: "s", config.ENV_OPENAI_KEY: "s", "TRITUNE_SOME_TOKEN": "s", "HOME": "/home/u"}
+    kept = config.jail_environment({**environ, config.ENV_HOME: str(tmp_path)})
+    assert set(kept) == {"PATH", "LC_ALL", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
+                         "TORCHINDUCTOR_CACHE_DIR", "TRITUNE_STAGES", config.ENV_HOME}
+    assert kept[config.ENV_HOME] == str(tmp_path)
 
 
 # ----------------------------------------------------------------------------- network
@@ -335,7 +388,19 @@ def test_the_policy_leaves_the_key_and_the_home_out(planted, monkeypatch, tmp_pa
         assert not jail._holds(home, path), path
     assert str(inside.resolve()) in policy.read  # a folder inside the home is fine
     assert str(planted["capture"].resolve()) in policy.read
-    assert policy.locks == (str((planted["home"] / "locks").resolve()),)
+    locks = (planted["home"] / "locks").resolve()
+    assert {locks / "gpu-cpu.lock", locks / "gpu-cpu.lock.gate"} <= {Path(p) for p in policy.locks}
+    assert all(Path(p).parent == locks and Path(p).is_file() for p in policy.locks)  # files, not the folder
+
+
+def test_lock_files_are_made_for_the_cpu_and_each_gpu_the_driver_lists(planted, tmp_path):
+    gpus = tmp_path / "gpus"
+    for bus, uuid_ in (("0000:00:06.0", "GPU-6eac016f-b72d"), ("0000:00:07.0", "GPU-0123abcd-ef45")):
+        (gpus / bus).mkdir(parents=True)
+        (gpus / bus / "information").write_text(f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid_}\nIRQ: 41\n")
+    names = {Path(p).name for p in jail.lock_files(str(gpus))}
+    assert names == {f"gpu-{n}.lock{g}" for n in ("cpu", "6eac016f-b72d", "0123abcd-ef45") for g in ("", ".gate")}
+    assert all(config.gpu_lock_path(n).exists() for n in ("cpu", "6eac016f-b72d"))
 
 
 def test_a_missing_mechanism_refuses_untrusted_code(planted, capsys):

@@ -109,3 +109,40 @@ def exit_slowly(seconds):
 
     atexit.register(time.sleep, seconds)
     return os.getpid()
+
+
+class _RunsWhenLoaded:
+    """Unpickled, calls ``os.system`` (where it is loaded): what a payload puts in a reply."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"echo ran > {self.path}",))
+
+
+def reply_that_runs_code(payload):
+    """A value whose unpickling runs a shell command writing ``payload`` (a path)."""
+    return {"fine": 1, "evil": _RunsWhenLoaded(payload)}
+
+
+def failure_that_runs_code(payload):
+    """A raw 'failed' reply whose Failure hides the same reduction (sent on the pipe itself)."""
+    from multiprocessing.connection import Connection
+
+    from tritune.worker.failures import Failure
+
+    out = Connection(int(sys.argv[2]), readable=False)
+    out.send(("failed", Failure("error", "x", _RunsWhenLoaded(payload)), 0.0))
+    time.sleep(30)
+
+
+def huge_reply(payload):
+    """A reply of ``payload`` bytes."""
+    return b"x" * payload
+
+
+def numpy_scalar(_payload=None):
+    import numpy
+
+    return numpy.float64(1.5)

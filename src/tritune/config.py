@@ -134,6 +134,15 @@ ENV_PATH = "PATH"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 ENV_USER_HOME = "HOME"
 ENV_TMPDIR = "TMPDIR"
+# What a jailed worker keeps of this process's environment (``jail_environment``): what Python,
+# the dynamic loader, CUDA, Triton, torch and tritune read, by name or prefix; nothing else of
+# the user's (a cloud token, a proxy's password) reaches code a model wrote.
+JAIL_ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "LD_LIBRARY_PATH", "CC", "CXX",
+                  "OMP_NUM_THREADS")
+JAIL_ENV_PREFIXES = ("LC_", "PYTHON", "CUDA_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "MKL_", "OPENBLAS_",
+                     "KMP_", "TRITUNE_")
+# A name holding one of these is left out whatever its prefix (``TRITON_..._TOKEN``).
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH")
 
 DEFAULT_HOME = "~/.tritune"
 _TRUE = {"1", "true", "yes", "on"}
@@ -316,6 +325,21 @@ def environment(overrides: Mapping[str, str | None] | None = None, *,
         else:
             env[key] = value
     return env
+
+
+def jail_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a jailed worker's environment keeps of this one (or ``environ``): the variables
+    ``JAIL_ENV_NAMES`` and ``JAIL_ENV_PREFIXES`` admit, less ``SECRET_ENV`` and any name that
+    looks like a secret's; ``TRITUNE_HOME`` made explicit (the worker's ``HOME`` is elsewhere)."""
+    kept = {}
+    for name, value in _env(environ).items():
+        upper = name.upper()
+        if name in SECRET_ENV or any(word in upper for word in _SECRET_WORDS):
+            continue
+        if name in JAIL_ENV_NAMES or name.startswith(JAIL_ENV_PREFIXES):
+            kept[name] = value
+    kept[ENV_HOME] = str(home(environ))
+    return kept
 
 
 def python_path_first(folder: str, environ: Mapping[str, str] | None = None) -> str:

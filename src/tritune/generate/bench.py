@@ -190,7 +190,7 @@ def bench_job(payload: dict) -> dict:
                 times.update({name: stats_of(stats) for name, stats in measured.items()})
             torch._dynamo.reset()  # the compiled variants' code and guards go with the case
             cases.append(case_result(case.label, shapes_text(args), args, outputs, times, copy_gbps, errors))
-    return {"gpu": torch.cuda.get_device_name(torch.device(device)), "torch": torch.__version__,
+    return {"gpu": torch.cuda.get_device_name(torch.device(device)), "torch": str(torch.__version__),
             "triton": triton.__version__, "copy_gbps": copy_gbps, "stat": STAT, "warmup": warmup,
             "runs": count, "cases": cases}
 

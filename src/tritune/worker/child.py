@@ -102,12 +102,38 @@ def _run(target: str, payload: Any) -> tuple:
                           traceback_tail(exc))
         return ("failed", failure, time.perf_counter() - start)
     try:
-        value = fn(payload)
+        value = plain(fn(payload))
     except BaseException as exc:  # noqa: BLE001 - SystemExit and the like are job failures too
         return ("failed", from_exception(exc), time.perf_counter() - start)
     finally:
         _flush()
     return ("ok", value, time.perf_counter() - start)
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every instance of a subclass of a builtin value type made that type
+    (``torch.__version__`` a str, ``torch.Size`` and named tuples tuples, ``OrderedDict`` a
+    dict) and numpy's scalars plain ones, through containers: the parent reads replies that name
+    no class (``replies``). Anything else is left as it is, for the parent to refuse by name."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, complex, str, bytes):
+        return value
+    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return plain(value.item())  # a numpy scalar
+    if isinstance(value, (list, tuple)):
+        items = [plain(item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {plain(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return (frozenset if isinstance(value, frozenset) else set)(plain(item) for item in value)
+    for base in _PLAIN:
+        if isinstance(value, base):
+            return base(value)
+    return value
 
 
 def resolve(target: str) -> Callable[[Any], Any]:

@@ -9,12 +9,16 @@ it and every process it starts:
   parent's ``sys.path`` (never the user's home itself, nor a folder holding it or
   ``TRITUNE_HOME``), tritune's package, the system's libraries and tools (``/usr``, ``/lib``,
   ``/bin``... and a few files of ``/etc``), ``/proc`` and ``/sys``, the capture directory and
-  the program's own folder; read and write only its scratch folder (``TMPDIR``, and a Triton
-  and Inductor cache of its own there: a jailed job cannot poison the shared Triton cache whose
-  launcher ``.so`` files other processes load), ``/dev/shm``, the GPU's device files (ioctl
-  too) and ``/dev/null`` and its kind; create and lock files only in ``TRITUNE_HOME/locks``
-  (the GPU locks). Not ``TRITUNE_HOME`` (``store.key``), not a store, not the user's home.
-  A root worker is held too: Landlock does not look at file modes or capabilities.
+  the program's own folder; read and write only its scratch folder (``HOME``, ``TMPDIR``, and a
+  Triton and Inductor cache of its own there: a jailed job cannot poison the shared Triton cache
+  whose launcher ``.so`` files other processes load), the GPU's device files (ioctl too) and
+  ``/dev/null`` and its kind; open and lock the GPU lock files of ``TRITUNE_HOME/locks`` that
+  the parent made for it (``lock_files``: the CPU's and each of this machine's GPUs'), create
+  none there. Not ``TRITUNE_HOME`` (``store.key``), not a store, not the user's home. Not
+  ``/dev/shm``: a file left there outlives the worker (a channel to later processes, the
+  user's RAM), and nothing a worker runs needs it (no job shares tensors or CUDA memory with
+  another process). A root worker is held too: Landlock does not look at file modes or
+  capabilities.
 - network: no TCP bind or connect (Landlock ABI >= 4), no ``socket()`` of any family
   (``seccomp``), no abstract unix socket and no signal to a process outside the jail
   (Landlock scopes, ABI >= 6).
@@ -57,6 +61,7 @@ from typing import Iterable
 
 from tritune import config
 from tritune.worker import landlock, seccomp
+from tritune.worker.gpulock import GpuLock
 
 # System folders every worker needs (the dynamic loader, gcc for Triton's launchers, ldconfig for
 # libcuda, ptxas's libraries), and the few files of /etc they read: not all of /etc.
@@ -66,7 +71,7 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/n
              "/etc/group", "/etc/localtime", "/etc/os-release", "/etc/alternatives", "/etc/gcrypt", "/etc/nvidia")
 DEVICE_GLOBS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*",
                 "/dev/nvidia-caps/*")
-SHARED_MEMORY = "/dev/shm"
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one folder per GPU, its UUID in ``information``
 REQUIRED = ("landlock", "seccomp", "no_new_privs")
 
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
@@ -101,7 +106,7 @@ class Policy:
     read: tuple[str, ...] = ()  # read and execute
     read_write: tuple[str, ...] = ()  # everything but making device files
     devices: tuple[str, ...] = ()  # device files: read, write, ioctl
-    locks: tuple[str, ...] = ()  # folders where files may be created and locked, nothing removed
+    locks: tuple[str, ...] = ()  # lock files that may be opened and locked (``lock_files``)
     landlock: bool = True
     seccomp: bool = True
     caps: bool = True
@@ -194,12 +199,35 @@ def policy(capture_dir: str | Path | None = None, program_dir: str | Path | Iter
     for folder in extra_write:
         Path(folder).mkdir(parents=True, exist_ok=True)
         writes.append(folder)
-    locks = config.gpu_lock_path("any").parent
-    locks.mkdir(parents=True, exist_ok=True)
     forbidden = _forbidden()
     devices = sorted({path for pattern in DEVICE_GLOBS for path in glob.glob(pattern)})
-    return Policy(read=_allowed(read, forbidden), read_write=_allowed([*writes, SHARED_MEMORY], forbidden),
-                  devices=tuple(devices), locks=_allowed([locks], forbidden, below_home=True))
+    return Policy(read=_allowed(read, forbidden), read_write=_allowed(writes, forbidden),
+                  devices=tuple(devices), locks=_allowed(lock_files(), forbidden, below_home=True))
+
+
+def lock_files(gpus: str = NVIDIA_GPUS) -> list[str]:
+    """The GPU lock files a jailed worker may take (``loop.jobs.gpu_lock``), made here where
+    missing, each with its gate: the CPU's, and each GPU's of this machine by the UUID its
+    driver lists in ``gpus`` (torch names a GPU's lock by it too). A worker opens and locks them;
+    it creates nothing in ``TRITUNE_HOME/locks``."""
+    names = ["cpu"]
+    for info in sorted(glob.glob(os.path.join(gpus, "*", "information"))):
+        try:
+            text = Path(info).read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "GPU UUID" and value.strip():
+                names.append(value.strip().removeprefix("GPU-"))
+    files = []
+    for name in names:
+        lock = GpuLock(config.gpu_lock_path(name))
+        lock.path.parent.mkdir(parents=True, exist_ok=True)
+        for path in (lock.path, lock.gate_path):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            files.append(str(path))
+    return files
 
 
 def _site_packages() -> list[str]:
@@ -221,7 +249,7 @@ def _forbidden() -> list[str]:
 
 def _allowed(paths: Iterable[str | Path], forbidden: list[str], *, below_home: bool = False) -> tuple[str, ...]:
     """``paths`` made absolute and resolved, each once, less those that are a forbidden folder or
-    hold one. ``below_home``: a folder inside TRITUNE_HOME is fine (its own, ``locks``)."""
+    hold one. ``below_home``: a path inside TRITUNE_HOME is fine (the lock files)."""
     kept: list[str] = []
     for path in paths:
         real = os.path.realpath(os.path.abspath(os.fspath(path)))
@@ -280,7 +308,7 @@ def _ruleset(policy: Policy, abi: int) -> landlock.Ruleset:
     ruleset = landlock.Ruleset(abi)
     try:
         for paths, rights in ((policy.read, landlock.READ), (policy.read_write, landlock.READ_WRITE),
-                              (policy.devices, landlock.DEVICE), (policy.locks, landlock.MAKE_FILES)):
+                              (policy.devices, landlock.DEVICE), (policy.locks, landlock.LOCK_FILES)):
             for path in paths:
                 ruleset.allow(path, rights)
     except OSError as exc:

@@ -61,7 +61,7 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 READ = EXECUTE | READ_FILE | READ_DIR
 READ_WRITE = READ | ((1 << 16) - 1) & ~(MAKE_CHAR | MAKE_BLOCK | IOCTL_DEV)
 DEVICE = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
-MAKE_FILES = READ_FILE | WRITE_FILE | READ_DIR | MAKE_REG  # the GPU lock files: open, create, lock
+LOCK_FILES = READ_FILE | WRITE_FILE  # the GPU lock files the parent made: open and lock, not create
 
 
 class LandlockError(OSError):

@@ -11,7 +11,10 @@ context: the child must start with the job environment already set (``TRITON_INT
 when a kernel is decorated, ``CUDA_VISIBLE_DEVICES`` when CUDA starts), in its own process group
 (so a job's own children die with it), with its C-level stdout/stderr in a file we can read the
 tail of, and without re-importing the parent's ``__main__``; a spawn ``Process`` can do none of
-these. The messages still travel as pickles over ``multiprocessing`` connections.
+these. The messages still travel as pickles over ``multiprocessing`` connections; the parent
+reads a child's with ``replies.load`` (bounded, and naming no class but a ``Failure``: a worker
+runs untrusted code, and a pickle's classes run code where it is loaded). A reply it refuses is
+a ``crash`` of that call, and the worker is killed.
 
 What a job's code reaches: a child starts in a fresh temporary directory of its own (removed when
 the child ends), so a relative path a candidate writes lands nowhere that matters; the parent's
@@ -23,7 +26,9 @@ job's CPU time and resident memory too (``limits``).
 
 A jailed worker (``jail=``, a ``jail.Policy``) runs its child in the operating system's jail
 (``jail``: files, network, processes, capabilities), its scratch directory its only writable
-folder, and its ``TMPDIR`` and Triton and Inductor caches there; after every call, every other
+folder, and its ``HOME``, ``TMPDIR`` and Triton and Inductor caches there; its environment is
+an allowlist (``config.jail_environment``: what Python, CUDA, Triton, torch and tritune read,
+then ``env``), not the user's; after every call, every other
 process of its process group (what the job started, which cannot leave the group) is killed.
 
 Costs: starting a child is ~0.1 s, plus ~1-2 s for each of torch/Triton it imports (``preload``
@@ -50,6 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tritune import config
+from tritune.worker import replies
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
 from tritune.worker.jail import Policy, end_strays
@@ -242,7 +248,10 @@ class Worker:
             if over is not None:
                 return over
         try:
-            reply = child.outbox.recv()
+            reply = replies.load(child.outbox, "ok", "failed", length=3)
+        except replies.BadReply as exc:
+            return self._killed(child, begin, Failure(CRASH, f"bad reply from the worker: {exc}; worker killed"),
+                                stacks=False)
         except (EOFError, ConnectionError, OSError):
             return self._died(child, begin, "the worker died during the job")
         if reply[0] == "ok":
@@ -348,7 +357,9 @@ class _Child:
         os.close(fd)
         self.log_path = Path(name)
         self.cwd = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # the job's, thrown away
-        if jailed:  # its temporary files and caches in the one folder it may write
+        base = None
+        if jailed:  # an allowlisted environment; its temporary files and caches in the one folder it may write
+            base = config.jail_environment()
             env = {**env, **_scratch_env(self.cwd)}
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
@@ -358,7 +369,7 @@ class _Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid()),
                  str(self.log_path)],
-                env=_child_env(env),
+                env=_child_env(env, base),
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
@@ -389,7 +400,9 @@ class _Child:
             if not self.outbox.poll(timeout_s):
                 self.dump_stacks()
                 return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
-            reply = self.outbox.recv()
+            reply = replies.load(self.outbox, "ready", "failed", length=2)
+        except replies.BadReply as exc:
+            return Failure(CRASH, f"bad reply from the worker: {exc}", self.log_tail())
         except (EOFError, ConnectionError, OSError):
             code = self.wait_exit()
             return Failure(CRASH, f"worker died while starting: {describe_exit(code)}", self.log_tail())
@@ -455,10 +468,12 @@ class _Child:
         _LIVE.discard(self)
 
 
-def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
-    # PYTHONUNBUFFERED: a print just before a segfault still reaches the log. The secrets go
-    # last, so that no override can put them back.
-    env = config.environment({config.ENV_UNBUFFERED: "1", **overrides, **dict.fromkeys(config.SECRET_ENV)})
+def _child_env(overrides: Mapping[str, str | None], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``overrides`` over ``base`` (default: this process's environment). PYTHONUNBUFFERED: a
+    print just before a segfault still reaches the log. The secrets go last, so that no override
+    can put them back."""
+    env = config.environment({config.ENV_UNBUFFERED: "1", **overrides, **dict.fromkeys(config.SECRET_ENV)},
+                             environ=base)
     for key in _PATH_ENV:
         if env.get(key):
             env[key] = os.path.abspath(os.path.expanduser(env[key]))
@@ -470,10 +485,11 @@ def _child_env(overrides: Mapping[str, str | None]) -> dict[str, str]:
 
 
 def _scratch_env(scratch: Path) -> dict[str, str]:
-    """A jailed child's temporary folder and caches, in its scratch folder: the shared Triton
+    """A jailed child's home, temporary folder and caches, in its scratch folder: the shared Triton
     cache holds launcher ``.so`` files that later processes load, and a jailed job must not
     write there (nor can it: the jail lets it write nowhere else)."""
-    return {config.ENV_TMPDIR: str(scratch), config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
+    return {config.ENV_TMPDIR: str(scratch), config.ENV_USER_HOME: str(scratch),
+            config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
             config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache"),
             # Inductor's compile pool would outlive the call, and be killed after it: compile in the worker
             config.ENV_COMPILE_THREADS: "1"}
