@@ -134,6 +134,7 @@ ENV_PATH = "PATH"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 ENV_USER_HOME = "HOME"
 ENV_TMPDIR = "TMPDIR"
+ENV_CC = "CC"  # the C compiler Triton builds its launchers with, when set
 # What a jailed worker keeps of this process's environment (``jail_environment``): what Python,
 # the dynamic loader, CUDA, Triton, torch and tritune read, by name or prefix; nothing else of
 # the user's (a cloud token, a proxy's password) reaches code a model wrote.
@@ -257,6 +258,11 @@ def llm_api_key(environ: Mapping[str, str] | None = None) -> str | None:
 def jail_missing(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """The jail mechanisms ``TRITUNE_JAIL_MISSING`` says to treat as missing (lower case)."""
     return frozenset(part.lower() for part in _split(_env(environ).get(ENV_JAIL_MISSING, "")))
+
+
+def c_compiler(environ: Mapping[str, str] | None = None) -> str | None:
+    """``CC`` when set: the C compiler Triton builds its launchers with (else one on ``PATH``)."""
+    return _env(environ).get(ENV_CC, "").strip() or None
 
 
 def user_home(environ: Mapping[str, str] | None = None) -> str | None:

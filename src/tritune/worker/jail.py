@@ -69,6 +69,7 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "
                "/proc", "/sys")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
              "/etc/group", "/etc/localtime", "/etc/os-release", "/etc/alternatives", "/etc/gcrypt", "/etc/nvidia")
+COMPILERS = ("cc", "gcc", "clang")
 DEVICE_GLOBS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*",
                 "/dev/nvidia-caps/*")
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one folder per GPU, its UUID in ``information``
@@ -192,7 +193,7 @@ def policy(capture_dir: str | Path | None = None, program_dir: str | Path | Iter
     programs = [program_dir] if isinstance(program_dir, (str, Path)) else list(program_dir or ())
     read = [sys.prefix, sys.base_prefix, sys.exec_prefix, *_site_packages(),
             *(p for p in sys.path if isinstance(p, str) and p), str(Path(__file__).resolve().parents[1]),
-            *SYSTEM_DIRS, *ETC_FILES, *programs, *extra_read]
+            *SYSTEM_DIRS, *ETC_FILES, *_toolchains(), *programs, *extra_read]
     if capture_dir is not None:
         read.append(capture_dir)
     writes = []
@@ -203,6 +204,23 @@ def policy(capture_dir: str | Path | None = None, program_dir: str | Path | Iter
     devices = sorted({path for pattern in DEVICE_GLOBS for path in glob.glob(pattern)})
     return Policy(read=_allowed(read, forbidden), read_write=_allowed(writes, forbidden),
                   devices=tuple(devices), locks=_allowed(lock_files(), forbidden, below_home=True))
+
+
+def _toolchains() -> list[str]:
+    """The install folders of ``CC`` and the C compilers on ``PATH`` (Triton builds its launchers with one)
+    that lie outside the system folders: ``/opt/gcc`` for ``/opt/gcc/bin/gcc`` (the GPU machine's,
+    2026-11-28), so that its ``libexec`` and ``lib`` are there too."""
+    import shutil
+
+    found = []
+    for name in (config.c_compiler(), *COMPILERS):
+        path = shutil.which(name) if name else None
+        if path is None:
+            continue
+        prefix = Path(os.path.realpath(path)).parent.parent
+        if len(prefix.parts) > 1 and not any(_holds(folder, str(prefix)) for folder in SYSTEM_DIRS):
+            found.append(str(prefix))
+    return found
 
 
 def lock_files(gpus: str = NVIDIA_GPUS) -> list[str]:
@@ -281,7 +299,10 @@ def enter(policy: Policy) -> None:
     lacking = [name for name in wanted if name in found.missing]
     if lacking:
         raise JailError(f"jail: missing {', '.join(lacking)} ({found.describe()})")
-    ruleset = _ruleset(policy, found.landlock_abi) if policy.landlock else None
+    # CUDA's driver writes under its own /proc/PID when it starts and fails without it ("Error
+    # 304: OS call failed", seen on an H200, 2026-11-28: benchmarks/containment/jail_cuda_bisect.py)
+    own = dataclasses.replace(policy, read_write=(*policy.read_write, f"/proc/{os.getpid()}"))
+    ruleset = _ruleset(own, found.landlock_abi) if policy.landlock else None
     try:
         if _prctl(_PR_SET_NO_NEW_PRIVS, 1) != 0:
             raise JailError(f"jail: PR_SET_NO_NEW_PRIVS failed: {os.strerror(ctypes.get_errno())}")

@@ -6,11 +6,20 @@
     arch != this machine's           -> EPERM   (an i386 ``int 0x80`` or an arm32 call would
                                                   otherwise reach syscalls by other numbers)
     x86_64: nr >= 0x40000000 (x32)    -> EPERM
+    socket(AF_UNIX, ...)              -> allow
+    socket(any other family)          -> EPERM
+    connect                           -> ECONNREFUSED (as if nothing listened)
     nr in REFUSED                     -> EPERM
     anything else                     -> allow
 
-REFUSED: ``socket`` (every family: no network, no unix socket; worker messages go over pipes),
-``setsid``/``setpgid`` (a job's processes stay in the worker's process group, which the parent
+Why ``socket(AF_UNIX)`` is allowed: CUDA's driver makes one when it starts (it looks for an MPS
+server) and fails to start at all, "Error 304: OS call failed", when ``socket`` is refused (seen
+on an H200, 2026-11-28: ``benchmarks/containment/jail_cuda_bisect.py``). Such a socket reaches
+nothing: ``connect`` is refused for every socket, ``sendto``/``sendmsg``/``sendmmsg`` (a datagram
+to an address) are in REFUSED, an abstract name is scoped away by Landlock and a path by its file
+rights, and no other family can be made. Worker messages go over pipes.
+
+REFUSED: ``setsid``/``setpgid`` (a job's processes stay in the worker's process group, which the parent
 kills after every call), ``ptrace``, ``process_vm_readv``/``writev`` (no other process's
 memory), and ``io_uring_*`` (its requests open sockets and connect without passing through
 this filter). Only x86_64 and aarch64 are known: elsewhere ``machine()`` is None and the jail
@@ -31,7 +40,9 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
 # name -> (x86_64, aarch64) syscall numbers
 REFUSED = {
-    "socket": (41, 198),
+    "sendto": (44, 206),
+    "sendmsg": (46, 211),
+    "sendmmsg": (307, 269),
     "setsid": (112, 157),
     "setpgid": (109, 154),
     "ptrace": (101, 117),
@@ -41,6 +52,10 @@ REFUSED = {
     "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
 }
+SOCKET = (41, 198)
+CONNECT = (42, 203)
+AF_UNIX = 1
+ECONNREFUSED = 111
 _SECCOMP_SYSCALL = {"x86_64": 317, "aarch64": 277}
 
 # classic BPF
@@ -50,7 +65,7 @@ JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 RET_K = 0x06  # BPF_RET | BPF_K
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
-OFFSET_NR, OFFSET_ARCH = 0, 4
+OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0 = 0, 4, 16  # args[0]'s low word (little-endian machines)
 
 _SET_MODE_FILTER = 1
 _FILTER_FLAG_TSYNC = 1
@@ -75,15 +90,21 @@ def program(arch: str, errno: int = 1) -> list[tuple[int, int, int, int]]:
     numbers = sorted({numbers[column] for numbers in REFUSED.values()})
     deny = (RET_K, 0, 0, RET_ERRNO | errno)
     allow = (RET_K, 0, 0, RET_ALLOW)
+    refuse_connect = (RET_K, 0, 0, RET_ERRNO | ECONNREFUSED)
+    # the tail, from its end: [..., allow, deny, refuse_connect, load arg0, is AF_UNIX?, allow, deny]
+    checks = len(numbers)
     body: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, OFFSET_ARCH),
                                              (JEQ_K, 1, 0, AUDIT_ARCH[arch]),
                                              deny,
                                              (LD_W_ABS, 0, 0, OFFSET_NR)]
     if arch == "x86_64":
-        body.append((JGE_K, len(numbers) + 1, 0, X32_SYSCALL_BIT))  # to the final deny
+        body.append((JGE_K, checks + 3, 0, X32_SYSCALL_BIT))  # to the deny after allow
+    body.append((JEQ_K, checks + 4, 0, SOCKET[column]))  # to "load arg0"
+    body.append((JEQ_K, checks + 2, 0, CONNECT[column]))  # to refuse_connect
     for i, number in enumerate(numbers):
-        body.append((JEQ_K, len(numbers) - i, 0, number))  # to the final deny
-    return body + [allow, deny]
+        body.append((JEQ_K, checks - i, 0, number))  # to the deny after allow
+    return body + [allow, deny, refuse_connect,
+                   (LD_W_ABS, 0, 0, OFFSET_ARG0), (JEQ_K, 0, 1, AF_UNIX), allow, deny]
 
 
 def pack(instructions: list[tuple[int, int, int, int]]) -> bytes:
@@ -91,10 +112,10 @@ def pack(instructions: list[tuple[int, int, int, int]]) -> bytes:
     return b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
 
 
-def run(instructions: list[tuple[int, int, int, int]], nr: int, arch: int) -> int:
-    """What the filter returns for a syscall ``nr`` of ``arch``: a small interpreter of the
-    instructions used here, for tests (the kernel runs the real thing)."""
-    data = {OFFSET_NR: nr, OFFSET_ARCH: arch}
+def run(instructions: list[tuple[int, int, int, int]], nr: int, arch: int, arg0: int = 0) -> int:
+    """What the filter returns for a syscall ``nr`` of ``arch`` whose first argument is ``arg0``:
+    a small interpreter of the instructions used here, for tests (the kernel runs the real thing)."""
+    data = {OFFSET_NR: nr, OFFSET_ARCH: arch, OFFSET_ARG0: arg0}
     pc, acc = 0, 0
     while True:
         code, jt, jf, k = instructions[pc]
