@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from tritune.store import DecisionKey, DecisionStore, signing
+from tritune.store.schema import SCHEMA_VERSION
 
 ELSEWHERE = signing.Signer(b"another user's secret, not ours!")
 KEY = DecisionKey("ab" * 32, "scale_add_kernel", "spec", "INTERPRETER", 0, "3.6.0")
@@ -47,9 +48,10 @@ def test_a_version_2_store_gains_the_exchanges_table(tmp_path):
         store.start_run({})
     with sqlite3.connect(tmp_path / "d.db") as conn:  # as a tritune before the LLM family left it
         conn.execute("DROP TABLE llm_exchanges")
+        conn.execute("DROP TABLE inductor_cache")  # version 4's
         conn.execute("UPDATE schema_version SET version = 2")
     with DecisionStore(tmp_path / "d.db") as store:
         exchange(store)
         assert store.llm_exchange("p1").trusted
     with sqlite3.connect(tmp_path / "d.db") as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 3
+        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION

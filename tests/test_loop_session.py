@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from tritune.arbiter import ArbiterSettings
-from tritune.capture.spec import read_launches
+from tritune.capture.spec import file_hash, read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_METHODS
@@ -135,8 +135,11 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
     (root / "sources" / "broken.py").write_text(source + "\ndef broken(:\n")
     (root / "sources" / "crash.py").write_text(source + "\nimport os\nos._exit(7)\n")
     # another grid: another id (it names the launch, not its file); each fails before it launches
-    crash = dataclasses.replace(small, source="sources/crash.py", grid=[6, 1, 1])
-    broken = dataclasses.replace(small, source="sources/broken.py", grid=[7, 1, 1])
+    # each file's whole hash, as capture records it (small's would refuse them unread)
+    crash = dataclasses.replace(small, source="sources/crash.py", grid=[6, 1, 1],
+                                file_hash=file_hash((root / "sources" / "crash.py").read_bytes()))
+    broken = dataclasses.replace(small, source="sources/broken.py", grid=[7, 1, 1],
+                                 file_hash=file_hash((root / "sources" / "broken.py").read_bytes()))
     lines: list[str] = []
     timer, verifier = worker, verifiers[0]
     for w in (timer, verifier):

@@ -25,6 +25,10 @@ torch = pytest.importorskip("torch")
 
 from test_verify_check import AXPY_OUT, SOURCE, axpy, edit, scalar, spec_of, vec  # noqa: E402
 from tritune.replay import Variant, make_args  # noqa: E402
+
+# A planted source with host code (a cache, a thread) tests verification, not the allowlist (which
+# refuses it before it runs, tests/test_llm_sandbox.py): marked as a source a rule of tritune's made.
+RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 from tritune.replay.launches import Launches  # noqa: E402
 from tritune.verify import WRONG_RESULT, verify  # noqa: E402
 from tritune.verify import check as check_module  # noqa: E402
@@ -103,7 +107,7 @@ def _cached(*args, grid, warmup, **kwargs):
 
 axpy.run = _cached
 '''
-    planted = Variant(name="cached", source=cached)
+    planted = Variant(name="cached", source=cached, rewrite=RULED)
     assert verify(spec, planted, tmp_path, draws=()).ok
     result = verify(spec, planted, tmp_path)
     assert not result.ok and result.worst.draw == "x1e3"
@@ -230,7 +234,7 @@ def test_outputs_written_after_the_run_returned_are_read_unwritten(tmp_path):
     import sys
 
     spec = axpy(tmp_path, 1000)
-    planted = Variant(name="late", source=LATE_WRITER)
+    planted = Variant(name="late", source=LATE_WRITER, rewrite=RULED)
     try:
         result = verify(spec, planted, tmp_path, input_sets=1, draws=())
     finally:
@@ -329,10 +333,10 @@ def test_a_side_stream_launch_on_a_gpu_is_a_ghost_and_memory_is_measured(tmp_pat
     plain = verify(spec, Variant(options={"num_warps": 2}), tmp_path, device="cuda")
     assert plain.ok and plain.launches == 6 and plain.notes == [], plain.message  # no stream false positive
     assert isinstance(plain.memory["baseline_peak_bytes"], int) and plain.memory["candidate_peak_bytes"] == 0
-    side = verify(spec, Variant(name="side", source=ON_A_GPU.replace("HOW)", '"side")')), tmp_path, device="cuda")
+    side = verify(spec, Variant(name="side", source=ON_A_GPU.replace("HOW)", '"side")'), rewrite=RULED), tmp_path, device="cuda")
     assert not side.ok and side.failure == GHOST and side.launches == 1, side.message
     assert "launched on another stream than the replay's" in side.message
-    greedy = verify(spec, Variant(name="greedy", source=ON_A_GPU.replace("HOW)", '"keep")')), tmp_path,
+    greedy = verify(spec, Variant(name="greedy", source=ON_A_GPU.replace("HOW)", '"keep")'), rewrite=RULED), tmp_path,
                     device="cuda")
     assert greedy.ok and greedy.memory["candidate_peak_bytes"] >= 256 << 20, greedy.message
     assert greedy.notes and "reported, not a rejection" in greedy.message

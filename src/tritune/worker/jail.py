@@ -403,14 +403,13 @@ def end_strays(group: int, keep: int) -> int:
     call: what its job started must not outlive the call), until none is left; how many were
     killed. Each through a pidfd, its group read again after opening it, so a recycled pid is
     never signalled."""
-    killed = 0
+    killed: set[int] = set()  # by pid: a killed process is still a member until it is gone
     for _ in range(100):  # a job forking as fast as it can loses to this long before
         found = [pid for pid in _members(group) if pid != keep]
         if not found:
             break
-        for pid in found:
-            killed += _kill_member(pid, group)
-    return killed
+        killed.update(pid for pid in found if _kill_member(pid, group))
+    return len(killed)
 
 
 def _members(group: int) -> list[int]:
