@@ -528,3 +528,19 @@ def test_a_compiler_outside_the_system_folders_is_readable(tmp_path, monkeypatch
     monkeypatch.setenv(config.ENV_CC, str(cc))
     assert jail._toolchains() == [str(tmp_path / "clang")]
     assert str(tmp_path / "clang") in jail.policy().read
+
+
+@needs_jail
+def test_inductor_modules_load_in_a_jailed_worker(tmp_path):
+    """optimize --inductor-dir imports the modules it finds (their top level runs): in a jailed
+    worker, so a module that writes outside the capture it makes writes nothing."""
+    from tritune.commands.optimize import _inductor
+
+    modules, evidence = tmp_path / "modules", tmp_path / "evidence"
+    modules.mkdir()
+    (modules / "triton_poi_planted.py").write_text(  # what kernel_files takes for a kernel module
+        f"open({str(evidence)!r}, 'w').write('ran')\n# triton_heuristics\ndef get_args():\n    pass\n"
+        "def triton_poi_fused_planted_0(x):\n    pass\n")
+    with pytest.raises(SystemExit):  # nothing loaded: no kernel module
+        _inductor(modules, tmp_path / "capture")
+    assert not evidence.exists()

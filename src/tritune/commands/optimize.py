@@ -184,7 +184,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    root = launches or _launches_from(command, inductor_dir, out_dir)
+    root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
     from tritune.analyze.render import console_for
 
@@ -253,7 +253,8 @@ def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None,
         sys.exit(2)
 
 
-def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir: Path) -> Path:
+def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir: Path, *,
+                   unsafe_no_jail: bool = False) -> Path:
     """Capture COMMAND (or load Inductor's modules) into OUT/capture, unless already there."""
     from tritune.capture.spec import SpecError, read_launches
 
@@ -265,7 +266,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     except SpecError:
         pass
     if inductor_dir is not None:
-        return _inductor(inductor_dir, target)
+        return _inductor(inductor_dir, target, unsafe_no_jail=unsafe_no_jail)
     from tritune.capture.program import CaptureError, describe_exit, run
 
     try:
@@ -281,11 +282,15 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     return target
 
 
-def _inductor(modules: Path, target: Path) -> Path:
+def _inductor(modules: Path, target: Path, *, unsafe_no_jail: bool = False) -> Path:
     from tritune.loop.jobs import INDUCTOR_LAUNCHES_JOB
-    from tritune.worker import Worker
+    from tritune.worker import Worker, jail
 
-    with Worker(1800.0, preload=("torch",)) as worker:
+    # the modules' top level runs in the worker: jailed like every worker that imports kernel files,
+    # reading the modules and writing only the capture it makes
+    policy = jail.for_workers(None, untrusted=False, unsafe_no_jail=unsafe_no_jail, program_dirs=(),
+                              extra_read=[modules.absolute()], extra_write=[target.absolute()])
+    with Worker(1800.0, preload=("torch",), jail=policy) as worker:
         # absolute: the worker runs in a directory of its own
         paths = {"modules": str(modules.absolute()), "out": str(target.absolute())}
         outcome = worker.call(INDUCTOR_LAUNCHES_JOB, paths)
