@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from tritune.generate.launcher import NUMBER, OTHER, RESERVED, TENSOR, check_launcher
 from tritune.llm import sandbox
-from tritune.llm.sandbox import Unsafe
+from tritune.llm.sandbox import Unsafe, parse
 
 KERNEL_HEADER = "import triton\nimport triton.language as tl\nimport math\n"
 _HEADER_IMPORTS = frozenset(KERNEL_HEADER.splitlines())
@@ -69,12 +69,7 @@ def assemble(code: str, inputs: Sequence[str], *, name: str = "generated") -> As
 
 def _assemble(code: str, inputs: Sequence[str], name: str) -> Assembled:
     code = code.replace("\r\n", "\n").replace("\r", "\n")
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as e:
-        raise Unsafe(e.lineno or 0, f"does not parse: {e.msg}") from None
-    except ValueError as e:  # null bytes
-        raise Unsafe(0, f"does not parse: {e}") from None
+    tree = parse(code, "the reply")
     lines = code.split("\n")
     parts = _split(tree)
     kernel_lines: list[str] = []

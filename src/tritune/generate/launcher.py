@@ -41,7 +41,7 @@ from __future__ import annotations
 import ast
 from typing import Mapping, NoReturn, Sequence
 
-from tritune.llm.sandbox import Unsafe
+from tritune.llm.sandbox import Unsafe, parse
 
 # kinds of values
 NUMBER, SHAPE, TENSOR, DTYPE, DEVICE, META, OTHER = "number", "shape", "tensor", "dtype", "device", "meta", "other"
@@ -91,12 +91,7 @@ def check_launcher(code: str, kernels: Mapping[str, Sequence[str]], inputs: Sequ
     ``tl.constexpr`` parameters, the only ones its grid lambda may read (``meta["BLOCK"]``: the
     other entries of ``meta`` are the launch's tensors, and a grid must not depend on their values);
     None: any parameter."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as e:
-        raise Unsafe(e.lineno or 0, f"run() does not parse: {e.msg}") from None
-    except ValueError as e:  # null bytes
-        raise Unsafe(0, f"run() does not parse: {e}") from None
+    tree = parse(code, "run()")
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != "run":
         raise Unsafe(_line(tree.body[0] if tree.body else tree),
                      "the launcher must be one def run(...) and nothing else")

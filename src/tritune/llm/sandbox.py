@@ -100,7 +100,7 @@ def allowed_imports() -> tuple[str, ...]:
 def check(code: str, context: str | None = None) -> None:
     """Raise ``Unsafe`` for the first (by position) construct of ``code`` that is not allowed.
     ``context``: the captured file's text the code is spliced into (read, never run)."""
-    _raise_first(Checker(_parse(code, "the code"), _Context.of(context)))
+    _raise_first(Checker(parse(code, "the code"), _Context.of(context)))
 
 
 def check_variant_source(captured: str, variant: str, kernel: str) -> None:
@@ -108,7 +108,7 @@ def check_variant_source(captured: str, variant: str, kernel: str) -> None:
     top-level functions and added imports and constants, each of which passes the allowlist with
     ``captured`` as context. The captured file's other statements may only be kept, in order, or
     dropped: they are the user's code, the rest is not."""
-    before, after = _parse(captured, "the captured file"), _parse(variant, "the variant's source")
+    before, after = parse(captured, "the captured file"), parse(variant, "the variant's source")
     if not any(isinstance(s, ast.FunctionDef) and s.name == kernel for s in after.body):
         raise Unsafe(0, f"the variant's source does not define the kernel {kernel}")
     functions: dict[str, set[str]] = {}
@@ -164,7 +164,8 @@ def _tritune_rules(names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(names) - {"llm"}
 
 
-def _parse(code: str, what: str) -> ast.Module:
+def parse(code: str, what: str) -> ast.Module:
+    """``code``'s syntax tree, or ``Unsafe`` saying that ``what`` does not parse (never run)."""
     try:
         return ast.parse(code)
     except SyntaxError as e:
@@ -216,7 +217,7 @@ class _Context:
         self = cls()
         if source is None:
             return self
-        tree = tree or _parse(source, "the captured file")
+        tree = tree or parse(source, "the captured file")
         literals = _literal_targets(tree)
         kinds: dict[str, set[tuple[str, str]]] = {}
         for name, node in _bound_at_module(tree):
