@@ -3,7 +3,7 @@ modes and with tritune, staged and resumable across device calls.
 
     PYTHONPATH=$PWD/src python3 benchmarks/e2e.py MODEL --stage all --state $STATE --out $OUT --limit-s 540
 
-MODEL is one of ``benchmarks/e2e/train.py``'s (bert, resnet50, gpt2, vit_base_patch16_224). Stages,
+MODEL is one of ``benchmarks/e2e/train.py``'s (bert, resnet50, gpt2, vit_base_patch16_224, llama). Stages,
 each a list of tasks; a task done is never run again, one cut short runs again on the next call:
 
   modes     ``e2e/measure.py modes``, one process per mode, fresh Inductor and Triton caches each
@@ -31,6 +31,17 @@ program and ``tritune run`` share Inductor's cache: Inductor's runtime autotunin
 configs the decisions are keyed by. ``TRITUNE_HOME`` is ``STATE/home``: the key that signs the
 decisions, made by this benchmark for this state; the archive carries it, so that on a fresh
 machine the stores are still this user's (never commit the archive).
+
+tritune runs with its defaults, as a user runs it (issue 24): ``--optimize-args`` adds nothing and
+``--budget-s`` is passed only when ``--key-budget-s`` is given; a flag that changes the result is
+an arm of its own (``--optimize-args "--ncu never"``). ``--tritune-src DIR`` runs optimize and
+measure with another checkout's ``src`` (the "before" arm of a comparison; give it its own STATE).
+
+One device call for issue 24's Llama step (capture, a 200-s optimize, then the ABAB measurement;
+about 420-540 s on an H200, ``--measure-args "--pairs 6"`` to shorten the last part):
+
+    PYTHONPATH=$PWD/src python3 benchmarks/e2e.py llama --tasks optimize:default,measure:default \
+        --optimize-s 200 --limit-s 560 --state gpu_state/e2e --out $OUT
 
 The parts, under ``benchmarks/e2e/``: ``train.py`` (the program), ``measure.py`` (the two
 measurements), ``tasks.py`` (the bookkeeping), ``summary.py`` (the results file).
@@ -120,7 +131,7 @@ class Runner:
         from tritune import config
 
         return config.environment({
-            config.ENV_PYTHONPATH: config.python_path_first(str(REPO / "src")),
+            config.ENV_PYTHONPATH: config.python_path_first(str(self.args.tritune_src or REPO / "src")),
             config.ENV_UNBUFFERED: "1",
             config.ENV_HOME: str(self.state / "home"),
             config.ENV_INDUCTOR_CACHE: str(caches / "inductor"),
@@ -170,15 +181,22 @@ class Runner:
         # starts after the capture and ends within a round of candidates, then the report.
         deadline = max(15.0, min(self.args.optimize_s - spent, timeout - self._startup_s(task) - ROUND_S))
         out = self.opt_dir(task.mode)
-        cmd = [sys.executable, "-m", "tritune", "optimize", "--out", str(out), "--deadline-s", f"{deadline:.0f}",
-               "--budget-s", f"{self.args.key_budget_s:.0f}", *shlex.split(self.args.optimize_args), "--",
-               sys.executable, TRAIN, self.model, "--steps", str(self.args.optimize_steps), "--mode", task.mode]
+        cmd = optimize_command(self.args, out, deadline, task.mode)
         log_path = self.logs / f"{task.stage}-{task.mode}.log"
         rc, seconds, killed = run_process(cmd, self._env(self._caches(task.mode)), timeout, log_path, interrupt=True)
         spent += seconds
         run = load_run(out)
         fields = {"optimize_s": spent, "command": portable(cmd, self.state), "coverage": coverage(run) if run else None}
         return optimize_outcome(rc, killed, run, spent, self.args.optimize_s, seconds, fields, last_line(log_path))
+
+
+def optimize_command(args: argparse.Namespace, out: pathlib.Path, deadline: float, mode: str) -> list[str]:
+    """``tritune optimize`` on the training program: the deadline, then only the options asked for
+    (``--key-budget-s``, ``--optimize-args``): everything else is tritune's default."""
+    budget = ["--budget-s", f"{args.key_budget_s:.0f}"] if args.key_budget_s else []
+    return [sys.executable, "-m", "tritune", "optimize", "--out", str(out), "--deadline-s", f"{deadline:.0f}",
+            *budget, *shlex.split(args.optimize_args), "--",
+            sys.executable, TRAIN, args.model, "--steps", str(args.optimize_steps), "--mode", mode]
 
 
 def load_run(folder: pathlib.Path):
@@ -292,9 +310,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(os.environ.get("OUT") or "runs"))
     parser.add_argument("--limit-s", type=float, default=540, help="stop starting and end tasks before this")
     parser.add_argument("--optimize-s", type=float, default=240, help="tritune optimize seconds per mode, all calls")
-    parser.add_argument("--key-budget-s", type=float, default=60, help="tritune optimize --budget-s (per key)")
+    parser.add_argument("--key-budget-s", type=float, default=None,
+                        help="tritune optimize --budget-s (per key); default: not passed (tritune's own)")
     parser.add_argument("--optimize-steps", type=int, default=3, help="train.py --steps under tritune optimize")
-    parser.add_argument("--optimize-args", default="--ncu never", help="more tritune optimize options")
+    parser.add_argument("--optimize-args", default="", help="more tritune optimize options (an arm of its own)")
+    parser.add_argument("--tritune-src", type=pathlib.Path, default=None, metavar="DIR",
+                        help="the src folder of the tritune that optimizes and measures (default: this checkout's)")
     parser.add_argument("--autotune-cap-s", type=float, default=300, help="max_autotune's compile limit")
     parser.add_argument("--measure-args", default="", help="more measure.py options (e.g. --pairs 10)")
     parser.add_argument("--restore", type=pathlib.Path, default=None, metavar="TGZ",
@@ -306,6 +327,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.model not in MODELS:
         parser.error(f"unknown model {args.model!r}; one of {', '.join(MODELS)}")
+    if args.tritune_src and not (args.tritune_src / "tritune" / "__init__.py").is_file():
+        parser.error(f"--tritune-src {args.tritune_src}: no tritune package there")
+    if args.tritune_src:
+        args.tritune_src = args.tritune_src.absolute()
     if args.restore and not args.restore.is_file():
         parser.error(f"--restore {args.restore}: no such archive")
     unknown = [name for name in args.redo + (args.tasks.split(",") if args.tasks else [])

@@ -14,6 +14,7 @@ too, through AOTAutograd); the optimizer (fused AdamW) runs eagerly, as in most 
 | ``resnet50`` | ``timm.create_model("resnet50")``, channels-last, cross-entropy on random labels | bf16 autocast (fp32 weights) | 64 x 3 x 224 x 224 |
 | ``vit_base_patch16_224`` | timm, cross-entropy on random labels | bf16 autocast | 32 x 3 x 224 x 224 |
 | ``gpt2`` | ``GPT2LMHeadModel(GPT2Config())`` (124M, sdpa attention), labels = the input ids | bf16 autocast | 8 x 512 tokens |
+| ``llama`` | ``LlamaForCausalLM(LlamaConfig(**LLAMA))``: hidden 1024, 8 layers, 16 heads, MLP 2816, vocab 32000 (~170M, sdpa attention, rotary embeddings, RMSNorm, SwiGLU), labels = the input ids | bf16 autocast | 8 x 1024 tokens |
 | ``tiny`` | a two-layer MLP with LayerNorm, for the CPU tests (``--device cpu --mode eager``) | fp32 | 8 x 32 |
 
 Modes: ``default`` is ``torch.compile(m)``; ``coordinate_descent`` is ``torch.compile(m,
@@ -94,6 +95,21 @@ def _gpt2(batch: int, device: str) -> tuple:
     return _with_loss(GPT2LMHeadModel(config), _language_model_loss), _tokens(config.vocab_size, batch, 512, device)
 
 
+# Issue 24's Llama-style decoder: a config, never a download. Only keys every LlamaConfig since
+# transformers 4.x takes; the rest (rope, RMSNorm eps, no bias, untied embeddings) stay its defaults.
+LLAMA = {"vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+         "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 2048}
+LLAMA_TOKENS = 1024
+
+
+def _llama(batch: int, device: str) -> tuple:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**LLAMA, use_cache=False, attn_implementation="sdpa")  # as GPT-2's
+    return _with_loss(LlamaForCausalLM(config), _language_model_loss), \
+        _tokens(config.vocab_size, batch, LLAMA_TOKENS, device)
+
+
 def _timm(name: str) -> Callable[[int, str], tuple]:
     def build(batch: int, device: str) -> tuple:
         import timm
@@ -129,6 +145,8 @@ MODELS = {spec.name: spec for spec in (
     ModelSpec("vit_base_patch16_224", "timm vit_base_patch16_224, 32 x 224 x 224", "bf16", 32,
               _timm("vit_base_patch16_224")),
     ModelSpec("gpt2", "GPT2LMHeadModel(GPT2Config()), 124M, sdpa attention, 8 x 512 tokens", "bf16", 8, _gpt2),
+    ModelSpec("llama", "LlamaForCausalLM (hidden 1024, 8 layers, 16 heads, vocab 32000, transformers config), "
+              "sdpa attention, 8 x 1024 tokens", "bf16", 8, _llama),
     ModelSpec("tiny", "a two-layer MLP (CPU tests)", "fp32", 8, _tiny),
 )}
 
