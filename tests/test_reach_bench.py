@@ -138,3 +138,54 @@ def test_llama_is_a_model_of_the_training_program():
     spec = train.MODELS["llama"]
     assert (spec.precision, spec.batch, train.LLAMA_TOKENS) == ("bf16", 8, 1024)
     assert train.LLAMA["hidden_size"] == 1024 and train.LLAMA["num_hidden_layers"] == 8
+
+
+# ------------------------------------------------------------------------ faroff.py: planted kernels
+
+@pytest.fixture(scope="module")
+def faroff():
+    import faroff as module  # its kernels are only launched in a process of their own, below
+
+    return module
+
+
+def test_faroff_program_runs_both_planted_kernels_and_checks_them(faroff):
+    import os
+    import subprocess
+
+    assert faroff.PLANTED_BLOCK == 16 and faroff.ADD_N >= 64 << 20
+    assert faroff.SOFTMAX_SHAPE[0] * faroff.SOFTMAX_SHAPE[1] >= 64 << 20
+    # a process of its own: the interpreter must be on before triton.language's own jit functions
+    # (tl.max, tl.sum) are made, which an import inside this test process is too late for
+    result = subprocess.run([sys.executable, str(BENCH / "faroff.py"), "program", "--small", "--check", "--repeat", "1"],
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(": ok") == 2
+
+
+def test_faroff_check_catches_unwritten_and_wrong_outputs(faroff):
+    import torch
+
+    x = torch.randn(4, 64)
+    expected = faroff.torch_softmax(x)
+    assert faroff.check("softmax", expected.clone(), expected)["ok"]
+    holed = expected.clone()
+    holed[1, 3] = float("nan")
+    assert faroff.check("softmax", holed, expected)["unwritten"] == 1
+    off = expected * (1 + 1e-3)
+    assert not faroff.check("softmax", off, expected)["ok"]
+    a = torch.randn(10)
+    assert not faroff.check("add", a + 1e-6, a)["ok"] and faroff.check("add", a.clone(), a)["ok"]
+
+
+def test_faroff_roofline_is_minimum_bytes_over_copy_bandwidth(faroff):
+    import torch
+
+    args = (torch.empty(1000), torch.empty(1000))
+    assert faroff.min_bytes(args) == 3 * 4000
+    # 1.5 GB moved in 0.5 ms is 3000 GB/s: all of a 3000 GB/s copy, half of 6000
+    assert faroff.roofline_fraction(1_500_000_000, 0.5, 3000.0) == pytest.approx(1.0)
+    assert faroff.roofline_fraction(1_500_000_000, 0.5, 6000.0) == pytest.approx(0.5)
+    line = faroff.summary({"add": {"roofline_before": 0.07, "roofline_after": 0.8, "decision": "BLOCK=1024",
+                                   "timed_candidates": 9}}, {})
+    assert "target 70%: met" in line["add"] and "not met" in line["softmax"]
