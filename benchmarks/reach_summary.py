@@ -12,7 +12,8 @@ Per run (``NAME`` labels an arm, e.g. before=... after=...; default the file's f
 - **top 90%**: the keys that hold the first 90% of the program's kernel time (``timed``, costliest
   first, the key that crosses 90% included), and how many of them got >= 8 timed candidates
   (the issue's target: all of them);
-- **coverage** and **decisions** (accepted at or above the run's threshold, with the speedup);
+- **coverage** and **decisions** (accepted at or above the run's threshold, with the speedup, and
+  their mean: issue 12's "mean on success");
 - **fixed costs**: ``fixed.total_s`` (seconds before any key started) over ``deadline_s``;
 - **time on candidates**: the share of the run's wall seconds (fixed costs plus the keys' wall
   seconds, per lane) that is neither fixed, nor a key's time before its first candidate, nor idle.
@@ -136,6 +137,7 @@ def summarize_run(results: dict) -> dict:
         "timed_per_key": _stats([r["timed_candidates"] for r in ran]),
         "top90_keys": len(top), "top90_with_min_timed": len(top_ok), "min_timed": MIN_TIMED,
         "coverage": _num(results.get("coverage")), "decisions": decisions, "improved": len(decisions),
+        "mean_speedup_on_success": statistics.mean(d["speedup"] for d in decisions) if decisions else None,
         "threshold": threshold, "deadline_s": deadline, "fixed": fixed or None,
         "fixed_share_of_deadline": fixed_s / deadline if fixed_s is not None and deadline else None,
         "run_s": run_s, "candidate_s": sum(on_candidates) / lanes if on_candidates else None,
@@ -168,14 +170,15 @@ def _f(value, spec: str = ".1f", suffix: str = "") -> str:
 
 def markdown(runs: dict[str, dict]) -> str:
     lines = ["| run | keys timed | ran | no candidate | median to first | timed / key (median) | "
-             "top 90%: >= 8 timed | coverage | improved | fixed / deadline | on candidates |",
+             "top 90%: >= 8 timed | coverage | improved (mean) | fixed / deadline | on candidates |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in runs.items():
         timed = s["timed_per_key"]["median"] if s["timed_per_key"] else None
         lines.append(f"| {name} | {s['keys_timed']} of {_f(s['keys'], 'd') if s['keys'] is not None else '-'} | "
                      f"{s['keys_ran']} | {s['keys_without_candidates']} | {_f(s['median_to_first_s'], '.2f', ' s')} | "
                      f"{_f(timed, '.0f')} | {s['top90_with_min_timed']} of {s['top90_keys']} | "
-                     f"{_f(s['coverage'], '.0%')} | {s['improved']} | {_f(s['fixed_share_of_deadline'], '.0%')} | "
+                     f"{_f(s['coverage'], '.0%')} | {s['improved']} ({_f(s['mean_speedup_on_success'], '.2f', 'x')}) | "
+                     f"{_f(s['fixed_share_of_deadline'], '.0%')} | "
                      f"{_f(s['candidate_share'], '.0%')} |")
     for name, s in runs.items():
         lines += ["", f"### {name}: per key" + (f" ({'; '.join(s['estimated'])})"

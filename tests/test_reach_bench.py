@@ -93,7 +93,7 @@ def test_the_tables_and_files(tmp_path):
     runs = json.loads(out.read_text())["runs"]
     assert list(runs) == ["before", "after"] and runs["before"]["keys_ran"] == 1
     table = md.read_text()
-    assert "| after | 4 of 5 | 4 | 1 | 2.00 s | 6 | 2 of 3 | 100% | 1 | 8% | 72% |" in table
+    assert "| after | 4 of 5 | 4 | 1 | 2.00 s | 6 | 2 of 3 | 100% | 1 (1.50x) | 8% | 72% |" in table
     assert "BLOCK=64 (1.500x)" in table
 
 
