@@ -6,7 +6,8 @@ the budget bought, and the run's fixed costs. No GPU: it reads the runs' ``optim
 Per run (``NAME`` labels an arm, e.g. before=... after=...; default the file's folder name):
 
 - **time to first candidate**: the median of ``split.to_first_s`` over the keys that reached a
-  candidate; keys that ran and reached none are counted apart (``keys_without_candidates``);
+  candidate; keys that ran and got no timed candidate are counted apart
+  (``keys_without_timed_candidates``);
 - **candidates per key**: records per key and ``timed_candidates`` (verified and timed; from the
   records when the file predates that field: a record with a time and no failure);
 - **top 90%**: the keys that hold the first 90% of the program's kernel time (``timed``, costliest
@@ -111,43 +112,59 @@ def summarize_run(results: dict) -> dict:
     from tritune.loop.results import RunResults
 
     threshold = RunResults.from_json(results).threshold  # also: is this an optimize.json at all
-    kernels = [k for k in results.get("kernels") or [] if isinstance(k, dict)]
-    rows = [key_row(k, threshold) for k in kernels]
+    rows = [key_row(k, threshold) for k in results.get("kernels") or [] if isinstance(k, dict)]
     ran = [r for r in rows if r["ran"]]
-    firsts = [r["to_first_s"] for r in ran if r["to_first_s"] is not None]
-    by_id = {r["id"]: r for r in rows}
     timed = [t for t in results.get("timed") or [] if isinstance(t, dict)]
+    firsts = [r["to_first_s"] for r in ran if r["to_first_s"] is not None]
+    decisions = [{"kernel": r["kernel"], "decision": r["decision"], "speedup": r["speedup"]}
+                 for r in rows if r["decision"]]
+    return {
+        "keys": results.get("keys"),
+        "keys_timed": sum(1 for t in timed if _num(t.get("baseline_ms")) is not None),
+        "keys_untimed": [{"id": t.get("id"), "failure": t.get("failure"), "message": t.get("message")}
+                         for t in timed if _num(t.get("baseline_ms")) is None],
+        "keys_ran": len(ran),
+        "keys_without_timed_candidates": sum(1 for r in ran if r["timed_candidates"] == 0),
+        "median_to_first_s": statistics.median(firsts) if firsts else None,
+        "candidates_per_key": _stats([r["candidates"] for r in ran]),
+        "timed_per_key": _stats([r["timed_candidates"] for r in ran]),
+        **_top_figures(timed, rows),
+        "coverage": _num(results.get("coverage")), "decisions": decisions, "improved": len(decisions),
+        "mean_speedup_on_success": statistics.mean(d["speedup"] for d in decisions) if decisions else None,
+        "threshold": threshold,
+        **_time_figures(results, ran),
+        "profile_sources": _tally(r["profile_source"] for r in ran),
+        "per_key": rows,
+    }
+
+
+def _top_figures(timed: list[dict], rows: list[dict]) -> dict:
+    """How many of the top-90% keys got at least MIN_TIMED timed candidates."""
+    by_id = {r["id"]: r for r in rows}
     top = top_keys(timed)
-    top_ok = [key for key in top if key in by_id and by_id[key]["timed_candidates"] >= MIN_TIMED]
+    enough = [key for key in top if key in by_id and by_id[key]["timed_candidates"] >= MIN_TIMED]
+    return {"top90_keys": len(top), "top90_with_min_timed": len(enough), "min_timed": MIN_TIMED}
+
+
+def _time_figures(results: dict, ran: list[dict]) -> dict:
+    """Fixed costs over the deadline, and the share of the run's wall seconds on candidates (the
+    keys run side by side on lanes: their seconds count once per lane)."""
     fixed = results.get("fixed") if isinstance(results.get("fixed"), dict) else {}
     fixed_s, deadline = _num(fixed.get("total_s")), deadline_of(results)
     lanes = max(1, len(results.get("lanes") or []))
     walls = [r["wall_s"] for r in ran if r["wall_s"] is not None]
-    on_candidates = [r["candidate_s"] for r in ran if r["candidate_s"] is not None]
+    worked = [r["candidate_s"] for r in ran if r["candidate_s"] is not None]
     run_s = (fixed_s or 0.0) + sum(walls) / lanes if walls else None
+    candidate_s = sum(worked) / lanes if worked else None
     split_known = bool(ran) and all(r["from_split"] for r in ran)
-    decisions = [{"kernel": r["kernel"], "decision": r["decision"], "speedup": r["speedup"]} for r in rows if r["decision"]]
-    return {
-        "keys": results.get("keys"), "keys_timed": sum(1 for t in timed if _num(t.get("baseline_ms")) is not None),
-        "keys_untimed": [{"id": t.get("id"), "failure": t.get("failure"), "message": t.get("message")}
-                         for t in timed if _num(t.get("baseline_ms")) is None],
-        "keys_ran": len(ran), "keys_without_candidates": sum(1 for r in ran if r["timed_candidates"] == 0),
-        "median_to_first_s": statistics.median(firsts) if firsts else None,
-        "candidates_per_key": _stats([r["candidates"] for r in ran]),
-        "timed_per_key": _stats([r["timed_candidates"] for r in ran]),
-        "top90_keys": len(top), "top90_with_min_timed": len(top_ok), "min_timed": MIN_TIMED,
-        "coverage": _num(results.get("coverage")), "decisions": decisions, "improved": len(decisions),
-        "mean_speedup_on_success": statistics.mean(d["speedup"] for d in decisions) if decisions else None,
-        "threshold": threshold, "deadline_s": deadline, "fixed": fixed or None,
-        "fixed_share_of_deadline": fixed_s / deadline if fixed_s is not None and deadline else None,
-        "run_s": run_s, "candidate_s": sum(on_candidates) / lanes if on_candidates else None,
-        "candidate_share": (sum(on_candidates) / lanes) / run_s if on_candidates and run_s else None,
-        "estimated": [what for what, known in (("no split: to_first_s unknown, candidate_share from the records",
-                                                 split_known), ("no fixed: fixed costs unknown", bool(fixed)))
-                      if not known],
-        "profile_sources": _tally(r["profile_source"] for r in ran),
-        "per_key": rows,
-    }
+    unknown = [what for what, known in (
+        ("no split: to_first_s unknown, candidate_share from the records", split_known),
+        ("no fixed: fixed costs unknown", bool(fixed))) if not known]
+    return {"deadline_s": deadline, "fixed": fixed or None,
+            "fixed_share_of_deadline": fixed_s / deadline if fixed_s is not None and deadline else None,
+            "run_s": run_s, "candidate_s": candidate_s,
+            "candidate_share": candidate_s / run_s if candidate_s is not None and run_s else None,
+            "estimated": unknown}
 
 
 def _stats(values: list[float]) -> dict | None:
@@ -169,13 +186,14 @@ def _f(value, spec: str = ".1f", suffix: str = "") -> str:
 
 
 def markdown(runs: dict[str, dict]) -> str:
-    lines = ["| run | keys timed | ran | no candidate | median to first | timed / key (median) | "
+    lines = ["| run | keys timed | ran | none timed | median to first | timed / key (median) | "
              "top 90%: >= 8 timed | coverage | improved (mean) | fixed / deadline | on candidates |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in runs.items():
         timed = s["timed_per_key"]["median"] if s["timed_per_key"] else None
         lines.append(f"| {name} | {s['keys_timed']} of {_f(s['keys'], 'd') if s['keys'] is not None else '-'} | "
-                     f"{s['keys_ran']} | {s['keys_without_candidates']} | {_f(s['median_to_first_s'], '.2f', ' s')} | "
+                     f"{s['keys_ran']} | {s['keys_without_timed_candidates']} | "
+                     f"{_f(s['median_to_first_s'], '.2f', ' s')} | "
                      f"{_f(timed, '.0f')} | {s['top90_with_min_timed']} of {s['top90_keys']} | "
                      f"{_f(s['coverage'], '.0%')} | {s['improved']} ({_f(s['mean_speedup_on_success'], '.2f', 'x')}) | "
                      f"{_f(s['fixed_share_of_deadline'], '.0%')} | "
@@ -186,7 +204,8 @@ def markdown(runs: dict[str, dict]) -> str:
                   "| key | share | wall | to first | profile (source) | candidates (timed) | decision | roofline |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in s["per_key"]:
-            decision = f"{r['decision']} ({r['speedup']:.3f}x)" if r["decision"] else f"- ({r['finish'] or 'no finish'})"
+            decision = (f"{r['decision']} ({r['speedup']:.3f}x)" if r["decision"]
+                        else f"- ({r['finish'] or 'no finish'})")
             roof = f"{_f(r['roofline_before'], '.0%')} -> {_f(r['roofline_after'], '.0%')}"
             lines.append(f"| {_short(r['kernel'])} | {_f(r['time_share'], '.1%')} | {_f(r['wall_s'], '.1f', ' s')} | "
                          f"{_f(r['to_first_s'], '.2f', ' s')} | {_f(r['profile_s'], '.1f', ' s')} "

@@ -52,7 +52,7 @@ def test_breakdown_of_a_run_with_the_split():
     s = reach_summary.summarize_run(_run_file())
     assert s["keys_timed"] == 4 and s["keys_untimed"][0]["failure"] == "timeout"
     assert s["median_to_first_s"] == 2.0  # of a, b, d: c reached no candidate
-    assert s["keys_without_candidates"] == 1
+    assert s["keys_without_timed_candidates"] == 1
     # top 90%: a, b, c (0.8 < 0.9, c crosses it); d is outside; a and b have >= 8 timed, c none
     assert (s["top90_keys"], s["top90_with_min_timed"]) == (3, 2)
     assert [d["kernel"] for d in s["decisions"]] == ["a"]  # b's 1.04x is under the threshold
