@@ -23,7 +23,7 @@ process, each kernel as the program calls it, decided (``tritune.enable(store)``
 torch's device-to-device copy bandwidth (bytes read + written), each kernel's bytes are its
 inputs read once and its output written once. Writes ``OUT/faroff.json`` (GPU, date, command,
 ``optimize.json``'s ``roofline_before/after``, decision, speedup, candidates, and the re-time),
-``OUT/faroff_optimize.json`` and ``OUT/faroff.log``. About 40 s of optimize plus ~40 s of capture,
+``OUT/faroff_optimize.json`` and ``OUT/faroff_optimize.log``. About 40 s of optimize plus ~40 s of capture,
 worker start and re-time: ~90-120 s on an H200.
 """
 
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
            *shlex.split(args.optimize_args), "--", sys.executable, "benchmarks/faroff.py", "program"]
     shown = _common.portable_command([__file__, *sys.argv[1:]]) if sys.argv[1:2] == ["run"] else ""
     started = time.monotonic()
-    with open(out / "faroff.log", "a") as log:
+    with open(out / "faroff_optimize.log", "a") as log:
         log.write(f"$ {shlex.join(cmd).replace(str(state), '$STATE')}\n")
         log.flush()
         rc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode

@@ -14,9 +14,17 @@
 #   echo /.before/ >> .git/info/exclude; mkdir -p .before && git archive REV src | tar -x -C .before
 #   (carry [".before"]) BEFORE_SRC=.before/src bash benchmarks/reach_gpu.sh llama
 #
-# Each stage writes under $OUT (default runs/): STAGE.log (GPU, driver, versions, date, git, the
-# commands), its results, and the state the next call needs (STATE, default gpu_state/reach, stays
-# on a warm machine; the e2e stage also archives it: OUT/ARM/state-llama.tgz, e2e.py --restore).
+# Each stage writes under $OUT (default runs/, at most 8 files come back): STAGE.log (GPU, driver,
+# versions, date, git, the commands), its results, and the state the next call needs (STATE, default
+# gpu_state/reach, stays on a warm machine; archived for a fresh one: OUT/state-suite10.tgz, which
+# RESTORE=FILE unpacks, and OUT/ARM/state-llama.tgz for e2e.py --restore).
+#
+# Device seconds (H200 estimates, from the H100 runs of issues 11, 12 and 14): faroff ~120 s
+# (capture ~20 s, workers ~15 s, 40 s deadline, re-time ~30 s); suite10 ~300-480 s (issue 12's
+# 10-s arms took 226 s for 57 kernels with --max-candidates 16; the default 24 may take more: a
+# second call resumes); llama ~450-540 s (gpt2's capture + 240-s optimize took 400 s, its ABAB
+# 48 s; use LIMIT_S=560 and timeout 600); generate ~180 s a spec at 120 s, 6 specs: three calls
+# (~25 min; GEN_SPECS="softmax swiglu" for one call).
 set -uo pipefail
 stage=${1:?stage: faroff | suite10 | llama | generate}
 out=${OUT:-runs}
@@ -60,6 +68,8 @@ suite10)  # the knobs-plus-rewrites arm at 10 s a kernel, every kernel; resumabl
   src=$(before_src "${BEFORE_REV:-}") || exit 2
   arm=after; [ -n "$src" ] && arm=before
   dir="$state/suite10-$arm"
+  # a fresh machine: RESTORE=state-suite10.tgz (an earlier call's, carried) goes on from it
+  [ -n "${RESTORE:-}" ] && [ ! -d "$dir" ] && tar xzf "$RESTORE" -C "$state"
   run_env=(); [ -n "$src" ] && run_env=(env "PYTHONPATH=$src")
   limit=${LIMIT_S:-540}
   if ! python3 -c "import json,sys; sys.exit(0 if json.load(open('$dir/optimize.json')).get('finished') else 1)" 2>/dev/null; then
@@ -73,6 +83,8 @@ suite10)  # the knobs-plus-rewrites arm at 10 s a kernel, every kernel; resumabl
         --no-report "${from[@]}" 2>&1 | tail -30 | tee -a "$log"
   fi
   cp "$dir/optimize.json" "$out/suite10-$arm.json" 2>/dev/null
+  (cd "$state" && find "suite10-$arm" \( -name '*.db' -o -name '*.json' -o -name '*.jsonl' \) -not -path '*/capture/*' \
+      -print0 | tar czf - --null -T -) > "$out/state-suite10.tgz"
   # today's arm at 10 s, committed: results/rewrites/suite-rewrites.json (issue 12, H100 2026-11-23, main
   # 6c737fe: --budget-s 10 --max-candidates 16 --cover 1 --ncu never; 26 of 57 improved, 2.01x on success)
   arms=("committed-10s-h100=benchmarks/results/rewrites/suite-rewrites.json")
@@ -113,8 +125,11 @@ EOF
   ;;
 generate)  # tritune generate's table against torch.compile, its default budget (120 s); resumable
   # a spec starts only before LIMIT_S and is killed at SPEC_TIMEOUT_S: their sum stays under 600 s
-  python3 benchmarks/generate.py --out "$out/generate" --work "$state/generate" --budget-s 120 \
+  # (its per-spec copies are many files: the device returns 8, so they travel as one archive)
+  python3 benchmarks/generate.py --out "$state/generate-out" --work "$state/generate" --budget-s 120 \
       --limit-s "${LIMIT_S:-320}" --spec-timeout-s "${SPEC_TIMEOUT_S:-250}" ${GEN_SPECS:+--specs $GEN_SPECS} 2>&1 | tee -a "$log"
+  cp "$state/generate-out/generate.md" "$state/generate-out/generate.json" "$out/" 2>/dev/null
+  tar czf "$out/generate.tgz" -C "$state" generate-out
   ;;
 *) echo "unknown stage $stage: faroff | suite10 | llama | generate" >&2; exit 2 ;;
 esac
