@@ -236,12 +236,12 @@ def run(args: argparse.Namespace) -> int:
     optimize_s = time.monotonic() - started
     results_file = folder / "optimize.json"
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
-    if results:
-        (out / "faroff_optimize.json").write_text(json.dumps(results, indent=1))
+    if results:  # this machine's folders as $STATE, as the other committed runs read
+        (out / "faroff_optimize.json").write_text(json.dumps(results, indent=1).replace(str(state), "$STATE"))
     store = folder / "decisions.db"
     timed = retime(store) if store.is_file() else {"error": f"no store: tritune optimize exited {rc}"}
     report = {"environment": _common.environment(), "command": shown,
-              "optimize": {"command": shlex.join(["tritune", *cmd[3:]]).replace(str(state), "$STATE"), "exit": rc,
+              "optimize": {"command": portable(cmd, state), "exit": rc,
                            "seconds": optimize_s, "deadline_s": args.deadline_s, "kernels": optimized(results)
                            if results else {}},
               "retime": timed, "target": TARGET, "summary": summary(results and optimized(results), timed)}
@@ -249,6 +249,12 @@ def run(args: argparse.Namespace) -> int:
     for name, line in report["summary"].items():
         print(f"{name}: {line}", flush=True)
     return 0 if rc == 0 else 1
+
+
+def portable(cmd: list[str], state: pathlib.Path) -> str:
+    """The optimize command as typed: ``tritune``, ``python3``, ``$STATE``."""
+    words = ["python3" if word == sys.executable else word for word in cmd[3:]]
+    return shlex.join(["tritune", *words]).replace(str(state), "$STATE")
 
 
 def summary(keys: dict, timed: dict) -> dict:

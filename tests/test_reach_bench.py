@@ -189,3 +189,10 @@ def test_faroff_roofline_is_minimum_bytes_over_copy_bandwidth(faroff):
     line = faroff.summary({"add": {"roofline_before": 0.07, "roofline_after": 0.8, "decision": "BLOCK=1024",
                                    "timed_candidates": 9}}, {})
     assert "target 70%: met" in line["add"] and "not met" in line["softmax"]
+
+
+def test_faroff_records_the_command_as_typed(faroff, tmp_path):
+    cmd = [sys.executable, "-m", "tritune", "optimize", "--out", str(tmp_path / "faroff"), "--deadline-s", "40",
+           "--", sys.executable, "benchmarks/faroff.py", "program"]
+    assert faroff.portable(cmd, tmp_path) == \
+        "tritune optimize --out $STATE/faroff --deadline-s 40 -- python3 benchmarks/faroff.py program"
