@@ -177,9 +177,7 @@ class Runner:
     def _optimize(self, task: Task, entry: dict, timeout: float) -> Outcome:
         spent = entry.get("optimize_s", 0.0)
         timeout -= GRACE_S  # SIGINT then, so that it has saved and ended before the call's limit
-        # --deadline-s is the loop's whole budget in this call (keys share it by time share); it
-        # starts after the capture and ends within a round of candidates, then the report.
-        deadline = max(15.0, min(self.args.optimize_s - spent, timeout - self._startup_s(task) - ROUND_S))
+        deadline = optimize_deadline(self.args.optimize_s - spent, timeout, self._startup_s(task))
         out = self.opt_dir(task.mode)
         cmd = optimize_command(self.args, out, deadline, task.mode)
         log_path = self.logs / f"{task.stage}-{task.mode}.log"
@@ -188,6 +186,13 @@ class Runner:
         run = load_run(out)
         fields = {"optimize_s": spent, "command": portable(cmd, self.state), "coverage": coverage(run) if run else None}
         return optimize_outcome(rc, killed, run, spent, self.args.optimize_s, seconds, fields, last_line(log_path))
+
+
+def optimize_deadline(left_s: float, timeout: float, startup_s: float) -> float:
+    """``--deadline-s``: the loop's whole budget in this call (keys share it by time share), what is
+    left of ``--optimize-s`` when it fits; it starts after the capture (``startup_s``) and ends
+    within a round of candidates, then the report, before ``timeout``."""
+    return max(15.0, min(left_s, timeout - startup_s - ROUND_S))
 
 
 def optimize_command(args: argparse.Namespace, out: pathlib.Path, deadline: float, mode: str) -> list[str]:

@@ -196,3 +196,23 @@ def test_faroff_records_the_command_as_typed(faroff, tmp_path):
            "--", sys.executable, "benchmarks/faroff.py", "program"]
     assert faroff.portable(cmd, tmp_path) == \
         "tritune optimize --out $STATE/faroff --deadline-s 40 -- python3 benchmarks/faroff.py program"
+
+
+def test_e2e_llama_single_call_plan_gives_the_whole_200_s_and_leaves_room_to_measure(tmp_path):
+    """``--tasks optimize:default,measure:default --optimize-s 200 --limit-s 560``: optimize starts
+    with --deadline-s 200 (capture not yet made), and the ABAB measurement still starts after an
+    optimize call of 400 s (gpt2's capture + 240-s optimize took 400 s on an H100)."""
+    import e2e
+    import tasks as e2e_tasks
+
+    args = e2e.parse(["llama", "--tasks", "optimize:default,measure:default", "--optimize-s", "200",
+                      "--limit-s", "560", "--state", str(tmp_path)])
+    runner = e2e.Runner(args, tmp_path)
+    optimize, measure = e2e_tasks.Task("optimize", "default"), e2e_tasks.Task("measure", "default")
+    left = args.limit_s - e2e_tasks.RESERVE_S
+    assert runner.need(optimize, {}) <= left
+    timeout = min(runner.cap(optimize), left) - e2e.GRACE_S
+    assert e2e.optimize_deadline(args.optimize_s, timeout, runner._startup_s(optimize)) == 200
+    assert runner.need(measure, {}) <= left - 400
+    # a call too short for the whole 200 s gives what fits, never less than 15 s
+    assert e2e.optimize_deadline(200, 300, 150) == 120 and e2e.optimize_deadline(200, 100, 150) == 15
