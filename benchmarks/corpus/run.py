@@ -1,0 +1,242 @@
+"""The development corpus end to end, per file: ``tritune capture`` of its driver, ``tritune optimize``
+with a fixed deadline (tritune's defaults otherwise, as a user runs it), then ``measure.py`` (enabled
+vs disabled in one process); resumable across device calls.
+
+    PYTHONPATH=$PWD/src python3 benchmarks/corpus/run.py --out $OUT --limit-s 540 [--deadline-s 30] [--only a,b]
+
+State lives in ``--state`` (default gpu_state/corpus), one folder per file: ``capture/``,
+``opt/`` (the optimize run: decisions.db, optimize.json), ``measure.json`` and ``file.json`` (this
+script's record: seconds per stage, exit codes, done). A file done is not redone; an optimize run
+cut by the limit resumes (tritune's own resume) in the next call, its seconds summed. ``--limit-s``:
+no stage starts that is not expected to end before it, and a stage still running at it is stopped
+(SIGINT, then killed), so one device call ends cleanly. ``--out`` gets results.json (every file's
+record), corpus.md (``summary.py``'s table) and state.tgz (the state without Triton caches, to carry
+to the next call: unpack it at the repository root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from benchmarks.corpus import drivers  # noqa: E402
+
+GRACE_S = 20  # after SIGINT: tritune optimize saves its run, then the process group is killed
+# Seconds a stage is expected to take at most (a stage predicted not to fit the limit waits for the
+# next call). Capture: imports, every kernel compiled and autotuned once, fla's many autotune configs.
+CAPTURE_S = 150
+OPTIMIZE_FIXED_S = 90  # beyond --deadline-s: workers starting, baselines, the round in flight, report
+MEASURE_S = 150
+CACHE = "triton_cache"
+
+
+def file_record(state: Path, name: str) -> dict:
+    path = state / name / "file.json"
+    return json.loads(path.read_text()) if path.is_file() else {"file": name, "optimize_s": 0.0, "stages": {}}
+
+
+def save_record(state: Path, record: dict) -> None:
+    (state / record["file"] / "file.json").write_text(json.dumps(record, indent=1))
+
+
+def optimize_finished(opt: Path) -> bool:
+    path = opt / "optimize.json"
+    try:
+        return bool(json.loads(path.read_text()).get("finished"))
+    except (OSError, ValueError):
+        return False
+
+
+def commands(name: str, folder: Path, deadline_s: float, small: bool = False) -> dict[str, list[str]]:
+    """The three stages' command lines for one file (``small``: a CPU smoke run, tiny shapes)."""
+    py = sys.executable
+    tiny = ["--small"] if small else []
+    cpu = ["--device", "cpu", "--small"] if small else []
+    return {
+        "capture": [py, "-m", "tritune", "capture", "--out", str(folder / "capture"), "--force", "--",
+                    py, str(drivers.path(name)), *tiny],
+        "optimize": [py, "-m", "tritune", "optimize", "--out", str(folder / "opt"), "--launches",
+                     str(folder / "capture"), "--deadline-s", f"{deadline_s:g}"],
+        "measure": [py, str(HERE / "measure.py"), name, "--store", str(folder / "opt" / "decisions.db"),
+                    "--json", str(folder / "measure.json"), "--capture", str(folder / "capture"), *cpu],
+    }
+
+
+def run_stage(cmd: list[str], log: Path, timeout: float, env: dict) -> tuple[int | None, float, bool]:
+    """Run ``cmd`` in its own process group, output appended to ``log``; past ``timeout`` SIGINT,
+    then kill. Returns (exit code or None, seconds, cut)."""
+    start = time.monotonic()
+    with log.open("a") as out:
+        out.write(f"$ {shlex.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                cwd=REPO)
+        try:
+            return proc.wait(timeout=max(1.0, timeout)), time.monotonic() - start, False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return None, time.monotonic() - start, True
+
+
+def expected_s(stage: str, deadline_s: float) -> float:
+    return {"capture": CAPTURE_S, "optimize": deadline_s + OPTIMIZE_FIXED_S, "measure": MEASURE_S}[stage]
+
+
+def process_file(name: str, state: Path, deadline_s: float, left, say, small: bool = False) -> bool:
+    """Run what is left of one file; False when the limit stopped it (the next call goes on)."""
+    folder = state / name
+    folder.mkdir(parents=True, exist_ok=True)
+    record = file_record(state, name)
+    if record.get("done"):
+        return True
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRITON_CACHE_DIR": str(folder / CACHE)}
+    cmds = commands(name, folder, deadline_s, small)
+    for stage in ("capture", "optimize", "measure"):
+        info = record["stages"].get(stage, {})
+        if info.get("done"):
+            continue
+        if left() < expected_s(stage, deadline_s):
+            say(f"{name}: {stage} left for the next call ({left():.0f} s left, ~{expected_s(stage, deadline_s):.0f} s needed)")
+            save_record(state, record)
+            return False
+        say(f"{name}: {stage}")
+        rc, seconds, cut = run_stage(cmds[stage], folder / f"{stage}.log", left(), env)
+        info = {"rc": rc, "seconds": info.get("seconds", 0.0) + seconds, "cut": cut,
+                "command": portable(cmds[stage], state)}
+        if stage == "optimize":
+            record["optimize_s"] = record.get("optimize_s", 0.0) + seconds
+            # exit 1: no key ran within the deadline, an outcome of it (summary.py says so); 2: an error
+            info["done"] = optimize_finished(folder / "opt") or (not cut and rc is not None)
+        elif stage == "capture":
+            info["done"] = rc == 0 and (folder / "capture" / "launches.jsonl").is_file()
+        else:
+            info["done"] = not cut and (folder / "measure.json").is_file()
+        record["stages"][stage] = info
+        save_record(state, record)
+        if cut:
+            say(f"{name}: {stage} stopped at the limit after {seconds:.0f} s")
+            return False
+        if not info["done"]:
+            say(f"{name}: {stage} failed (exit {rc}); see {stage}.log")
+            if stage == "capture":  # nothing to optimize or measure
+                break
+            info["done"] = True  # recorded as failed, not retried
+            save_record(state, record)
+    record["done"] = True
+    save_record(state, record)
+    return True
+
+
+def portable(cmd: list[str], state: Path) -> str:
+    """The command as the reader would type it: python3, paths relative to the repository."""
+    parts = []
+    for part in cmd:
+        if part == sys.executable:
+            part = "python3"
+        elif part.startswith(str(REPO) + os.sep):
+            part = os.path.relpath(part, REPO)
+        parts.append(part)
+    return shlex.join(parts)
+
+
+def collect(state: Path, names: list[str], deadline_s: float, command: str) -> dict:
+    """Every file's record, with its optimize.json summary and measure.json, for summary.py."""
+    import _common
+
+    files = []
+    for name in names:
+        record = file_record(state, name)
+        opt = state / name / "opt" / "optimize.json"
+        meas = state / name / "measure.json"
+        record["optimize"] = summarize_optimize(json.loads(opt.read_text())) if opt.is_file() else None
+        record["measure"] = json.loads(meas.read_text()) if meas.is_file() else None
+        files.append(record)
+    return {"environment": _common.environment(), "command": command, "deadline_s": deadline_s, "files": files}
+
+
+def summarize_optimize(run: dict) -> dict:
+    """What the table needs from one optimize.json: keys, replayed (baseline timed) and why not,
+    the keys decided with their stored speedups, and the per-key time split where recorded."""
+    timed = run.get("timed", [])
+    kernels = run.get("kernels", [])
+    return {
+        "keys": run.get("keys") if run.get("keys") is not None else len(timed),
+        "timed": len(timed),
+        "replayed": sum(1 for t in timed if t.get("baseline_ms") is not None),
+        "not_replayed": [{"id": t.get("id"), "kernel": t.get("kernel"), "failure": t.get("failure"),
+                          "message": t.get("message", "")} for t in timed if t.get("baseline_ms") is None],
+        "optimized": len(kernels),
+        "decided": [{"id": k.get("id"), "kernel": k.get("kernel"), "speedup": k.get("speedup"),
+                     "decision": k.get("decision"), "won_by": k.get("won_by")} for k in kernels if k.get("accepted")],
+        "per_key": [{"id": k.get("id"), "kernel": k.get("kernel"), "finish": k.get("finish"),
+                     "wall_s": k.get("wall_s"), "profile_source": k.get("profile_source"),
+                     "candidates": len(k.get("candidates") or []), "failure": k.get("failure"),
+                     "split": k.get("split"), "timed_candidates": k.get("timed_candidates")} for k in kernels],
+        "finished": run.get("finished"), "stopped": run.get("stopped"), "fixed": run.get("fixed"),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", type=Path, default=REPO / "gpu_state" / "corpus")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--deadline-s", type=float, default=30.0)
+    parser.add_argument("--limit-s", type=float, default=540.0, help="stop cleanly within this many seconds")
+    parser.add_argument("--only", default="", help="comma-separated files (default: all)")
+    parser.add_argument("--small", action="store_true", help="CPU smoke run under TRITON_INTERPRET=1: tiny shapes")
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(drivers.FILES)
+    for name in names:
+        drivers.path(name)  # an unknown name fails here, in one line
+    args.state.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    def left() -> float:
+        return args.limit_s - (time.monotonic() - start)
+
+    def say(line: str) -> None:
+        print(f"[{time.monotonic() - start:6.0f} s] {line}", flush=True)
+
+    complete = True
+    for name in names:
+        if not process_file(name, args.state, args.deadline_s, left, say, args.small):
+            complete = False
+            break
+    command = portable([sys.executable, *sys.argv], args.state)
+    results = collect(args.state, names, args.deadline_s, command)
+    (args.state / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    from benchmarks.corpus import summary
+
+    table = summary.render(results)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        (args.out / "corpus.md").write_text(table)
+        with tarfile.open(args.out / "state.tgz", "w:gz") as tar:
+            tar.add(args.state, arcname=os.path.relpath(args.state, REPO) if args.state.is_relative_to(REPO)
+                    else args.state.name, filter=lambda info: None if f"/{CACHE}" in info.name else info)
+    done = sum(1 for f in results["files"] if f.get("done"))
+    say(f"{done} of {len(names)} files done" + ("" if complete else "; run the same command again to go on"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
