@@ -38,7 +38,8 @@ def file_row(record: dict) -> dict:
             "improved": len(improved) if meas else None, "speedups": speedups,
             "wrong": meas.get("wrong") if meas else None, "step": step.get("speedup"),
             "verdict": step.get("verdict"), "optimizer_s": record.get("optimize_s"),
-            "not_replayed": opt.get("not_replayed", []), "failed": failed_stages(record)}
+            "not_replayed": opt.get("not_replayed", []), "failed": failed_stages(record),
+            "reproducible": meas.get("reproducible", True) if meas else True}
 
 
 def failed_stages(record: dict) -> list[str]:
@@ -102,6 +103,9 @@ def render(results: dict) -> str:
                          f"{miss.get('failure')}: {miss.get('message')}")
         for stage in r["failed"]:
             notes.append(f"- {r['file']}: {stage}")
+        if not r["reproducible"]:
+            notes.append(f"- {r['file']}: the disabled step differs from itself beyond the tolerance table "
+                         "(nondeterministic); the enabled side is held to 4x that spread")
     if notes:
         lines += ["", "Not replayed, failed or cut:", *notes]
     lines += ["", f"improved: a decision applied and >= {THRESHOLD}x per step measured enabled vs disabled in one "
