@@ -9,7 +9,8 @@ Order, all in one process on one set of inputs (the driver's ``make``):
    freed and blocks of the outputs' sizes are taken from the caching allocator, filled with 0xFF
    bytes (NaN in every float dtype, -1 in integers) and freed again, so the next step's outputs
    land in poisoned memory: a variant that skips part of its output leaves NaN there, which the
-   comparison catches. Results are copied to the host at once.
+   comparison catches. Each result is copied at once (on the device: comparing a 1 GB gradient
+   there takes milliseconds), so nothing the library keeps can change it later.
    ``reproducible``: the two disabled calls agree within the table (else the driver or the library
    is not deterministic, and the spread below is what the enabled side is held to).
    ``wrong``: an enabled output outside the tolerance table (``tritune.verify``'s, the one the
@@ -56,8 +57,8 @@ def output_bytes(outputs: dict) -> list[int]:
     return [t.numel() * t.element_size() for t in outputs.values()]
 
 
-def to_host(outputs: dict) -> dict:
-    return {name: t.detach().to("cpu", copy=True) for name, t in outputs.items()}
+def keep(outputs: dict) -> dict:
+    return {name: t.detach().clone() for name, t in outputs.items()}
 
 
 def spread(a: dict, b: dict, chunk: int = 1 << 24) -> dict[str, float]:
@@ -183,7 +184,7 @@ def measure(name: str, store: Path, settings: dict, device: str = "cuda", captur
     for label in ("off", "on", "off2", "on2"):
         sides[label[:-1] if label.endswith("2") else label]()
         poison(sizes, device)
-        results[label] = to_host(module.step(state))
+        results[label] = keep(module.step(state))
         sync()
     tritune.disable()
     spreads = spread(results["off"], results["off2"])
