@@ -69,15 +69,20 @@ def _canned() -> dict:
     def record(name, keys, replayed, decided, kernels, wrong, step, rc=0, missing=()):
         return {"file": name, "done": True, "optimize_s": 41.5,
                 "stages": {"capture": {"rc": 0}, "optimize": {"rc": rc}, "measure": {"rc": 0 if not wrong else 1}},
-                "optimize": {"keys": keys, "replayed": replayed, "decided": [{"speedup": 1.3}] * decided,
+                "optimize": {"keys": keys, "replayed": replayed,
+                             "decided": [{"kernel": "k_fwd", "speedup": 1.3}] * decided,
+                             "per_key": [{"split": {"to_first_s": s}, "timed_candidates": 8} for s in (1.0, 3.0)],
+                             "fixed": {"total_s": 2.5}, "stopped": "stopped at the deadline" if rc else None,
                              "not_replayed": [{"id": "k9", "kernel": m, "failure": "compile_error",
                                                "message": "'str' object has no attribute 'scalar'"} for m in missing]},
                 "measure": {"kernels": kernels, "wrong": wrong, "step": {"paired": {"speedup": step, "verdict": "faster"}}}}
 
     return {"environment": {"gpu": "NVIDIA H200", "utc": "2026-11-28T20:00:00+00:00", "torch": "2.11", "triton": "3.6.0"},
             "command": "python3 benchmarks/corpus/run.py --out $OUT", "deadline_s": 30.0,
-            "files": [record("liger_rms_norm", 2, 2, 1, [{"improved": True, "speedup": 1.25}, {"improved": False}], 0, 1.1),
-                      record("fla_gla", 9, 8, 0, [{"improved": True, "speedup": 1.5}], 0, 1.02, rc=1,
+            "files": [record("liger_rms_norm", 2, 2, 1, [{"kernel": "k_fwd", "improved": True, "speedup": 1.25, "off_ms": 0.5,
+                                                   "on_ms": 0.4, "applied": 3, "launches": 3, "decisions": 1},
+                                                  {"kernel": "k_bwd", "improved": False}], 0, 1.1),
+                      record("fla_gla", 9, 8, 0, [{"kernel": "chunk_fwd", "improved": True, "speedup": 1.5}], 0, 1.02, rc=1,
                              missing=["chunk_gla_fwd_kernel_o"])]}
 
 
@@ -90,7 +95,12 @@ def test_table_from_canned_results():
     geo = math.sqrt(1.25 * 1.5)
     assert f"| **all** | 11 | 10 | 1 | 2 | 1.375x | {geo:.3f}x | 0 | | 83 |" in text
     assert "`chunk_gla_fwd_kernel_o` (k9) not replayed: compile_error" in text
-    assert "fla_gla: optimize: no key ran within the deadline (exit 1)" in text
+    assert "fla_gla: optimize: no key ran (exit 1): stopped at the deadline" in text
+    # per kernel: the stored speedup beside the measured one; a kernel without a decision is left out
+    assert "| liger_rms_norm | `k_fwd` | 1.30x | 3 of 3 | 0.5000 / 0.4000 | 1.250x | yes |" in text
+    assert "`k_bwd`" not in text
+    # the optimizer's time: keys, candidates timed, median seconds to the first candidate, fixed, wall
+    assert "| liger_rms_norm | 2 | 16 | 2.0 | 2.5 | 42 |" in text
 
 
 def _stand_in(folder: pathlib.Path) -> dict[str, list[str]]:

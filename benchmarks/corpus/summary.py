@@ -43,15 +43,16 @@ def file_row(record: dict) -> dict:
 
 
 def failed_stages(record: dict) -> list[str]:
-    """Stages that failed or were cut. ``tritune optimize`` exits 1 when no key ran (its deadline
-    spent before any candidate): an outcome of the fixed deadline, said as such, not a failure."""
+    """Stages that failed or were cut. ``tritune optimize`` exits 1 when no key ran (e.g. the
+    deadline spent before any): an outcome of the fixed deadline, said with the run's own reason."""
     out = []
     for stage, info in record.get("stages", {}).items():
         rc = info.get("rc")
         if info.get("cut"):
             out.append(f"{stage}: cut at the call's limit")
         elif stage == "optimize" and rc == 1:
-            out.append("optimize: no key ran within the deadline (exit 1)")
+            stopped = (record.get("optimize") or {}).get("stopped")
+            out.append("optimize: no key ran (exit 1)" + (f": {stopped}" if stopped else ""))
         elif rc not in (0, None):
             out.append(f"{stage}: failed (exit {rc})")
     return out
@@ -108,9 +109,56 @@ def render(results: dict) -> str:
                          "(nondeterministic); the enabled side is held to 4x that spread")
     if notes:
         lines += ["", "Not replayed, failed or cut:", *notes]
+    lines += kernel_lines(results.get("files", [])) + time_lines(results.get("files", []))
     lines += ["", f"improved: a decision applied and >= {THRESHOLD}x per step measured enabled vs disabled in one "
                   "process; mean/geomean over those kernels. wrong must be 0.", ""]
     return "\n".join(lines)
+
+
+def kernel_lines(files: list[dict]) -> list[str]:
+    """Every Triton kernel that has a decision or ran faster: the optimizer's stored speedup beside
+    the one measured enabled vs disabled in one process."""
+    rows = []
+    for record in files:
+        decided: dict[str, list[float]] = {}
+        for d in (record.get("optimize") or {}).get("decided", []):
+            decided.setdefault(d.get("kernel"), []).append(d.get("speedup") or 0.0)
+        for k in (record.get("measure") or {}).get("kernels", []):
+            if not (k.get("decisions") or k.get("improved") or k.get("kernel") in decided):
+                continue
+            stored = ", ".join(f"{x:.2f}x" for x in decided.get(k["kernel"], [])) or "-"
+            measured = f"{k['speedup']:.3f}x" if k.get("speedup") else "-"
+            times = (f"{k['off_ms']:.4f} / {k['on_ms']:.4f}" if k.get("off_ms") is not None
+                     and k.get("on_ms") is not None else "-")
+            rows.append(f"| {record['file']} | `{k['kernel']}` | {stored} | {k.get('applied', 0)} of "
+                        f"{k.get('launches', 0)} | {times} | {measured} | {'yes' if k.get('improved') else 'no'} |")
+    if not rows:
+        return []
+    return ["", "Per kernel (decided keys' stored speedups; ms per step disabled / enabled, torch.profiler):", "",
+            "| file | kernel | stored | applied launches | ms off / on | measured | improved |",
+            "|---|---|---|---|---|---|---|", *rows]
+
+
+def time_lines(files: list[dict]) -> list[str]:
+    """Where each optimize run's time went, from optimize.json's per-key ``split`` and the run's
+    ``fixed`` (where this tritune records them)."""
+    rows = []
+    for record in files:
+        opt = record.get("optimize") or {}
+        keys = opt.get("per_key", [])
+        if not keys:
+            continue
+        firsts = [k["split"]["to_first_s"] for k in keys if (k.get("split") or {}).get("to_first_s") is not None]
+        timed = [k["timed_candidates"] for k in keys if k.get("timed_candidates") is not None]
+        fixed = (opt.get("fixed") or {}).get("total_s")
+        first = f"{statistics.median(firsts):.1f}" if firsts else "-"
+        rows.append(f"| {record['file']} | {len(keys)} | {sum(timed) if timed else '-'} | {first} | "
+                    f"{'-' if fixed is None else f'{fixed:.1f}'} | {_n(record.get('optimize_s'))} |")
+    if not rows:
+        return []
+    return ["", "Optimizer time per file:", "",
+            "| file | keys optimized | candidates timed | median s to first candidate | fixed s | wall s |",
+            "|---|---|---|---|---|---|", *rows]
 
 
 def main(argv=None) -> int:
