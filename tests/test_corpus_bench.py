@@ -103,12 +103,14 @@ def test_table_from_canned_results():
     assert "| liger_rms_norm | 2 | 16 | 2.0 | 2.5 | 42 |" in text
 
 
-def _stand_in(folder: pathlib.Path) -> dict[str, list[str]]:
-    """Stages that only write what the real ones leave behind."""
+def _stand_in(folder: pathlib.Path, store: bool = True) -> dict[str, list[str]]:
+    """Stages that only write what the real ones leave behind (path, text pairs)."""
     py = sys.executable
-    write = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); p.write_text(sys.argv[2])"
+    write = ("import pathlib, sys\nfor path, text in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+             "    p = pathlib.Path(path); p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text)")
+    opt = [str(folder / "opt" / "optimize.json"), json.dumps({"finished": "now"})]
     return {"capture": [py, "-c", write, str(folder / "capture" / "launches.jsonl"), ""],
-            "optimize": [py, "-c", write, str(folder / "opt" / "optimize.json"), json.dumps({"finished": "now"})],
+            "optimize": [py, "-c", write, *opt, *([str(folder / "opt" / "decisions.db"), ""] if store else [])],
             "measure": [py, "-c", write, str(folder / "measure.json"), "{}"]}
 
 
@@ -135,6 +137,17 @@ def test_a_file_done_is_not_redone_and_the_limit_stops_before_a_stage(tmp_path, 
     assert ran == ["capture", "optimize", "measure"]
     record = run.file_record(tmp_path, "liger_rms_norm")
     assert record["done"] and record["optimize_s"] > 0
+
+
+def test_no_store_no_measure(tmp_path, monkeypatch):
+    stages = _stand_in(tmp_path / "liger_jsd", store=False)
+    monkeypatch.setattr(run, "commands", lambda name, folder, deadline, small=False: stages)
+    said = []
+    assert run.process_file("liger_jsd", tmp_path, 30.0, lambda: 1e4, said.append)
+    record = run.file_record(tmp_path, "liger_jsd")
+    assert record["stages"]["measure"]["skipped"].startswith("no decision store")
+    assert not (tmp_path / "liger_jsd" / "measure.json").exists()
+    assert "measure: skipped: no decision store" in summary.render({"files": [record], "deadline_s": 30.0})
 
 
 def test_a_stage_past_the_limit_is_stopped(tmp_path):

@@ -112,6 +112,10 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
         info = record["stages"].get(stage, {})
         if info.get("done"):
             continue
+        if stage == "measure" and not (folder / "opt" / "decisions.db").is_file():
+            record["stages"][stage] = {"done": True, "rc": None, "skipped": "no decision store: optimize wrote none"}
+            say(f"{name}: measure skipped: optimize wrote no decision store")
+            continue
         if left() < expected_s(stage, deadline_s):
             say(f"{name}: {stage} left for the next call ({left():.0f} s left, ~{expected_s(stage, deadline_s):.0f} s needed)")
             save_record(state, record)

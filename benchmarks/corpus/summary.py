@@ -48,7 +48,9 @@ def failed_stages(record: dict) -> list[str]:
     out = []
     for stage, info in record.get("stages", {}).items():
         rc = info.get("rc")
-        if info.get("cut"):
+        if info.get("skipped"):
+            out.append(f"{stage}: skipped: {info['skipped']}")
+        elif info.get("cut"):
             out.append(f"{stage}: cut at the call's limit")
         elif stage == "optimize" and rc == 1:
             stopped = (record.get("optimize") or {}).get("stopped")
