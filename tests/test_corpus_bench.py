@@ -154,3 +154,21 @@ def test_a_stage_past_the_limit_is_stopped(tmp_path):
     rc, seconds, cut = run.run_stage([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "x.log", 0.5,
                                      None)
     assert cut and rc is None and seconds < 25
+
+
+def test_a_resumed_optimize_gets_what_is_left_of_the_deadline(tmp_path, monkeypatch):
+    deadlines = []
+
+    def stand_in(name, folder, deadline, small=False):
+        deadlines.append(deadline)
+        return _stand_in(folder)
+
+    monkeypatch.setattr(run, "commands", stand_in)
+    (tmp_path / "fla_gla").mkdir()
+    run.save_record(tmp_path, {"file": "fla_gla", "optimize_s": 12.0,
+                               "stages": {"capture": {"done": True}, "optimize": {"done": False, "cut": True}}})
+    assert run.process_file("fla_gla", tmp_path, 30.0, lambda: 1e4, [].append)
+    assert deadlines == [18.0]
+    run.save_record(tmp_path, {"file": "fla_gla", "optimize_s": 29.0, "stages": {"capture": {"done": True}}})
+    assert run.process_file("fla_gla", tmp_path, 30.0, lambda: 1e4, [].append)
+    assert deadlines[-1] == 10.0  # never below tritune's least share of a key

@@ -107,7 +107,10 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
     if record.get("done"):
         return True
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRITON_CACHE_DIR": str(folder / CACHE)}
-    cmds = commands(name, folder, deadline_s, small)
+    # An optimize run cut by the limit resumes with what is left of the file's deadline, so a file
+    # gets its deadline once, however many calls it spans (at least 10 s: tritune's least share).
+    left_s = max(10.0, deadline_s - record.get("optimize_s", 0.0))
+    cmds = commands(name, folder, left_s, small)
     for stage in ("capture", "optimize", "measure"):
         info = record["stages"].get(stage, {})
         if info.get("done"):
@@ -163,37 +166,37 @@ def portable(cmd: list[str], state: Path) -> str:
 def collect(state: Path, names: list[str], deadline_s: float, command: str) -> dict:
     """Every file's record, with its optimize.json summary and measure.json, for summary.py."""
     import _common
+    from tritune.loop.results import RunResults
 
     files = []
     for name in names:
         record = file_record(state, name)
         opt = state / name / "opt" / "optimize.json"
         meas = state / name / "measure.json"
-        record["optimize"] = summarize_optimize(json.loads(opt.read_text())) if opt.is_file() else None
+        record["optimize"] = summarize_optimize(RunResults.load(opt)) if opt.is_file() else None
         record["measure"] = json.loads(meas.read_text()) if meas.is_file() else None
         files.append(record)
     return {"environment": _common.environment(), "command": command, "deadline_s": deadline_s, "files": files}
 
 
-def summarize_optimize(run: dict) -> dict:
-    """What the table needs from one optimize.json: keys, replayed (baseline timed) and why not,
-    the keys decided with their stored speedups, and the per-key time split where recorded."""
-    timed = run.get("timed", [])
-    kernels = run.get("kernels", [])
+def summarize_optimize(run) -> dict:
+    """What the table needs from one ``RunResults`` (optimize.json): keys, replayed (baseline
+    timed) and why not, the keys decided with their stored speedups, and each key's time split
+    where this tritune records it (``split``, ``timed_candidates``, the run's ``fixed``)."""
     return {
-        "keys": run.get("keys") if run.get("keys") is not None else len(timed),
-        "timed": len(timed),
-        "replayed": sum(1 for t in timed if t.get("baseline_ms") is not None),
-        "not_replayed": [{"id": t.get("id"), "kernel": t.get("kernel"), "failure": t.get("failure"),
-                          "message": t.get("message", "")} for t in timed if t.get("baseline_ms") is None],
-        "optimized": len(kernels),
-        "decided": [{"id": k.get("id"), "kernel": k.get("kernel"), "speedup": k.get("speedup"),
-                     "decision": k.get("decision"), "won_by": k.get("won_by")} for k in kernels if k.get("accepted")],
-        "per_key": [{"id": k.get("id"), "kernel": k.get("kernel"), "finish": k.get("finish"),
-                     "wall_s": k.get("wall_s"), "profile_source": k.get("profile_source"),
-                     "candidates": len(k.get("candidates") or []), "failure": k.get("failure"),
-                     "split": k.get("split"), "timed_candidates": k.get("timed_candidates")} for k in kernels],
-        "finished": run.get("finished"), "stopped": run.get("stopped"), "fixed": run.get("fixed"),
+        "keys": run.keys if run.keys is not None else len(run.timed),
+        "timed": len(run.timed),
+        "replayed": sum(1 for t in run.timed if t.baseline_ms is not None),
+        "not_replayed": [{"id": t.id, "kernel": t.kernel, "failure": t.failure, "message": t.message}
+                         for t in run.timed if t.baseline_ms is None],
+        "optimized": len(run.kernels),
+        "decided": [{"id": k.id, "kernel": k.kernel, "speedup": k.speedup, "decision": k.decision,
+                     "won_by": k.won_by} for k in run.kernels if k.accepted],
+        "per_key": [{"id": k.id, "kernel": k.kernel, "finish": k.finish, "wall_s": k.wall_s,
+                     "profile_source": k.profile_source, "candidates": len(k.candidates), "failure": k.failure,
+                     "split": getattr(k, "split", None), "timed_candidates": getattr(k, "timed_candidates", None)}
+                    for k in run.kernels],
+        "finished": run.finished, "stopped": run.stopped, "fixed": getattr(run, "fixed", None),
     }
 
 
@@ -235,8 +238,8 @@ def main(argv=None) -> int:
         (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
         (args.out / "corpus.md").write_text(table)
         with tarfile.open(args.out / "state.tgz", "w:gz") as tar:
-            tar.add(args.state, arcname=os.path.relpath(args.state, REPO) if args.state.is_relative_to(REPO)
-                    else args.state.name, filter=lambda info: None if f"/{CACHE}" in info.name else info)
+            arcname = os.path.relpath(args.state, REPO) if args.state.is_relative_to(REPO) else args.state.name
+            tar.add(args.state, arcname=arcname, filter=lambda info: None if f"/{CACHE}" in info.name else info)
     done = sum(1 for f in results["files"] if f.get("done"))
     say(f"{done} of {len(names)} files done" + ("" if complete else "; run the same command again to go on"))
     return 0
