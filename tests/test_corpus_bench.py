@@ -75,15 +75,17 @@ def _canned() -> dict:
                              "fixed": {"total_s": 2.5}, "stopped": "stopped at the deadline" if rc else None,
                              "not_replayed": [{"id": "k9", "kernel": m, "failure": "compile_error",
                                                "message": "'str' object has no attribute 'scalar'"} for m in missing]},
-                "measure": {"kernels": kernels, "wrong": wrong, "step": {"paired": {"speedup": step, "verdict": "faster"}}}}
+                "measure": {"kernels": kernels, "wrong": wrong,
+                            "step": {"paired": {"speedup": step, "verdict": "faster"}}}}
 
-    return {"environment": {"gpu": "NVIDIA H200", "utc": "2026-11-28T20:00:00+00:00", "torch": "2.11", "triton": "3.6.0"},
+    rms = [{"kernel": "k_fwd", "improved": True, "speedup": 1.25, "off_ms": 0.5, "on_ms": 0.4, "applied": 3,
+            "launches": 3, "decisions": 1}, {"kernel": "k_bwd", "improved": False}]
+    gla = [{"kernel": "chunk_fwd", "improved": True, "speedup": 1.5}]
+    return {"environment": {"gpu": "NVIDIA H200", "utc": "2026-11-28T20:00:00+00:00", "torch": "2.11",
+                            "triton": "3.6.0"},
             "command": "python3 benchmarks/corpus/run.py --out $OUT", "deadline_s": 30.0,
-            "files": [record("liger_rms_norm", 2, 2, 1, [{"kernel": "k_fwd", "improved": True, "speedup": 1.25, "off_ms": 0.5,
-                                                   "on_ms": 0.4, "applied": 3, "launches": 3, "decisions": 1},
-                                                  {"kernel": "k_bwd", "improved": False}], 0, 1.1),
-                      record("fla_gla", 9, 8, 0, [{"kernel": "chunk_fwd", "improved": True, "speedup": 1.5}], 0, 1.02, rc=1,
-                             missing=["chunk_gla_fwd_kernel_o"])]}
+            "files": [record("liger_rms_norm", 2, 2, 1, rms, 0, 1.1),
+                      record("fla_gla", 9, 8, 0, gla, 0, 1.02, rc=1, missing=["chunk_gla_fwd_kernel_o"])]}
 
 
 def test_table_from_canned_results():

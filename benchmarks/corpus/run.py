@@ -120,7 +120,8 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
             say(f"{name}: measure skipped: optimize wrote no decision store")
             continue
         if left() < expected_s(stage, deadline_s):
-            say(f"{name}: {stage} left for the next call ({left():.0f} s left, ~{expected_s(stage, deadline_s):.0f} s needed)")
+            need = expected_s(stage, deadline_s)
+            say(f"{name}: {stage} left for the next call ({left():.0f} s left, ~{need:.0f} s needed)")
             save_record(state, record)
             return False
         say(f"{name}: {stage}")

@@ -1,4 +1,6 @@
-"""flash-linear-attention retention (fla/ops/retention, on simple_gla's chunk kernels): chunk_retention, forward and backward.
+"""flash-linear-attention retention (fla/ops/retention): chunk_retention, forward and backward.
+
+It runs on simple_gla's chunk kernels.
 
 Shapes from fla-org/flash-linear-attention benchmarks/ops/benchmark_gla.py, which times
 chunk_retention beside gla: bf16, B, H, D = 16, 8, 128, T swept over 128 * 2**i (here 2048),

@@ -25,7 +25,8 @@ def make(device: str, small: bool = False) -> dict:
     g = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(m, h, generator=g).to(device, torch.bfloat16)
     w = (1 + 0.1 * torch.randn(h, generator=g)).to(device, torch.bfloat16)
-    return {"x": x.requires_grad_(), "w": w.requires_grad_(), "dy": torch.randn(m, h, generator=g).to(device, torch.bfloat16)}
+    dy = torch.randn(m, h, generator=g).to(device, torch.bfloat16)
+    return {"x": x.requires_grad_(), "w": w.requires_grad_(), "dy": dy}
 
 
 def step(s: dict) -> dict:
