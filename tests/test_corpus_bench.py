@@ -25,6 +25,8 @@ def test_every_driver_is_a_program_and_a_module_of_both_libraries():
     for name in drivers.FILES:
         module = drivers.load(name)
         assert callable(module.make) and callable(module.step), name
+        state = module.make("cpu", small=True)  # the library is imported by step only: no GPU needed here
+        assert state and all(isinstance(t, torch.Tensor) for t in state.values()), name
         assert drivers.path(name).read_text().rstrip().endswith("sys.exit(_base.main(sys.modules[__name__]))")
         libraries.add(module.LIBRARY)
     assert libraries == {"liger", "fla"}
