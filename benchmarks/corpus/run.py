@@ -125,6 +125,8 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
             save_record(state, record)
             return False
         say(f"{name}: {stage}")
+        if stage == "measure":  # a result left by an earlier, broken run must not pass for this one's
+            (folder / "measure.json").unlink(missing_ok=True)
         rc, seconds, cut = run_stage(cmds[stage], folder / f"{stage}.log", left(), env)
         info = {"rc": rc, "seconds": info.get("seconds", 0.0) + seconds, "cut": cut,
                 "command": portable(cmds[stage], state)}
