@@ -176,3 +176,9 @@ def test_a_resumed_optimize_gets_what_is_left_of_the_deadline(tmp_path, monkeypa
     run.save_record(tmp_path, {"file": "fla_gla", "optimize_s": 29.0, "stages": {"capture": {"done": True}}})
     assert run.process_file("fla_gla", tmp_path, 30.0, lambda: 1e4, [].append)
     assert deadlines[-1] == 10.0  # never below tritune's least share of a key
+
+
+def test_a_driver_that_autotunes_much_asks_for_a_longer_capture():
+    assert run.expected_s("capture", 30.0, "fla_gla") == drivers.load("fla_gla").CAPTURE_S > run.CAPTURE_S
+    assert run.expected_s("capture", 30.0, "liger_rms_norm") == run.CAPTURE_S
+    assert run.expected_s("optimize", 30.0, "fla_gla") == 30.0 + run.OPTIMIZE_FIXED_S

@@ -95,8 +95,11 @@ def run_stage(cmd: list[str], log: Path, timeout: float, env: dict) -> tuple[int
             return None, time.monotonic() - start, True
 
 
-def expected_s(stage: str, deadline_s: float) -> float:
-    return {"capture": CAPTURE_S, "optimize": deadline_s + OPTIMIZE_FIXED_S, "measure": MEASURE_S}[stage]
+def expected_s(stage: str, deadline_s: float, name: str | None = None) -> float:
+    """Seconds a stage may take; a driver whose capture compiles many autotune configs says so
+    (its ``CAPTURE_S``)."""
+    capture = getattr(drivers.load(name), "CAPTURE_S", CAPTURE_S) if name else CAPTURE_S
+    return {"capture": capture, "optimize": deadline_s + OPTIMIZE_FIXED_S, "measure": MEASURE_S}[stage]
 
 
 def process_file(name: str, state: Path, deadline_s: float, left, say, small: bool = False) -> bool:
@@ -119,8 +122,8 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
             record["stages"][stage] = {"done": True, "rc": None, "skipped": "no decision store: optimize wrote none"}
             say(f"{name}: measure skipped: optimize wrote no decision store")
             continue
-        if left() < expected_s(stage, deadline_s):
-            need = expected_s(stage, deadline_s)
+        need = expected_s(stage, deadline_s, name)
+        if left() < need:
             say(f"{name}: {stage} left for the next call ({left():.0f} s left, ~{need:.0f} s needed)")
             save_record(state, record)
             return False

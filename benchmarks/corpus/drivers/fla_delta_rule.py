@@ -17,6 +17,9 @@ else:  # run as a program (what tritune capture starts)
     import _base
 
 LIBRARY = "fla"
+# The capture autotunes the delta rule's chunk kernels (fla/ops/delta_rule/wy_fast.py, fla/ops/common/chunk_h.py)
+# over 8-36 configs a kernel, each compiled once on a fresh Triton cache: expected to take minutes (an estimate).
+CAPTURE_S = 300
 B, T, DIM, D = 8, 2048, 2048, 128
 
 

@@ -17,6 +17,9 @@ else:  # run as a program (what tritune capture starts)
     import _base
 
 LIBRARY = "fla"
+# The capture autotunes chunk_gla's fwd and bwd kernels (fla/ops/gla/chunk.py, fla/ops/common/chunk_h.py, chunk_o.py)
+# over 8-36 configs a kernel, each compiled once on a fresh Triton cache: expected to take minutes (an estimate).
+CAPTURE_S = 300
 B, T, H, D = 16, 1024, 8, 128
 
 

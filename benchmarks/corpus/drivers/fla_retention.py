@@ -19,6 +19,9 @@ else:  # run as a program (what tritune capture starts)
     import _base
 
 LIBRARY = "fla"
+# The capture autotunes the simple_gla chunk kernels (fla/ops/common/chunk_h.py, chunk_o.py)
+# over 8-36 configs a kernel, each compiled once on a fresh Triton cache: expected to take minutes (an estimate).
+CAPTURE_S = 300
 B, T, H, D = 16, 2048, 8, 128
 
 
