@@ -132,7 +132,7 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
             (folder / "measure.json").unlink(missing_ok=True)
         rc, seconds, cut = run_stage(cmds[stage], folder / f"{stage}.log", left(), env)
         info = {"rc": rc, "seconds": info.get("seconds", 0.0) + seconds, "cut": cut,
-                "command": portable(cmds[stage], state)}
+                "command": portable(cmds[stage])}
         if stage == "optimize":
             record["optimize_s"] = record.get("optimize_s", 0.0) + seconds
             # exit 1: no key ran within the deadline, an outcome of it (summary.py says so); 2: an error
@@ -157,7 +157,7 @@ def process_file(name: str, state: Path, deadline_s: float, left, say, small: bo
     return True
 
 
-def portable(cmd: list[str], state: Path) -> str:
+def portable(cmd: list[str]) -> str:
     """The command as the reader would type it: python3, paths relative to the repository."""
     parts = []
     for part in cmd:
@@ -232,8 +232,9 @@ def main(argv=None) -> int:
         if not process_file(name, args.state, args.deadline_s, left, say, args.small):
             complete = False
             break
-    command = portable([sys.executable, *sys.argv], args.state)
-    results = collect(args.state, names, args.deadline_s, command)
+    import _common
+
+    results = collect(args.state, names, args.deadline_s, _common.portable_command(sys.argv))
     (args.state / "results.json").write_text(json.dumps(results, indent=1, default=str))
     from benchmarks.corpus import summary
 
