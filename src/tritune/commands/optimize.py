@@ -185,6 +185,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         raise click.UsageError(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail)
+    _not_captured(root)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
     from tritune.analyze.render import console_for
 
@@ -280,6 +281,21 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
         sys.exit(2)
     click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
     return target
+
+
+def _not_captured(root: Path) -> None:
+    """The launches the capture saw and could not record (``DIR/skipped.jsonl``), each with why:
+    they are not optimized, and the user is told so."""
+    from tritune.capture import skipped
+    from tritune.capture.spec import SpecError
+
+    try:
+        records = skipped.read(root)
+    except SpecError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        return
+    for line in skipped.lines(records):
+        click.echo(f"tritune optimize: {line}" if not line.startswith(" ") else line, err=True)
 
 
 def _inductor(modules: Path, target: Path, *, unsafe_no_jail: bool = False) -> Path:
