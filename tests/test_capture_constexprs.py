@@ -244,3 +244,21 @@ def test_skipped_records_of_several_parts_and_an_earlier_capture_add_up(tmp_path
     (merged,) = skipped.read(tmp_path)
     assert merged.count == 2 + 1 + 4
     assert not (tmp_path / "parts").exists()
+
+
+def test_capture_and_optimize_print_the_skipped_launches(tmp_path, capsys):
+    from tritune.commands.capture import _skipped
+    from tritune.commands.optimize import _not_captured
+
+    record = skipped.Skipped("k", "m", "m.py", "unsupported", "argument 'd' is a TensorDescriptor", 5)
+    skipped.write(tmp_path, [record])
+    _not_captured(tmp_path)
+    _skipped(skipped.read(tmp_path), "tritune capture")
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["tritune optimize: 5 launch(es) of 1 kernel(s) were not captured (skipped.jsonl):",
+                   "  k: unsupported: argument 'd' is a TensorDescriptor (5 launch(es))",
+                   "tritune capture: 5 launch(es) of 1 kernel(s) were not captured (skipped.jsonl):",
+                   "  k: unsupported: argument 'd' is a TensorDescriptor (5 launch(es))"]
+    skipped.write(tmp_path, [])
+    _not_captured(tmp_path)  # nothing skipped: nothing said
+    assert capsys.readouterr().err == "" and not (tmp_path / skipped.SKIPPED).exists()

@@ -64,7 +64,7 @@ def of_launch(fn: object, kind: str, error: BaseException | str) -> Skipped:
         source_file = inspect.getsourcefile(python_fn) or ""  # type: ignore[arg-type]
     except (TypeError, OSError):
         pass
-    reason = error if isinstance(error, str) else f"{type(error).__name__}: {one_line(error)}"
+    reason = error if isinstance(error, str) else one_line(error)
     return Skipped(getattr(python_fn, "__name__", "?"), getattr(python_fn, "__module__", "") or "", source_file,
                    kind, reason)
 
