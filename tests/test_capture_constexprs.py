@@ -262,3 +262,33 @@ def test_capture_and_optimize_print_the_skipped_launches(tmp_path, capsys):
     skipped.write(tmp_path, [])
     _not_captured(tmp_path)  # nothing skipped: nothing said
     assert capsys.readouterr().err == "" and not (tmp_path / skipped.SKIPPED).exists()
+
+
+def test_decisions_on_autotune_and_heuristics_kernels_with_dtype_constexprs_apply(k, tmp_path):
+    from tritune import apply
+    from tritune.store import DecisionStore, current_target, key_for
+
+    x = torch.randn(N)
+    grid = lambda meta: (triton.cdiv(N, meta["BLOCK"]),)  # noqa: E731
+    with capture(tmp_path / "cap"):
+        k.heur_kernel[grid](x, torch.empty(N, dtype=torch.bfloat16), N, tl.bfloat16, BLOCK=16)
+        k.tuned_kernel[grid](x, torch.empty(N, dtype=torch.float16), N, OUT_DTYPE=tl.float16)
+    variant = Variant(name="2 warps", options={"num_warps": 2})
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        for spec in read_launches(tmp_path / "cap"):
+            key = key_for(spec, **current_target("cpu"))
+            run = store.start_run({})
+            cand = store.add_candidate(run, key, variant)
+            store.finish_candidate(cand.id, "verified", verification={"ok": True})
+            store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+        applier = apply.enable(store, device="cpu")
+        try:
+            k.heur_kernel[grid](x, torch.empty(N, dtype=torch.bfloat16), N, tl.bfloat16, BLOCK=16)
+            k.tuned_kernel[grid](x, torch.empty(N, dtype=torch.float16), N, OUT_DTYPE=tl.float16)
+            k.tuned_kernel[grid](x, torch.empty(N), N, OUT_DTYPE=tl.float32)  # another dtype: another key
+            stats = applier.stats()
+        finally:
+            apply.disable()
+    assert (stats["heur_kernel"]["applied"], stats["heur_kernel"]["launches"]) == (1, 1)
+    # the fp32 launch (the autotuner tunes it anew: its trials count as launches) has no decision
+    assert stats["tuned_kernel"]["applied"] == 1 and stats["tuned_kernel"]["launches"] >= 2
