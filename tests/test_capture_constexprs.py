@@ -162,6 +162,11 @@ def test_dtype_constexprs_round_trip_through_capture_and_replay(k, tmp_path):
     # a knob variant of a dtype kernel replays too (the grid follows BLOCK)
     wide = Replay(cast, Variant(name="block 64", constexprs={"BLOCK": 64}), root=tmp_path)
     assert wide.grid == (1, 1, 1) and wide.constexprs["OUT_DTYPE"] == tl.float16
+    # a variant may set a dtype constexpr itself (as the store keeps it: encoded)
+    acc16 = Replay(cast, Variant(name="fp16 acc", constexprs={"ACC": {"tl_dtype": "fp16"}}), root=tmp_path)
+    assert acc16.constexprs["ACC"] == tl.float16 and acc16.grid == tuple(cast.grid)
+    with pytest.raises(SpecError, match="'ACC': 'half' is not a Triton dtype"):
+        Replay(cast, Variant(name="bad", constexprs={"ACC": {"tl_dtype": "half"}}), root=tmp_path)
 
 
 def test_pointer_dtypes_jit_functions_tuples_strings_and_none_replay(k, tmp_path):
