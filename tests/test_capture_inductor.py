@@ -154,6 +154,11 @@ def test_a_module_that_fails_is_one_line_and_the_others_go_on(tmp_path):
         ("plain.py", "SpecError: no Inductor kernel (CachingAutotuner) in the module")]
     assert all("\n" not in e.error for e in errors)
     assert [name for name, _ in seen] == ["triton_poi_broken_0.py", POI.name, "plain.py"]
+    from tritune.capture import skipped
+
+    assert sorted((r.kernel, r.kind, r.reason) for r in skipped.read(tmp_path / "out")) == [
+        ("plain", "error", "SpecError: no Inductor kernel (CachingAutotuner) in the module"),
+        ("triton_poi_broken_0", "error", "RuntimeError: no GPU backend")]
 
 
 def test_kernel_files_finds_kernel_modules_not_wrappers(tmp_path):
