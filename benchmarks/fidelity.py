@@ -112,12 +112,13 @@ def markdown(report: dict) -> str:
     lines = ["# Replay fidelity", "",
              f"GPU: {env.get('gpu') or 'none (interpreter)'}; {env.get('utc', '?')}; torch {env.get('torch', '?')}, "
              f"triton {env.get('triton', '?')}; command: `{report.get('command', '')}`", "",
-             "| corpus | captured | skipped (launches) | replayed | timed | failed | not run | replayed % |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| corpus | captured | skipped (launches) | replayed | timed | failed | not run | replayed % | failures |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in report["corpora"]:
         pct = "-" if c["replayed_pct"] is None else f"{c['replayed_pct']:.1f}%"
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(c["failure_kinds"].items())) or "-"
         lines.append(f"| {c['name']} | {c['captured']} | {c['skipped_records']} ({c['skipped_launches']}) | "
-                     f"{c['replayed']} | {c['timed']} | {c['failed']} | {c['not_run']} | {pct} |")
+                     f"{c['replayed']} | {c['timed']} | {c['failed']} | {c['not_run']} | {pct} | {kinds} |")
     lines.append("")
     lines.append("replayed % = replayed / (captured launches + skipped records): a launch capture could not "
                  "record counts against it.")

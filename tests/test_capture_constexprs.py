@@ -124,6 +124,9 @@ def test_what_cannot_be_encoded_or_decoded_is_one_line_naming_the_parameter():
         codec.decode({"tl_dtype": "fp7"}, "T")
     with pytest.raises(codec.ConstexprError, match="not a constexpr encoding"):
         codec.decode({"torch_dtype": "float16"}, "T")
+    with pytest.raises(codec.ConstexprError, match="a list \\[1, 2\\] is not a constexpr value"):
+        codec.decode([1, 2], "T")
+    assert codec.key_value([1, {"tl_dtype": "fp16"}]) == [1, {"tl_dtype": "fp16"}]  # still keyed: no crash
 
 
 # ------------------------------------------------------------------ capture, the file, replay

@@ -66,7 +66,7 @@ def test_every_launch_is_replayed_timed_or_named_with_why(tiny):
     assert "is not the file captured" in failed["message"]
     assert found["failure_kinds"] == {"replay: error": 1}
     table = fidelity.markdown({"corpora": [found], "command": "x"})
-    assert "| tiny | 2 | 1 (1) | 1 | 1 | 1 | 0 | 33.3% |" in table
+    assert "| tiny | 2 | 1 (1) | 1 | 1 | 1 | 0 | 33.3% | replay: error x1 |" in table
     assert f"- `cast_kernel` ({failed['id']}): replay error: " in table
     assert "- `cast_kernel`: not captured (unsupported, 1 launch(es)): constexpr 'OUT_DTYPE' is a builtins.object" \
         in table

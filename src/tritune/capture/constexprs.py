@@ -79,8 +79,11 @@ def encode(value: Any, name: str = "?") -> Any:
 
 
 def key_value(value: Any) -> Any:
-    """``encode`` for the decision key, whether ``value`` is live or already encoded; raises
+    """``encode`` for the decision key, whether ``value`` is live or already encoded; a JSON list
+    (a file written by hand or by an older tritune: replay refuses it) keys as it is. Raises
     ``UnsupportedConstexpr`` like ``encode``."""
+    if isinstance(value, list):
+        return [key_value(item) for item in value]
     return encode(value)
 
 
