@@ -300,3 +300,12 @@ def test_decisions_on_autotune_and_heuristics_kernels_with_dtype_constexprs_appl
     assert (stats["heur_kernel"]["applied"], stats["heur_kernel"]["launches"]) == (1, 1)
     # the fp32 launch (the autotuner tunes it anew: its trials count as launches) has no decision
     assert stats["tuned_kernel"]["applied"] == 1 and stats["tuned_kernel"]["launches"] >= 2
+
+
+def test_a_launch_whose_kernel_file_capture_could_not_copy_is_refused_saying_so(tmp_path):
+    body = {**OLD_SPEC, "source": "", "source_file": "", "constexprs": {}, "extra": {},
+            "args": [{"name": "n", "kind": "scalar", "value": 1, "type": "int"}]}
+    spec = LaunchSpec.from_json(body)
+    with pytest.raises(SpecError, match="capture kept no copy of cast_kernel's file .the program named none.: "
+                                        "nothing to replay"):
+        Replay(spec, root=tmp_path)
