@@ -309,3 +309,4 @@ def test_a_launch_whose_kernel_file_capture_could_not_copy_is_refused_saying_so(
     with pytest.raises(SpecError, match="capture kept no copy of cast_kernel's file .the program named none.: "
                                         "nothing to replay"):
         Replay(spec, root=tmp_path)
+

@@ -265,8 +265,9 @@ def _record(add: Add, tuner: Any, args: tuple) -> None:
             config = tuner.launchers[0].config
             config_from = config_source(tuner, config)
         else:  # a plugin launched without settling on one launcher: which config ran is unknown
-            _skip(add, tuner, "unsupported", f"Inductor launched it with {len(getattr(tuner, 'launchers', None) or ())} "
-                  "launchers (a plugin): which config ran is unknown")
+            launchers = len(getattr(tuner, "launchers", None) or ())
+            _skip(add, tuner, "unsupported", f"Inductor launched it with {launchers} launchers (a plugin): "
+                  "which config ran is unknown")
             return
         bump = getattr(getattr(add, "__self__", None), "bump", None)  # a Recorder's hot path
         fast_key = ("inductor", id(tuner), id(config), _arg_key(args)) if bump is not None else None

@@ -9,6 +9,11 @@ each of its launches counted once. ``finalize(DIR)`` merges every part (and a ``
 already there) into ``DIR/launches.jsonl``, summing the counts of equal launches, and removes the
 parts. A forked child starts its own part.
 
+A launch that cannot be recorded (``skip``: its arguments cannot be described, or recording it
+failed) is a ``{"skipped": ...}`` line naming its kernel and why (``capture.skipped``); repeats
+only count, written as ``{"skip_counts": {record id: n}}`` with the counts. ``finalize`` merges
+them into ``DIR/skipped.jsonl``: no launch is dropped without a word.
+
 Integer input tensors keep their values (indices that must stay in range): their storage from
 ``storage_offset`` to ``storage_size`` (what replay allocates) is saved 1-D as
 ``DIR/tensors/<spec id>_<arg>.pt`` when at most ``SAVE_LIMIT_BYTES``; a larger one records its

@@ -14,6 +14,9 @@ A variant with a grid of its own (``Variant.grid``: a persistent-grid rewrite, `
 persistent``) launches ``grid`` (min(tiles, k x SMs) programs) and gets the tile count of the
 grid the spec gives (``program_grid``) as its added argument(s).
 
+On a GPU, replay gives Triton a scratch allocator when none is set (``ensure_allocator``): a
+kernel that makes tensor descriptors inside needs one, and the program had one.
+
 A variant whose source no rule of tritune's made (a model's) is checked against the captured file
 before it is imported (``llm.sandbox.check_variant_source``); refused, it raises ``Unsafe``, a
 failure of kind ``unsafe``.
@@ -56,6 +59,8 @@ class Replay:
         self.fn = load_kernel(spec, self.root, variant.source)
         self.constexprs = self._decoded()  # the values the kernel is launched with
         self.compiles = not interpreting()
+        if self.compiles:
+            ensure_allocator(self.device)
         self.program_grid = self._grid()  # what the program launches with these constexprs
         self.grid, self.extras = self._launch_grid()
         self._compiled = None
@@ -154,6 +159,32 @@ class Replay:
         run = self._compiled[self.grid]
         values = list(params.values())
         return lambda: run(*values)
+
+
+def ensure_allocator(device: str) -> bool:
+    """Give Triton a global-scratch allocator when none is set; returns whether it set one.
+
+    A kernel that allocates at launch (``tl.make_tensor_descriptor`` in the kernel, as
+    flash-linear-attention's ``solve_tril`` does on Hopper) needs ``triton.set_allocator``: the
+    program had one (it could not have launched the kernel otherwise), and so must replay. One the
+    kernel file set on import (fla sets its own) is kept."""
+    import triton
+
+    try:
+        from triton.runtime import _allocation
+
+        if _allocation._allocator.get() is not _allocation._NULL_ALLOCATOR:
+            return False
+    except (ImportError, AttributeError):  # another Triton: leave whatever is there
+        return False
+
+    def allocate(size: int, alignment: int, stream: Any) -> Any:
+        import torch
+
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(allocate)
+    return True
 
 
 def _cdiv_grid(rule: dict, values: dict[str, Any]) -> tuple[int, int, int]:

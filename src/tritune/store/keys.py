@@ -23,8 +23,8 @@ A decision (a verified faster variant) holds for one ``DecisionKey``:
 
     and every ``tl.constexpr`` value exactly, as capture records it (``capture.constexprs``:
     ``tl.float16`` is ``{"tl_dtype": "fp16"}``, at capture and in the running program alike; a
-    value it cannot encode gets no key, and its launch runs as written). Launch options (num_warps...) are not part of the key: they are
-    what a decision replaces.
+    value it cannot encode gets no key, and its launch runs as written). Launch options
+    (num_warps...) are not part of the key: they are what a decision replaces.
 ``gpu_name``, ``capability``, ``triton_version``
     seed 001's lesson: a key without the GPU serves one GPU's decision on another.
 
