@@ -310,3 +310,43 @@ def test_a_launch_whose_kernel_file_capture_could_not_copy_is_refused_saying_so(
                                         "nothing to replay"):
         Replay(spec, root=tmp_path)
 
+
+
+SKIPPED_PROGRAM = '''
+import triton
+import triton.language as tl
+import torch
+
+
+@triton.jit
+def mode_kernel(x_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+class Mode:  # a constexpr Triton runs (the kernel never reads it) and capture cannot write
+    pass
+
+
+if __name__ == "__main__":
+    x = torch.ones(16)
+    for _ in range(2):
+        mode_kernel[(1,)](x, Mode(), BLOCK=16)
+    assert torch.equal(x, torch.full((16,), 4.0))
+'''
+
+
+def test_optimize_names_the_launches_it_could_not_capture(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "prog.py").write_text(SKIPPED_PROGRAM)
+    done = subprocess.run([sys.executable, "-m", "tritune", "optimize", "--out", str(tmp_path / "out"), "--",
+                           sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    err = done.stderr
+    assert "tritune optimize: 2 launch(es) of 1 kernel(s) were not captured (skipped.jsonl):" in err
+    assert "  mode_kernel: unsupported: constexpr 'MODE' is a __main__.Mode" in err
+    assert "the command launched no Triton kernel that could be captured; nothing to optimize" in err
