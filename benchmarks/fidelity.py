@@ -101,6 +101,12 @@ def _count(found: dict) -> dict:
     return found
 
 
+def total(corpora: Sequence[dict]) -> dict:
+    """One row summing the corpora (the table's last line)."""
+    return _count({"name": "**all**", "error": None, "rows": [r for c in corpora for r in c["rows"]],
+                   "skipped": [s for c in corpora for s in c["skipped"]]})
+
+
 def _line(message: str | None) -> str:
     text = " ".join((message or "").split())
     return text if len(text) <= 300 else text[:297] + "..."
@@ -114,7 +120,10 @@ def markdown(report: dict) -> str:
              f"triton {env.get('triton', '?')}; command: `{report.get('command', '')}`", "",
              "| corpus | captured | skipped (launches) | replayed | timed | failed | not run | replayed % | failures |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for c in report["corpora"]:
+    rows = list(report["corpora"])
+    if len(rows) > 1:
+        rows.append(total(rows))
+    for c in rows:
         pct = "-" if c["replayed_pct"] is None else f"{c['replayed_pct']:.1f}%"
         kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(c["failure_kinds"].items())) or "-"
         lines.append(f"| {c['name']} | {c['captured']} | {c['skipped_records']} ({c['skipped_launches']}) | "
@@ -154,11 +163,19 @@ def run(corpora: Sequence[tuple[str, pathlib.Path]], *, isolate: bool = True, ti
     return results
 
 
+GENERIC_NAMES = ("capture", "opt")  # folders tritune's runs name the same in every corpus
+
+
 def parse_corpus(text: str) -> tuple[str, pathlib.Path]:
+    """``NAME=DIR``, or ``DIR`` named by its folder (by the nearest one above that is not
+    ``capture`` or ``opt``: ``gpu_state/corpus/*/capture`` names each by its file)."""
     name, sep, path = text.partition("=")
     if not sep:
         path = text
-        name = pathlib.Path(text).resolve().name
+        folder = pathlib.Path(text).resolve()
+        while folder.name in GENERIC_NAMES and folder.parent != folder:
+            folder = folder.parent
+        name = folder.name
     return name, pathlib.Path(path)
 
 

@@ -89,3 +89,13 @@ def test_a_launch_past_the_limit_is_counted_not_run(tiny):
 
     found = fidelity.corpus("tiny", tiny, _in_process, deadline=0.0)
     assert (found["not_run"], found["replayed"], found["failed"]) == (2, 0, 0)
+
+
+def test_several_corpora_get_a_total_row_and_generic_folders_are_named_by_their_corpus(tiny, tmp_path):
+    from tritune.commands.bench import _in_process
+
+    found = fidelity.corpus("tiny", tiny, _in_process, time_it=False)
+    table = fidelity.markdown({"corpora": [found, {**found, "name": "again"}], "command": "x"})
+    assert "| **all** | 4 | 2 (2) | 2 | 0 | 2 | 0 | 33.3% | replay: error x2 |" in table
+    assert fidelity.parse_corpus(str(tmp_path / "rms_norm" / "opt" / "capture"))[0] == "rms_norm"
+    assert fidelity.parse_corpus(f"suite={tmp_path}") == ("suite", tmp_path)
