@@ -37,16 +37,23 @@ def cast_kernel(x_ptr, out_ptr, n, OUT_DTYPE: tl.constexpr, ACC: tl.constexpr, B
 
 
 @triton.jit
-def odd_kernel(x_ptr, out_ptr, n, PTR: tl.constexpr, FN: tl.constexpr, SHIFT: tl.constexpr,
-               MODE: tl.constexpr, SKIP: tl.constexpr, BLOCK: tl.constexpr):
+def odd_kernel(x_ptr, out_ptr, n, PTR: tl.constexpr, SHIFT: tl.constexpr, MODE: tl.constexpr,
+               SKIP: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr.to(PTR) + offs, mask=mask)
     if MODE == "triple":
-        x = FN(x)
+        x = x * 3
     if SKIP is None:
         x = x + SHIFT[1]
     tl.store(out_ptr + offs, x, mask=mask)
+
+
+@triton.jit
+def apply_kernel(x_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, FN(tl.load(x_ptr + offs, mask=mask)), mask=mask)
 
 
 @triton.heuristics({"ACC": lambda args: tl.float32})
@@ -172,17 +179,54 @@ def test_dtype_constexprs_round_trip_through_capture_and_replay(k, tmp_path):
         Replay(cast, Variant(name="bad", constexprs={"ACC": {"tl_dtype": "half"}}), root=tmp_path)
 
 
-def test_pointer_dtypes_jit_functions_tuples_strings_and_none_replay(k, tmp_path):
+def test_pointer_dtypes_tuples_strings_and_none_replay(k, tmp_path):
     x = torch.randn(N)
     with capture(tmp_path):
         out = torch.empty(N)
-        k.odd_kernel[(1,)](x, out, N, tl.pointer_type(tl.float32), k.triple, (1, 5), "triple", None, BLOCK=64)
+        k.odd_kernel[(1,)](x, out, N, tl.pointer_type(tl.float32), (1, 5), "triple", None, BLOCK=64)
     assert torch.equal(out, x * 3 + 5)
     (spec,) = read_launches(tmp_path)
-    assert spec.constexprs["FN"] == {"tl_jit": "triple", "module": "constexpr_kernels"}
+    assert spec.constexprs["PTR"] == {"tl_pointer": {"tl_dtype": "fp32"}, "address_space": 1, "const": False}
     assert spec.constexprs["SHIFT"] == {"tuple": [1, 5]} and spec.constexprs["MODE"] == "triple"
+    assert spec.constexprs["SKIP"] is None
     args = _replayed_outputs(spec, tmp_path)
     assert torch.equal(args["out_ptr"], args["x_ptr"] * 3 + 5)
+
+
+JIT_FN_SCRIPT = """
+import sys
+import torch, triton.language as tl
+from tritune.capture.recorder import capture
+from tritune.capture.spec import read_launches
+from tritune.replay import Replay, make_args
+sys.path.insert(0, sys.argv[1])
+import constexpr_kernels as k
+
+x = torch.randn(50)
+with capture(sys.argv[2]):
+    k.apply_kernel[(1,)](x, torch.empty(50), 50, k.triple, BLOCK=64)
+(spec,) = read_launches(sys.argv[2])
+replay = Replay(spec, root=sys.argv[2])
+args = make_args(spec, sys.argv[2], seed=1)
+replay(args)
+assert torch.equal(args["out_ptr"], args["x_ptr"] * 3)
+print(spec.constexprs["FN"])
+"""
+
+
+def test_a_jit_function_constexpr_replays_from_the_kernel_s_own_file(k, tmp_path):
+    # its own process: an interpreted jit helper leaves triton.language patched for later compiles
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "constexpr_kernels.py").write_text(KERNELS)
+    done = subprocess.run([sys.executable, "-c", JIT_FN_SCRIPT, str(folder), str(tmp_path / "cap")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "{'tl_jit': 'triple', 'module': 'constexpr_kernels'}"
 
 
 OLD_SPEC = {  # a launch as a capture made before the tagged encoding wrote it
@@ -222,8 +266,7 @@ def test_a_launch_capture_cannot_describe_is_recorded_as_skipped_with_why(k, tmp
     mode = Mode()
     with capture(tmp_path):
         for _ in range(3):
-            k.odd_kernel[(1,)](x, torch.empty(N), N, tl.pointer_type(tl.float32), k.triple, (0, 0), mode, 1,
-                               BLOCK=64)
+            k.odd_kernel[(1,)](x, torch.empty(N), N, tl.pointer_type(tl.float32), (0, 0), mode, 1, BLOCK=64)
         k.cast_kernel[(1,)](x, torch.empty(N), N, tl.float32, ACC=tl.float32, BLOCK=64)
     assert [s.kernel for s in read_launches(tmp_path)] == ["cast_kernel"]
     (record,) = skipped.read(tmp_path)
