@@ -154,6 +154,11 @@ def test_a_module_that_fails_is_one_line_and_the_others_go_on(tmp_path):
         ("plain.py", "SpecError: no Inductor kernel (CachingAutotuner) in the module")]
     assert all("\n" not in e.error for e in errors)
     assert [name for name, _ in seen] == ["triton_poi_broken_0.py", POI.name, "plain.py"]
+    from tritune.capture import skipped
+
+    assert sorted((r.kernel, r.kind, r.reason) for r in skipped.read(tmp_path / "out")) == [
+        ("plain", "error", "SpecError: no Inductor kernel (CachingAutotuner) in the module"),
+        ("triton_poi_broken_0", "error", "RuntimeError: no GPU backend")]
 
 
 def test_kernel_files_finds_kernel_modules_not_wrappers(tmp_path):
@@ -306,6 +311,31 @@ def test_a_recording_failure_never_breaks_the_launch(capsys):
         tuner.run(*module.get_args(), stream=0)
     assert len(calls) == 1
     assert "not recorded: ValueError: disk full" in capsys.readouterr().err
+
+
+def test_an_inductor_launch_that_cannot_be_recorded_is_named_in_skipped_jsonl(tmp_path, monkeypatch):
+    from tritune.capture import skipped
+    from tritune.capture.recorder import Recorder, finalize
+
+    module, tuner, calls = _tuner_with_fake_launcher(config_index=0)
+
+    def broken(*args, **kwargs):
+        raise ValueError("an argument Inductor never passes")
+
+    monkeypatch.setattr(inductor, "launch_spec", broken)
+    recorder = Recorder(tmp_path)
+    with inductor.recording(recorder.add):
+        tuner.run(*module.get_args(), stream=0)
+        tuner.launchers = [tuner.launchers[0], tuner.launchers[0]]  # a plugin's: which config ran is unknown
+        tuner.run(*module.get_args(), stream=0)
+    recorder.close()
+    finalize(tmp_path)
+    assert len(calls) == 2  # the program's launches ran
+    reasons = sorted((r.kind, r.reason) for r in skipped.read(tmp_path))
+    assert reasons == [("error", "ValueError: an argument Inductor never passes"),
+                       ("unsupported", "Inductor launched it with 2 launchers (a plugin): which config ran is "
+                                       "unknown")]
+    assert {r.kernel for r in skipped.read(tmp_path)} == {"triton_poi_fused_add_gelu_mul_0"}
 
 
 # --------------------------------------------------------------------- under the interpreter

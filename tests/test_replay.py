@@ -314,3 +314,19 @@ def test_a_kernel_edited_after_capture_or_without_a_hash_is_refused(tmp_path):
     with pytest.raises(SpecError, match="names no source_hash for add_kernel: refused"):
         load_kernel(add_spec(source_hash=""), root)
     assert not Path(str(path) + ".ran").exists()  # refused before anything was imported
+
+
+def test_replay_sets_a_scratch_allocator_only_where_none_is_set():
+    from triton.runtime import _allocation
+
+    from tritune.replay.launch import ensure_allocator
+
+    token = _allocation._allocator.set(_allocation._NULL_ALLOCATOR)
+    try:
+        assert ensure_allocator("cpu")  # none was set: replay's
+        buffer = _allocation._allocator.get()(64, 16, None)
+        assert buffer.numel() == 64 and buffer.dtype.itemsize == 1
+        mine = _allocation._allocator.get()
+        assert not ensure_allocator("cpu") and _allocation._allocator.get() is mine  # one set is kept
+    finally:
+        _allocation._allocator.reset(token)

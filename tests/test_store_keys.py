@@ -163,15 +163,25 @@ def test_key_is_frozen():
 def test_constexpr_objects_key_as_capture_records_them():
     import triton.language as tl
 
-    from tritune.capture.jit_launch import _json_value
+    from tritune.capture.constexprs import encode
 
-    values = [tl.constexpr(128), tl.float16, 128, None, True, 0.5, "evict_first"]
-    assert [constexpr_value(v) for v in values] == [_json_value(v) for v in values]
+    values = [tl.constexpr(128), tl.float16, 128, None, True, 0.5, "evict_first", tl.pointer_type(tl.bfloat16)]
+    assert [constexpr_value(v) for v in values] == [encode(v) for v in values]
+    assert [constexpr_value(encode(v)) for v in values] == [encode(v) for v in values]  # recorded: unchanged
     keyer = LiveKeyer("kern", "a" * 64, ["x", "B", "T"], ["B", "T"], **H100)
     live = keyer({"x": torch.empty(16), "B": tl.constexpr(128), "T": tl.float16})
     captured = spec(args=[tensor("x", [16]), ArgSpec("B", "constexpr"), ArgSpec("T", "constexpr")],
-                    constexprs={"B": 128, "T": "fp16"}, kernel="kern")
+                    constexprs={"B": 128, "T": {"tl_dtype": "fp16"}}, kernel="kern")
     assert live == key_for(captured, **H100)
+    # the dtype is in the key: another dtype, or its name as a string (a constexpr the kernel
+    # compares), is another key
+    assert keyer({"x": torch.empty(16), "B": 128, "T": tl.bfloat16}) != live
+    assert keyer({"x": torch.empty(16), "B": 128, "T": "fp16"}) != live
+
+
+def test_a_constexpr_capture_cannot_record_has_no_key():
+    keyer = LiveKeyer("kern", "a" * 64, ["x", "T"], ["T"], **H100)
+    assert keyer({"x": torch.empty(16), "T": object()}) is None
 
 
 def test_current_target_under_the_interpreter(monkeypatch):

@@ -41,7 +41,7 @@ from typing import Any
 
 from tritune import aliasing
 from tritune.apply.kernels import Passes, variant_kernel
-from tritune.apply.jit import ApplyError, JitEntry, persistent_grid
+from tritune.apply.jit import ApplyError, JitEntry, decoded, persistent_grid
 from tritune.store.keys import constexpr_value
 
 _GRID_CACHE_LIMIT = 4096
@@ -72,7 +72,11 @@ class InductorEntry:
     def settle(self, config: Any, index: Any) -> None:
         """A newly settled ``config``: ``unmatched`` if no decision of this kernel has its constexprs."""
         self.config, self.fast = config, {}
-        values = {n: constexpr_value(v) for n, v in self.constexpr_values(config).items()}
+        try:
+            values = {n: constexpr_value(v) for n, v in self.constexpr_values(config).items()}
+        except ValueError:  # a value capture cannot record (UnsupportedConstexpr): no decision has it
+            self.unmatched = True
+            return
         self.unmatched = not any(values == decided
                                  for decided in index.constexprs.get((self.name, self.source_hash), ()))
 
@@ -153,7 +157,7 @@ class InductorPlan:
         self.entry, self.variant, self.decision = entry, variant, decision
         self.rule = spec.grid_rule
         self.options = {**spec.options, **variant.options}
-        self.overrides = dict(variant.constexprs)
+        self.overrides = decoded(variant.constexprs, entry.tuner.fn)
         self.fn = variant_kernel(live_kernel(entry.tuner), variant)
         self.order = list(self.fn.arg_names)
         self.interpreted = getattr(entry.tuner, "triton_interpret", False)

@@ -108,7 +108,7 @@ class JitPlan:
         self.kernel, self.decision, self.variant = kernel, decision, variant
         self.fn = variant_kernel(kernel.fn, variant)
         self.by_name = variant.source is not None
-        self.constexprs = dict(variant.constexprs)
+        self.constexprs = decoded(variant.constexprs, kernel.fn)
         self.options = dict(variant.options)
         self.passes = Passes(variant)
         self.positions = {name: i for i, name in enumerate(kernel.names)}
@@ -258,6 +258,20 @@ class Prepared:
             found = _remember(self.grids, grid, grids.recompute(grid, self.before, self.plan.constexprs,
                                                                 self.scalars))
         return found
+
+
+def decoded(constexprs: dict, fn: Any) -> dict:
+    """A decision's constexprs as values to launch with (``capture.constexprs.decode``: a dtype tag
+    is a ``tl.dtype``, a jit function is found in ``fn``'s module); ``ApplyError`` if one cannot be."""
+    from tritune.capture import constexprs as codec
+
+    if not codec.needs_decoding(constexprs):
+        return dict(constexprs)
+    scope = getattr(getattr(fn, "fn", None), "__globals__", None)
+    try:
+        return codec.decode_all(constexprs, scope)
+    except codec.ConstexprError as error:
+        raise ApplyError(str(error)) from None
 
 
 def persistent_grid(fn: Any, variant: Any) -> Any:

@@ -264,8 +264,11 @@ def _record(add: Add, tuner: Any, args: tuple) -> None:
         elif len(getattr(tuner, "launchers", None) or ()) == 1:
             config = tuner.launchers[0].config
             config_from = config_source(tuner, config)
-        else:
-            return  # a plugin launched without settling on one launcher: nothing to say
+        else:  # a plugin launched without settling on one launcher: which config ran is unknown
+            launchers = len(getattr(tuner, "launchers", None) or ())
+            _skip(add, tuner, "unsupported", f"Inductor launched it with {launchers} launchers (a plugin): "
+                  "which config ran is unknown")
+            return
         bump = getattr(getattr(add, "__self__", None), "bump", None)  # a Recorder's hot path
         fast_key = ("inductor", id(tuner), id(config), _arg_key(args)) if bump is not None else None
         if fast_key is not None and bump(fast_key):
@@ -276,11 +279,26 @@ def _record(add: Add, tuner: Any, args: tuple) -> None:
         else:
             add(spec, values, fast_key=fast_key)
     except Exception as exc:  # noqa: BLE001 - a capture bug must not break the user's program
+        _skip(add, tuner, "error", exc)
         name = getattr(getattr(tuner, "fn", None), "__name__", "?")
         if name not in _reported:
             _reported.add(name)
             print(f"tritune capture: Inductor kernel {name} not recorded: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
+
+
+def _skip(add: Add, tuner: Any, kind: str, why: Any) -> None:
+    """Name a launch that was not recorded in the recorder's ``skipped.jsonl`` (``add`` of a
+    ``Recorder``; another ``add`` has no such file)."""
+    skip = getattr(getattr(add, "__self__", None), "skip", None)
+    if skip is None:
+        return
+    from tritune.capture import skipped
+
+    try:
+        skip(None, skipped.of_launch(getattr(tuner, "fn", tuner), kind, why))
+    except Exception:  # noqa: BLE001 - never break the program over a record of a record
+        pass
 
 
 def _arg_key(args: tuple) -> tuple:

@@ -146,6 +146,7 @@ def specs_from_modules(paths: Iterable[str | Path], out_dir: str | Path, *, laun
     """
     from tritune.capture import inductor
     from tritune.capture.recorder import Recorder, finalize
+    from tritune.capture.skipped import Skipped
 
     launch = can_launch() if launch is None else launch
     tuned = tuned or {}
@@ -170,6 +171,8 @@ def specs_from_modules(paths: Iterable[str | Path], out_dir: str | Path, *, laun
         except Exception as exc:  # noqa: BLE001 - one module failing must not stop the others
             error = one_line(exc)
             errors.append(FileError(path, error))
+            # named in skipped.jsonl too: the capture says which kernel modules it lacks, and why
+            recorder.skip(None, Skipped(Path(path).stem, "", path, "error", error))
         if progress is not None:
             progress(path, error)
     recorder.close()

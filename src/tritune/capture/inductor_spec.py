@@ -29,6 +29,7 @@ import sys
 from typing import Any, Sequence
 
 from tritune import aliasing
+from tritune.capture import constexprs as codec
 from tritune.capture.inductor_grid import grid_for, grid_rule
 from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, min_storage_size, source_hash
 from tritune.kernel_facts import inductor_kind
@@ -89,7 +90,8 @@ def launch_spec(tuner: Any, args: Sequence[Any], config: Any, *, config_from: st
     missing = [name for name in static["constexprs"] if name not in chosen and name not in constants]
     if missing:
         raise SpecError(f"{fn.__name__}: no value for constexpr(s) {missing} in the config or triton_meta")
-    constexprs = {name: chosen[name] if name in chosen else constants[name] for name in static["constexprs"]}
+    constexprs = {name: codec.encode(chosen[name] if name in chosen else constants[name], name)
+                  for name in static["constexprs"]}
     scalars = dict(values)
     if extra_args:
         scalars.update(zip(extra_args, args[len(args) - len(extra_args):]))

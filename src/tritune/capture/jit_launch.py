@@ -13,8 +13,9 @@ from a TTIR compiled for sm_90, else observed.
 Which tensor arguments overlap in memory is noted in ``extra["overlapping"]`` (``aliasing``):
 the proposers offer no-alias variants only for launches whose arguments were disjoint.
 
-Constexpr values that are not JSON scalars (a ``tl.float16`` dtype, a jit function) are
-recorded as text and named in ``extra["constexprs_as_text"]``: replay must turn them back.
+Constexpr values are written by ``capture.constexprs.encode`` (a ``tl.float16`` dtype as
+``{"tl_dtype": "fp16"}``, a jit function by name...); a value it cannot write makes the launch
+unsupported, and the recorder keeps it in ``skipped.jsonl`` with the reason.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tritune import aliasing
 from tritune.kernel_facts import DEFAULT_OPTIONS
-from tritune.capture import grid_rule
+from tritune.capture import constexprs as codec
+from tritune.capture import grid_rule, skipped
 from tritune.capture._jit_shim import Launch, is_interpreted
 from tritune.capture._language_shim import compilable_language
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
@@ -108,6 +110,14 @@ class JitListener:
         return kernel
 
     def __call__(self, launch: Launch) -> Callable[[Any], None] | None:
+        try:
+            return self._listen(launch)
+        except Exception as exc:
+            if not getattr(exc, "_tritune_skipped", False):
+                self.recorder.skip(None, skipped.of_launch(launch.fn, "error", exc))  # named, never dropped
+            raise  # the shim reports it on stderr
+
+    def _listen(self, launch: Launch) -> Callable[[Any], None] | None:
         kernel = self.kernels.get(id(launch.fn))
         if kernel is None or kernel.fn is not launch.fn:
             kernel = self.kernel(launch.fn)
@@ -127,9 +137,11 @@ class JitListener:
             bound = kernel.bind(launch.args, launch.kwargs)
         try:
             spec, compile_args = build_spec(kernel, launch, bound, grid)
-        except Exception:
-            self.recorder.skip(key)  # not described: not tried again
-            raise  # the shim reports it
+        except Exception as exc:  # not described: recorded as skipped, and not tried again
+            kind = "unsupported" if isinstance(exc, UnsupportedLaunch) else "error"
+            self.recorder.skip(key, skipped.of_launch(launch.fn, kind, exc if kind == "error" else str(exc)))
+            exc._tritune_skipped = True
+            raise
         tensors = {a.name: bound[a.name] for a in spec.tensors}
         writes, snapshot = None, None
         if launch.interpreted:
@@ -149,7 +161,11 @@ class JitListener:
                     _mark(spec, {a.name for a in spec.tensors}, "unknown")
                 else:
                     _mark(spec, found.names, found.source, found.read)
-            self.recorder.add(spec, tensors, fast_key=key)
+            try:
+                self.recorder.add(spec, tensors, fast_key=key)
+            except Exception as exc:
+                self.recorder.skip(None, skipped.of_launch(launch.fn, "error", exc))
+                raise  # the shim reports it
 
         return after
 
@@ -174,13 +190,14 @@ def build_spec(kernel: Kernel, launch: Launch, bound: dict, grid: Any) -> tuple[
     """The spec of a new launch (``written`` not yet known) and what compiling its TTIR needs."""
     bound_args, specialization, _ = kernel.binder(*launch.args, **launch.kwargs)
     types = [s[0] for s in specialization]
-    args, constexprs, as_text = [], {}, []
+    args, constexprs = [], {}
     for name, kind, value in zip(kernel.names, types, bound_args.values()):
         if name in kernel.constexpr:
             args.append(ArgSpec(name, "constexpr"))
-            constexprs[name] = _json_value(value)
-            if not _is_json_scalar(getattr(value, "value", value)):
-                as_text.append(name)
+            try:
+                constexprs[name] = codec.encode(value, name)
+            except codec.UnsupportedConstexpr as exc:
+                raise UnsupportedLaunch(str(exc)) from None
         else:
             args.append(_arg_spec(name, value))
     options = {k: v for k, v in launch.kwargs.items() if k not in kernel.names}
@@ -190,7 +207,7 @@ def build_spec(kernel: Kernel, launch: Launch, bound: dict, grid: Any) -> tuple[
     scalars = {a.name: a.value for a in args if a.kind == "scalar"}
     rule, unexplained = grid_rule.infer(padded, len(tuple(grid)), launch.grid if callable(launch.grid) else None,
                                         bound, constexprs, scalars)
-    extra = _extra(launch, unexplained, as_text)
+    extra = _extra(launch, unexplained)
     aliasing.record(extra, {a.name: bound[a.name] for a in args if a.kind == "tensor"})
     spec = LaunchSpec(kernel=kernel.name, kind=launch.kind, module=kernel.module, source_file=kernel.source_file,
                       source="", source_hash=kernel.source_hash, args=args, constexprs=constexprs,
@@ -231,16 +248,7 @@ def _storage_size(tensor: torch.Tensor) -> int:
     return max(needed, min(real, needed + max(span, STORAGE_SLACK)))
 
 
-def _json_value(value: Any) -> Any:
-    value = getattr(value, "value", value)  # tl.constexpr
-    return value if _is_json_scalar(value) else str(value)
-
-
-def _is_json_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _extra(launch: Launch, unexplained: list[str], as_text: list[str]) -> dict:
+def _extra(launch: Launch, unexplained: list[str]) -> dict:
     extra: dict[str, Any] = {}
     tuner = launch.autotuner
     if tuner is not None:
@@ -255,13 +263,19 @@ def _extra(launch: Launch, unexplained: list[str], as_text: list[str]) -> dict:
         extra["heuristics"] = sorted({name for w in heuristics for name in w.values})
     if unexplained:
         extra["grid_unexplained"] = unexplained
-    if as_text:
-        extra["constexprs_as_text"] = as_text
     return extra
 
 
 def _plain_dict(values: dict) -> dict:
-    return {k: _json_value(v) for k, v in values.items()}
+    """An autotune config's values as JSON (informational: one the codec cannot write is named by
+    its type)."""
+    plain = {}
+    for key, value in values.items():
+        try:
+            plain[key] = codec.encode(value, key)
+        except codec.UnsupportedConstexpr:
+            plain[key] = {"unsupported": type(value).__qualname__}
+    return plain
 
 
 # ------------------------------------------------------------------------- the writes

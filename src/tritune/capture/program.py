@@ -19,6 +19,7 @@ import signal
 from pathlib import Path
 
 from tritune import boot as boot_folder
+from tritune.capture import skipped
 from tritune.capture.recorder import PARTS, finalize, start
 from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec, SpecError, read_launches
 from tritune.config import ENV_CAPTURE_DIR
@@ -40,6 +41,7 @@ class Result:
     returncode: int  # the command's; a signal N is reported as 128 + N, like a shell
     out_dir: Path
     specs: list[LaunchSpec]
+    skipped: list[skipped.Skipped] = dataclasses.field(default_factory=list)  # launches not recorded, why
 
     @property
     def distinct(self) -> int:
@@ -73,6 +75,7 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
         _check_appendable(out_dir / LAUNCHES)
     if mode == "replace":
         (out_dir / LAUNCHES).unlink(missing_ok=True)
+        (out_dir / skipped.SKIPPED).unlink(missing_ok=True)
         for name in (PARTS, SOURCES, TENSORS):
             shutil.rmtree(out_dir / name, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -97,7 +100,7 @@ def run(command: list[str], out_dir: str | Path, *, mode: str = "new") -> Result
     except boot_folder.CommandError as exc:
         raise CaptureError(str(exc), exc.exit_code) from None
     specs = finalize(out_dir, command=command)
-    return Result(list(command), returncode, out_dir, specs)
+    return Result(list(command), returncode, out_dir, specs, skipped.read(out_dir))
 
 
 def describe_exit(code: int) -> str:

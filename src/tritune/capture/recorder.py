@@ -9,6 +9,11 @@ each of its launches counted once. ``finalize(DIR)`` merges every part (and a ``
 already there) into ``DIR/launches.jsonl``, summing the counts of equal launches, and removes the
 parts. A forked child starts its own part.
 
+A launch that cannot be recorded (``skip``: its arguments cannot be described, or recording it
+failed) is a ``{"skipped": ...}`` line naming its kernel and why (``capture.skipped``); repeats
+only count, written as ``{"skip_counts": {record id: n}}`` with the counts. ``finalize`` merges
+them into ``DIR/skipped.jsonl``: no launch is dropped without a word.
+
 Integer input tensors keep their values (indices that must stay in range): their storage from
 ``storage_offset`` to ``storage_size`` (what replay allocates) is saved 1-D as
 ``DIR/tensors/<spec id>_<arg>.pt`` when at most ``SAVE_LIMIT_BYTES``; a larger one records its
@@ -27,11 +32,12 @@ import weakref
 from pathlib import Path
 from typing import Any, Hashable, Iterable, Iterator
 
-from tritune.capture.spec import (SOURCES, TENSORS, LaunchSpec, SpecError, file_hash, read_launches,
-                                  write_launches)
+from tritune.capture.spec import (SOURCES, TENSORS, LaunchSpec, SpecError, file_hash, json_default,
+                                  read_launches, write_launches)
+from tritune.capture.skipped import Skipped
+from tritune.capture import skipped as skipped_file
 
 PARTS = "parts"
-_SKIP = "<skip>"
 SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
 FLUSH_SECONDS = 1.0
 
@@ -50,7 +56,8 @@ class Recorder:
         self.pid = os.getpid()
         self.specs: dict[str, LaunchSpec] = {}  # spec key -> spec
         self.counts: dict[str, int] = {}  # spec key -> launches
-        self.fast: dict[Hashable, str] = {}  # cheap launch key (see jit_launch) -> spec key
+        self.fast: dict[Hashable, str | Skipped] = {}  # cheap launch key (see jit_launch) -> spec key
+        self.skips: dict[str, Skipped] = {}  # launches that cannot be recorded, by record id
         self._sources: dict[str, tuple[str, str]] = {}  # source file -> its copy (relative to dir), its hash
         self._part: Path | None = None
         self._dirty = False
@@ -63,17 +70,27 @@ class Recorder:
         key = self.fast.get(fast_key)
         if key is None:
             return False
-        if key is _SKIP:
-            return True
-        self.counts[key] += 1
+        if key.__class__ is str:
+            self.counts[key] += 1
+        else:  # a launch that cannot be recorded: counted in its skipped record
+            key.count += 1
         self._dirty = True
         if time.monotonic() - self._flushed > FLUSH_SECONDS:
             self.flush()
         return True
 
-    def skip(self, fast_key: Hashable) -> None:
-        """Launches under ``fast_key`` cannot be recorded: let ``bump`` pass them without a count."""
-        self.fast[fast_key] = _SKIP
+    def skip(self, fast_key: Hashable | None, record: Skipped) -> None:
+        """A launch that cannot be recorded, and why: kept in ``skipped.jsonl`` (``capture.skipped``)
+        with the number of launches; later ones under ``fast_key`` only count there."""
+        found = self.skips.get(record.id)
+        if found is None:
+            found = self.skips[record.id] = record
+            self._append({"skipped": record.to_json()})
+        else:
+            found.count += record.count
+        if fast_key is not None:
+            self.fast[fast_key] = found
+        self._dirty = True
 
     # -- new launches ----------------------------------------------------------------------
 
@@ -84,9 +101,9 @@ class Recorder:
         them are saved (or their range recorded) as described above.
         """
         key = spec.key()
-        if fast_key is not None:
-            self.fast[fast_key] = key
         if key in self.specs:
+            if fast_key is not None:
+                self.fast[fast_key] = key
             self.counts[key] += 1
             self._dirty = True
             return self.specs[key]
@@ -95,9 +112,11 @@ class Recorder:
         for arg in spec.tensors:
             if values is not None and arg.name in values:
                 self._keep_values(spec, arg, values[arg.name])
+        self._append({"spec": spec.to_json()})  # first: a spec that cannot be written is not counted
         self.specs[key] = spec
         self.counts[key] = 1
-        self._append({"spec": spec.to_json()})
+        if fast_key is not None:
+            self.fast[fast_key] = key
         self._dirty = True
         return spec
 
@@ -143,7 +162,7 @@ class Recorder:
             parts.mkdir(parents=True, exist_ok=True)
             self._part = _fresh(parts, str(self.pid))
         with self._part.open("a") as handle:
-            handle.write(json.dumps(record, default=_plain) + "\n")
+            handle.write(json.dumps(record, default=json_default) + "\n")
 
     def flush(self) -> None:
         """Write the counts so far (cheap; a no-op when nothing changed)."""
@@ -152,6 +171,8 @@ class Recorder:
             return
         self._dirty = False
         self._append({"counts": {spec.id: self.counts[key] for key, spec in self.specs.items()}})
+        if self.skips:
+            self._append({"skip_counts": {id_: record.count for id_, record in self.skips.items()}})
 
     def close(self) -> None:
         self.flush()
@@ -216,12 +237,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
-
-
 # ------------------------------------------------------------------------------ merging
 
 def finalize(directory: str | Path, **header: Any) -> list[LaunchSpec]:
@@ -235,11 +250,15 @@ def finalize(directory: str | Path, **header: Any) -> list[LaunchSpec]:
     merged: dict[str, LaunchSpec] = {}
     if (directory / "launches.jsonl").exists():
         _merge(merged, read_launches(directory))
+    skips = skipped_file.read(directory)
     parts = sorted((directory / PARTS).glob("*.jsonl")) if (directory / PARTS).is_dir() else []
     for part in parts:
         _merge(merged, read_part(part))
+        skips.extend(read_part_skips(part))
     if merged or parts:
         write_launches(directory, merged.values(), **header)
+    if parts:
+        skipped_file.write(directory, skipped_file.merge(skips))
     if (directory / PARTS).is_dir():
         shutil.rmtree(directory / PARTS, ignore_errors=True)
     return list(merged.values())
@@ -282,6 +301,27 @@ def read_part(path: Path) -> list[LaunchSpec]:
     for spec_id, spec in specs.items():
         spec.count = int(counts.get(spec_id, 1))
     return list(specs.values())
+
+
+def read_part_skips(path: Path) -> list[Skipped]:
+    """The skipped-launch records of one part file, each with the last count written for it."""
+    records: dict[str, Skipped] = {}
+    counts: dict[str, int] = {}
+    for line in path.read_text().split("\n"):
+        try:
+            record = json.loads(line) if line else None
+        except json.JSONDecodeError:
+            continue  # read_part has said what is wrong with the file
+        if not isinstance(record, dict):
+            continue
+        if "skipped" in record:
+            found = Skipped.from_json(record["skipped"])
+            records.setdefault(found.id, found)
+        elif "skip_counts" in record:
+            counts = record["skip_counts"]
+    for record_id, record in records.items():
+        record.count = int(counts.get(record_id, record.count))
+    return list(records.values())
 
 
 # ------------------------------------------------------------------- starting and stopping

@@ -19,7 +19,9 @@ Argument kinds (``ArgSpec.kind``):
                 ``high`` for integer tensors whose real values were not kept).
   ``scalar``    ``value`` and ``type`` (``int``, ``float``, ``bool``).
   ``none``      the argument was None.
-  ``constexpr`` a ``tl.constexpr`` parameter; its value is in ``LaunchSpec.constexprs``.
+  ``constexpr`` a ``tl.constexpr`` parameter; its value is in ``LaunchSpec.constexprs``, as
+                ``tritune.capture.constexprs`` writes it (``tl.float16`` is ``{"tl_dtype": "fp16"}``;
+                JSON scalars as they are). Replay and apply ``decode`` it.
 
 The grid: ``grid`` is the launch's grid as a 3-tuple. ``grid_rule`` says how it follows from the
 arguments when a variant changes a constexpr (``None``: the grid is fixed)::
@@ -38,6 +40,8 @@ import json
 import math
 from pathlib import Path, PurePath
 from typing import Any, Iterable, Iterator
+
+from tritune.capture import constexprs as codec
 
 VERSION = 1
 LAUNCHES = "launches.jsonl"
@@ -189,6 +193,10 @@ class LaunchSpec:
     def from_json(cls, body: dict) -> "LaunchSpec":
         body = dict(body)
         body.pop("id", None)
+        if isinstance(body.get("extra"), dict) and codec.AS_TEXT in body["extra"] \
+                and isinstance(body.get("constexprs"), dict):  # an older capture's dtypes as text
+            body["extra"], body["constexprs"] = dict(body["extra"]), dict(body["constexprs"])
+            codec.migrate(body["constexprs"], body["extra"])
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(body) - fields)
         if unknown:
@@ -237,17 +245,18 @@ def write_launches(directory: str | Path, specs: Iterable[LaunchSpec], **header_
     with tmp.open("w") as handle:
         handle.write(json.dumps(header(**header_extra)) + "\n")
         for spec in specs:
-            handle.write(json.dumps(spec.to_json(), default=_json_default) + "\n")
+            handle.write(json.dumps(spec.to_json(), default=json_default) + "\n")
     tmp.replace(path)
     return path
 
 
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy / torch scalars
+def json_default(value: Any) -> Any:
+    """``json.dumps``'s ``default`` for launch records: numpy / torch scalars as numbers, a constexpr
+    value as ``capture.constexprs`` encodes it; anything else fails (``UnsupportedConstexpr``)
+    rather than being written as its text, which nothing could turn back."""
+    if hasattr(value, "item") and not isinstance(value, (tuple, dict)):  # numpy / torch scalars
         return value.item()
-    if hasattr(value, "value"):  # tl.constexpr
-        return value.value
-    return str(value)
+    return codec.encode(value)
 
 
 def read_launches(directory: str | Path) -> list[LaunchSpec]:

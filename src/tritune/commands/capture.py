@@ -43,6 +43,7 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
         sys.exit(exc.exit_code)
     if result.specs:
         _summary(result)
+    _skipped(result.skipped, "tritune capture")
     if result.returncode != 0:
         click.echo(f"tritune capture: the command {describe_exit(result.returncode)}"
                    f"{'; what it launched until then is in ' + str(out_dir) if result.specs else ''}", err=True)
@@ -70,3 +71,11 @@ def _summary(result) -> None:
     console.print(table)
     console.print(f"{result.distinct} distinct launches ({result.total} launches) of "
                   f"{len(result.kernels)} kernels -> {result.out_dir / 'launches.jsonl'}", highlight=False)
+
+
+def _skipped(records, prefix: str) -> None:
+    """Launches the capture saw and could not record, each with why (stderr)."""
+    from tritune.capture.skipped import lines
+
+    for line in lines(records):
+        click.echo(f"{prefix}: {line}" if not line.startswith(" ") else line, err=True)

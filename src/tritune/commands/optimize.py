@@ -184,6 +184,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
+    if launches is not None:
+        _not_captured(launches)
     root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail)
     text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
     from tritune.analyze.render import console_for
@@ -262,6 +264,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     try:
         if read_launches(target):
             click.echo(f"tritune optimize: using the capture already in {target} (delete it to capture again)")
+            _not_captured(target)
             return target
     except SpecError:
         pass
@@ -274,12 +277,29 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     except CaptureError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(exc.exit_code)
+    _not_captured(target)
     if captured.returncode != 0 or not captured.specs:
-        why = describe_exit(captured.returncode) if captured.returncode else "launched no Triton kernel"
+        why = describe_exit(captured.returncode) if captured.returncode else (
+            "launched no Triton kernel that could be captured" if captured.skipped else "launched no Triton kernel")
         click.echo(f"tritune optimize: the command {why}; nothing to optimize", err=True)
         sys.exit(2)
     click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
     return target
+
+
+def _not_captured(root: Path) -> None:
+    """The launches the capture saw and could not record (``DIR/skipped.jsonl``), each with why:
+    they are not optimized, and the user is told so."""
+    from tritune.capture import skipped
+    from tritune.capture.spec import SpecError
+
+    try:
+        records = skipped.read(root)
+    except SpecError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        return
+    for line in skipped.lines(records):
+        click.echo(f"tritune optimize: {line}" if not line.startswith(" ") else line, err=True)
 
 
 def _inductor(modules: Path, target: Path, *, unsafe_no_jail: bool = False) -> Path:

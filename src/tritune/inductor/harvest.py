@@ -215,16 +215,17 @@ def install(stage: Path, out: Path) -> None:
     """Replace ``out``'s capture by the complete one in ``stage`` (other files in ``out`` stay).
     ``launches.jsonl`` goes first and comes last: stopped in between, ``out`` holds no file that
     claims a complete capture."""
+    from tritune.capture.skipped import SKIPPED
     from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS
 
     out.mkdir(parents=True, exist_ok=True)
     (out / LAUNCHES).unlink(missing_ok=True)
-    for name in (SOURCES, TENSORS, MODULES, PARTS):
+    for name in (SOURCES, TENSORS, MODULES, PARTS, SKIPPED):
         old = out / name
         if old.is_dir() and not old.is_symlink():
             shutil.rmtree(old)
         else:
             old.unlink(missing_ok=True)
-    for name in (SOURCES, TENSORS, MODULES, LAUNCHES):
+    for name in (SOURCES, TENSORS, MODULES, SKIPPED, LAUNCHES):  # the modules that failed, and why
         if (stage / name).exists():
             os.replace(stage / name, out / name)

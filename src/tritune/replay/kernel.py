@@ -72,6 +72,9 @@ def load_kernel(spec: LaunchSpec, root: str | Path, source: str | None = None) -
     whole-file hash (``spec.file_hash``) and the kernel's hash (``spec.source_hash``) are checked
     on those bytes, and the module is made of those same bytes (``import_file(data=...)``)."""
     if source is None:
+        if not spec.source:  # the recorder found no file to copy (a kernel made by exec, in a notebook...)
+            raise SpecError(f"{spec.id}: capture kept no copy of {spec.kernel}'s file "
+                            f"({spec.source_file or 'the program named none'}): nothing to replay")
         path = confined_source(root, spec)
         if not spec.source_hash:
             raise SpecError(f"{spec.id}: the launch names no source_hash for {spec.kernel}: refused (a capture "

@@ -14,6 +14,9 @@ A variant with a grid of its own (``Variant.grid``: a persistent-grid rewrite, `
 persistent``) launches ``grid`` (min(tiles, k x SMs) programs) and gets the tile count of the
 grid the spec gives (``program_grid``) as its added argument(s).
 
+On a GPU, replay gives Triton a scratch allocator when none is set (``ensure_allocator``): a
+kernel that makes tensor descriptors inside needs one, and the program had one.
+
 A variant whose source no rule of tritune's made (a model's) is checked against the captured file
 before it is imported (``llm.sandbox.check_variant_source``); refused, it raises ``Unsafe``, a
 failure of kind ``unsafe``.
@@ -26,6 +29,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tritune.capture import constexprs as codec
 from tritune.capture.spec import LaunchSpec, SpecError, confined_source
 from tritune.llm import sandbox
 from tritune.replay.inputs import device_of, interpreting, make_args
@@ -43,21 +47,41 @@ class Replay:
         if unknown:
             raise SpecError(f"{spec.id}: variant sets {unknown}, which are not constexprs of {spec.kernel} "
                             f"(its constexprs: {sorted(spec.constexprs)})")
-        self.constexprs = {**spec.constexprs, **variant.constexprs}
+        left = codec.left_as_text(spec.extra)
+        if left:
+            raise SpecError(f"{spec.id}: constexpr(s) {left} were recorded as text by an older tritune "
+                            f"({', '.join(repr(spec.constexprs.get(n)) for n in left)}), which cannot be turned "
+                            "back into values: capture again")
+        self.encoded = {**spec.constexprs, **variant.constexprs}  # as recorded: the key's and the grid rule's
         self.options = {**spec.options, **variant.options}
         if sandbox.needs_check(variant):  # a model's source, or of unknown origin: before it runs
             sandbox.check_variant_source(confined_source(self.root, spec).read_text(), variant.source, spec.kernel)
         self.fn = load_kernel(spec, self.root, variant.source)
+        self.constexprs = self._decoded()  # the values the kernel is launched with
         self.compiles = not interpreting()
+        if self.compiles:
+            ensure_allocator(self.device)
         self.program_grid = self._grid()  # what the program launches with these constexprs
         self.grid, self.extras = self._launch_grid()
         self._compiled = None
+
+    def _decoded(self) -> dict[str, Any]:
+        """The constexprs as values (``capture.constexprs.decode``: a dtype tag is a ``tl.dtype``, a
+        jit function is found by name in the loaded kernel's module); ``SpecError`` if one cannot be."""
+        if not codec.needs_decoding(self.encoded):
+            return dict(self.encoded)
+        python_fn = getattr(self.fn, "fn", None)
+        scope = getattr(python_fn, "__globals__", None)
+        try:
+            return codec.decode_all(self.encoded, scope)
+        except codec.ConstexprError as error:
+            raise SpecError(f"{self.spec.id}: {error}") from None
 
     # ------------------------------------------------------------------------------------ grid
 
     def _grid(self) -> tuple[int, int, int]:
         rule = self.spec.grid_rule
-        changed = any(self.constexprs[k] != self.spec.constexprs[k] for k in self.variant.constexprs)
+        changed = any(self.encoded[k] != self.spec.constexprs[k] for k in self.variant.constexprs)
         if rule is None or not changed:
             return tuple(self.spec.grid)
         scalars = {a.name: a.value for a in self.spec.args if a.kind == "scalar"}
@@ -135,6 +159,32 @@ class Replay:
         run = self._compiled[self.grid]
         values = list(params.values())
         return lambda: run(*values)
+
+
+def ensure_allocator(device: str) -> bool:
+    """Give Triton a global-scratch allocator when none is set; returns whether it set one.
+
+    A kernel that allocates at launch (``tl.make_tensor_descriptor`` in the kernel, as
+    flash-linear-attention's ``solve_tril`` does on Hopper) needs ``triton.set_allocator``: the
+    program had one (it could not have launched the kernel otherwise), and so must replay. One the
+    kernel file set on import (fla sets its own) is kept."""
+    import triton
+
+    try:
+        from triton.runtime import _allocation
+
+        if _allocation._allocator.get() is not _allocation._NULL_ALLOCATOR:
+            return False
+    except (ImportError, AttributeError):  # another Triton: leave whatever is there
+        return False
+
+    def allocate(size: int, alignment: int, stream: Any) -> Any:
+        import torch
+
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(allocate)
+    return True
 
 
 def _cdiv_grid(rule: dict, values: dict[str, Any]) -> tuple[int, int, int]:

@@ -21,9 +21,10 @@ A decision (a verified faster variant) holds for one ``DecisionKey``:
     bool    ``["B"]``;  None ``["N"]`` (Triton turns None into a constant)
     ======  ==========================================================================
 
-    and every ``tl.constexpr`` value exactly (non-JSON values such as ``tl.float16`` as text,
-    as capture records them). Launch options (num_warps...) are not part of the key: they are
-    what a decision replaces.
+    and every ``tl.constexpr`` value exactly, as capture records it (``capture.constexprs``:
+    ``tl.float16`` is ``{"tl_dtype": "fp16"}``, at capture and in the running program alike; a
+    value it cannot encode gets no key, and its launch runs as written). Launch options
+    (num_warps...) are not part of the key: they are what a decision replaces.
 ``gpu_name``, ``capability``, ``triton_version``
     seed 001's lesson: a key without the GPU serves one GPU's decision on another.
 
@@ -44,6 +45,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
+from tritune.capture import constexprs as codec
 from tritune.kernel_facts import ITEMSIZE
 from tritune.capture.spec import ArgSpec, LaunchSpec
 
@@ -123,9 +125,9 @@ def scalar_desc(value: Any) -> list | None:
 
 
 def constexpr_value(value: Any) -> Any:
-    """A constexpr as capture records it: JSON scalars as they are, anything else as text."""
-    value = getattr(value, "value", value)  # tl.constexpr
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+    """A constexpr as capture records it (``capture.constexprs.encode``), live or already recorded;
+    ``UnsupportedConstexpr`` for a value capture cannot record."""
+    return codec.key_value(value)
 
 
 def specialization_json(args: Sequence[list], constexprs: Mapping[str, Any]) -> str:
@@ -259,7 +261,10 @@ class LiveKeyer:
             args.append([name, *desc])
         if any(name not in bound for name in self._constexprs):
             return None
-        constexprs = {name: constexpr_value(bound[name]) for name in self._constexprs}
+        try:
+            constexprs = {name: constexpr_value(bound[name]) for name in self._constexprs}
+        except codec.UnsupportedConstexpr:  # capture could not have recorded it: no decision
+            return None
         return DecisionKey(self.source_hash, self.kernel, specialization_json(args, constexprs), *self.target)
 
     def _dtype_name(self, dtype: Any) -> str:
