@@ -45,6 +45,9 @@ DEFAULT_OPTIONS = {**BACKEND_DEFAULTS, "maxnreg": None}  # the search's starting
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4, 5)
 MIN_BLOCK, MAX_BLOCK = 16, 8192
+# A block knob's ladder goes down to 1/16 of the captured value and up to this many times it: a
+# far-off first round jumps x64 (``search.proposers``), and the descent may go two steps beyond
+BLOCK_REACH = 256
 # Inductor's blocks go down to 1: XBLOCK=1 is its usual persistent-reduction config, its
 # max-autotune lists hold (XBLOCK, R0_BLOCK) = (1, 2048) and (64, 4), and its coordinate descent
 # halves a block until it reaches 0 (torch 2.13, CoordescTuner.value_too_small)
@@ -144,7 +147,7 @@ def grid_blocks(spec: LaunchSpec) -> list[str]:
 def _block_knob(spec: LaunchSpec, name: str) -> Knob | None:
     value = spec.constexprs[name]
     low = MIN_INDUCTOR_BLOCK if spec.kind == "inductor" else MIN_BLOCK
-    values = tuple(v for v in _powers(low, MAX_BLOCK) if value // 16 <= v <= value * 16) or (value,)
+    values = tuple(v for v in _powers(low, MAX_BLOCK) if value // 16 <= v <= value * BLOCK_REACH) or (value,)
     if value not in values:
         values = tuple(sorted({*values, value}))
     return Knob(name, "constexpr", values, value)
