@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS, SMSpec
 from tritune.bench.roofline import is_read, traffic, view_elements
-from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.capture.spec import LaunchSpec
 from tritune.kernel_facts import itemsize
 from tritune.search import space
 
@@ -135,22 +135,18 @@ def programs(spec: LaunchSpec, config: dict[str, Any]) -> int:
 
 
 def _programs(spec: LaunchSpec, config: dict[str, Any]) -> int:
-    """The grid rule's grid; for a rule this cannot evaluate, the captured grid scaled by the blocks."""
+    """A ``cdiv`` grid rule's grid; any other (Inductor's), the captured grid scaled by the grid
+    blocks: exact but for rounding, and no import of Inductor's grid code to rank a config."""
     rule = spec.grid_rule or {}
     constexprs = {**spec.constexprs, **{k: v for k, v in config.items() if k in spec.constexprs}}
-    scalars = {a.name: a.value for a in spec.args if a.kind == "scalar"}
-    try:
-        if rule.get("kind") == "cdiv":
-            grid = [int(d["const"]) if "const" in d else math.ceil(int({**scalars, **constexprs}[d["numel"]])
-                                                                  / int(constexprs[d["block"]]))
+    if rule.get("kind") == "cdiv":
+        values = {**{a.name: a.value for a in spec.args if a.kind == "scalar"}, **constexprs}
+        try:
+            grid = [int(d["const"]) if "const" in d else math.ceil(int(values[d["numel"]]) / int(values[d["block"]]))
                     for d in rule["dims"]]
             return max(1, math.prod(grid))
-        if rule.get("kind") == "inductor":
-            from tritune.capture.inductor_grid import grid_for
-
-            return max(1, math.prod(grid_for(rule, constexprs, scalars)))
-    except (SpecError, KeyError, ValueError, TypeError, ZeroDivisionError, ImportError):
-        pass
+        except (KeyError, ValueError, TypeError, ZeroDivisionError):
+            pass  # a rule naming what the launch lacks: scaled, as below
     scale = math.prod(spec.constexprs[name] / constexprs[name] for name in space.grid_blocks(spec))
     return max(1, math.ceil(math.prod(spec.grid) * scale))
 
