@@ -107,6 +107,6 @@ def test_stages_spread_only_for_a_kernel_that_loops(tmp_path):
     add = vector_add()
     assert {config_of(add, v)["num_stages"] for v in proposed(context(add, 0.07, root=tmp_path))} == {3}
     assert {config_of(add, v)["num_stages"] for v in proposed(context(add, 0.07))} == {1, 3, 5}
-    assert not _may_loop(ADD, "add_kernel") and _may_loop(ADD.replace("    offs =", "    for i in range(2):\n        offs ="),
-                                                           "add_kernel")
+    looped = ADD.replace("    offs =", "    for i in range(2):\n        offs =")
+    assert not _may_loop(ADD, "add_kernel") and _may_loop(looped, "add_kernel")
     assert _may_loop(None, "add_kernel") and _may_loop(ADD, "other_kernel")

@@ -1,11 +1,12 @@
 """A static cost model: which launch configs of one kernel are worth building first.
 
-It orders candidates before any is built, from facts known without running them: the bytes the
-launch moves (its tensors, ``bench.roofline.traffic``), its programs (the grid its grid rule gives
-for the config's block sizes), the programs resident on an SM (``analyze.occupancy``: warps,
-registers, shared memory, the SM's block slots; GPU facts from ``analyze.targets.SPECS``) and the
-waves they run in. It predicts no time, only an order: ``estimate(...).score`` is a relative
-throughput in 0..1, the product of four factors, each a reason a config is slow:
+It orders candidates before any is built, from facts known without running them: the bytes a
+program loads (its tile of each tensor the launch reads, ``bench.roofline.is_read``), its programs
+(the grid its grid rule gives for the config's block sizes), the programs resident on an SM
+(``analyze.occupancy``: warps, registers, shared memory, the SM's block slots; GPU facts from
+``analyze.targets.SPECS``) and the waves they run in. It predicts no time, only an order:
+``estimate(...).score`` is a relative throughput in 0..1, the product of four factors, each a
+reason a config is slow:
 
 - **bytes in flight** (Little's law): an SM keeps the memory system busy only with about
   ``IN_FLIGHT_BYTES`` of loads outstanding (DRAM latency x its share of the bandwidth). A program
@@ -34,9 +35,12 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
+# Triton first, as ``space`` imports it: importing ``tritune.analyze`` before Triton would load
+# Triton compiling (``imports.import_triton_compiling``) in a process meant to interpret
+import triton  # noqa: F401
+
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS, SMSpec
-from tritune.bench.roofline import is_read, traffic, view_elements
 from tritune.capture.spec import LaunchSpec
 from tritune.kernel_facts import itemsize
 from tritune.search import space
@@ -153,6 +157,8 @@ def _programs(spec: LaunchSpec, config: dict[str, Any]) -> int:
 
 def _tile(spec: LaunchSpec, config: dict[str, Any]) -> float:
     """Elements of the largest tensor a program holds at once (a looped reduction: per iteration)."""
+    from tritune.bench.roofline import view_elements  # here: importing tritune.bench loads its timing code
+
     largest = max((view_elements(a) for a in spec.tensors), default=1) or 1
     tile = largest / _programs(spec, config)
     numel = space.r0_numel(spec) if space.r0_block_knob(spec) is not None else None
@@ -168,6 +174,8 @@ def _load_bytes(spec: LaunchSpec, tile: float) -> float:
 
 def _read_itemsizes(spec: LaunchSpec) -> int:
     """Bytes loaded per element of the tile, summed over the tensors read (at least one's)."""
+    from tritune.bench.roofline import is_read
+
     sizes = [itemsize(a.dtype) for a in spec.tensors if is_read(spec, a)]
     return sum(sizes) or max((itemsize(a.dtype) for a in spec.tensors), default=4)
 

@@ -30,13 +30,14 @@ kernel's source (for the seeds) and the profile's facts from the ``Context`` (``
 A launch far from its roofline (``roofline`` under ``FAR_FROM_ROOFLINE`` of the copy bandwidth,
 from the profile's facts) is rarely one step from its best: a vector add launched at BLOCK=16 runs
 at ~7% of the roofline, and a x2 descent reaches BLOCK=32 where BLOCK=1024 gives ~10x. Its first
-group then also spans the space (``span_configs``): every block knob x4, x16, x64 and /4 where
-its ladder allows, each with warps matched to the tile (``ELEMENTS_PER_WARP``, halved and doubled:
-a bigger block wants more warps, and no warp without an element), stages spread two steps either
-way on the most promising (for a kernel with a loop, or whose source is not known); the static cost model (``search.cost``) ranks them and keeps the best
-``SPAN_SIZE``. The descent then walks from the fastest. Near the roofline, or with none known (the
-interpreter's times give none), the first group is the seeds alone, as before. The first group
-may hold more than a round (``first_round_size`` says how many: a loop may ask for that many).
+group then also spans the space (``span_configs``): every block knob x4, x16, x64 and /4 where its
+ladder allows, each with warps matched to the tile (``ELEMENTS_PER_WARP``, halved and doubled: a
+bigger block wants more warps, and no warp without an element), stages spread two steps either way
+on the most promising (for a kernel with a loop, or whose source is not known); the static cost
+model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``. The descent then walks from
+the fastest. Near the roofline, or with none known (the interpreter's times give none), the first
+group is the seeds alone, as before. The first group may hold more than a round
+(``first_round_size`` says how many: a loop may ask for that many).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
