@@ -49,6 +49,10 @@ def test_a_launch_near_its_roofline_or_with_none_known_gets_its_neighbours_only(
     for roofline in (FAR_FROM_ROOFLINE, 0.8, None):  # None: the interpreter's times give no roofline
         assert [v.describe() for v in proposed(context(spec, roofline))] == ["BLOCK=32"]
         assert LaunchConfigSearch().first_round_size(context(spec, roofline)) == 0
+    # far, but launch-bound: its time is the launch's, no block size moves it
+    launch_bound = context(spec, 0.07)
+    launch_bound = Context(spec, profile={**launch_bound.profile, "bottleneck": {"kind": "launch-bound"}})
+    assert [v.describe() for v in proposed(launch_bound)] == ["BLOCK=32"]
 
 
 def test_the_span_goes_down_by_4_where_the_ladder_allows_and_not_past_a_resource_ceiling():

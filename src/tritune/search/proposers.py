@@ -35,9 +35,10 @@ ladder allows, each with warps matched to the tile (``ELEMENTS_PER_WARP``, halve
 bigger block wants more warps, and no warp without an element), stages spread two steps either way
 on the most promising (for a kernel with a loop, or whose source is not known); the static cost
 model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``. The descent then walks from
-the fastest. Near the roofline, or with none known (the interpreter's times give none), the first
-group is the seeds alone, as before. The first group may hold more than a round
-(``first_round_size`` says how many: a loop may ask for that many).
+the fastest. Near the roofline, with none known (the interpreter's times give none) or for a
+launch-bound kernel (its time is the launch's), the first group is the seeds alone, as before. The
+first group may hold more than a round (``first_round_size`` says how many: a loop may ask for that
+many).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
@@ -133,6 +134,8 @@ class LaunchConfigSearch:
         base = context.accepted if context.accepted.rewrite else None
         facts = (context.profile or {}).get("facts") or {}
         roofline = facts.get("roofline")
+        if (context.bottleneck or {}).get("kind") == "launch-bound":
+            roofline = None  # its time is the launch's, not its memory traffic's: no block size moves it
         return cls(knob_order(context.spec, context.knob_roles), context.registers, base,
                    inductor_configs.seeds(context.spec, context.source), context.baseline_ms,
                    roofline=float(roofline) if isinstance(roofline, (int, float)) else None, facts=facts,
