@@ -12,8 +12,9 @@ keeps the kernel correct by construction:
 Other constexprs (a row kernel's ``BLOCK_N`` that must cover the row, flags, dtypes) are not
 knobs: changing them changes what the kernel computes. Verification still checks every variant.
 Values are powers of two (an Inductor kernel's blocks from 1, as Inductor's own configs and its
-coordinate descent go; other grid blocks from 16); ``options`` absent from a capture take
-Triton's defaults (4 warps, 3 stages).
+coordinate descent go; other grid blocks from 16), a grid block's from 1/16 of the captured value
+to ``BLOCK_REACH`` times it (a far-off first round jumps x64: ``search.proposers``);
+``options`` absent from a capture take Triton's defaults (4 warps, 3 stages).
 
 ``maxnreg`` (the PTX ``.maxnreg`` cap on 32-bit registers per thread; Triton's CUDA launch
 option, ``CUDAOptions.maxnreg`` in 3.6) comes last. Its values are the caps at which one more
