@@ -118,3 +118,9 @@ def test_shared_memory_past_the_sm_ranks_last_and_the_gpu_comes_from_the_facts()
     starved = vector_add(n=132 * 1024, block=1024)  # one program an SM
     assert cost.estimate(starved, {}, machine=machine).programs == 132
     assert cost.estimate(starved, {}, machine=machine).waves > cost.estimate(starved, {}).waves  # fewer SMs
+
+
+def test_a_dtype_it_does_not_know_ranks_as_four_bytes_and_never_fails():
+    odd = vector_add()
+    odd.args[0].dtype = "complex_thing"
+    assert cost.estimate(odd, {"BLOCK": 1024}).score == cost.estimate(vector_add(), {"BLOCK": 1024}).score

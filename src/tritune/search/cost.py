@@ -176,8 +176,16 @@ def _read_itemsizes(spec: LaunchSpec) -> int:
     """Bytes loaded per element of the tile, summed over the tensors read (at least one's)."""
     from tritune.bench.roofline import is_read
 
-    sizes = [itemsize(a.dtype) for a in spec.tensors if is_read(spec, a)]
-    return sum(sizes) or max((itemsize(a.dtype) for a in spec.tensors), default=4)
+    sizes = [_itemsize(a.dtype) for a in spec.tensors if is_read(spec, a)]
+    return sum(sizes) or max((_itemsize(a.dtype) for a in spec.tensors), default=4)
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes per element; 4 for a dtype ``kernel_facts`` does not know (a ranking, never a failure)."""
+    try:
+        return itemsize(dtype)
+    except ValueError:
+        return 4
 
 
 def _registers(spec: LaunchSpec, per_thread: float, per_thread0: float, registers0: int | None) -> int:
