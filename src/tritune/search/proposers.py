@@ -358,8 +358,11 @@ def _key(config: dict[str, Any]) -> tuple:
 
 
 def _unique(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: set[tuple] = set()
-    return [c for c in configs if not (_key(c) in seen or seen.add(_key(c)))]
+    """``configs`` without repeats, in order."""
+    kept: dict[tuple, dict[str, Any]] = {}
+    for config in configs:
+        kept.setdefault(_key(config), config)
+    return list(kept.values())
 
 
 def _two_steps(knob: space.Knob, value: Any) -> list[Any]:
