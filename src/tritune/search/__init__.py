@@ -3,7 +3,8 @@
 persistent reduction rewritten to loop; ``rewrites``: the source rewrite rules' variants; ``chain``:
 a rewrite and the config on top of it; ``family``: a proposer with its verification mode, and the
 ``Context`` the loop hands it; ``changes``: which knobs a variant turns; ``inductor_configs``: the
-configs Inductor's max-autotune would time, where the config search starts)."""
+configs Inductor's max-autotune would time, where the config search starts; ``cost``: a static
+cost model that ranks a far-off launch's spanning first round)."""
 
 from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.changes import changed_knobs

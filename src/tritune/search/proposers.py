@@ -24,8 +24,21 @@ On a source rewrite (``base``, the held decision when a rewrite made it: ``searc
 descent runs on the rewritten source: its variants carry that source and rule, it starts from the
 decision's own config, and only trials on that source are its history. Without a base, variants
 with a source (cache hints, a looped reduction) are another family's and not its history.
-In the loop it reads its knob order, the register count, the baseline's time, the base and the
-kernel's source (for the seeds) from the ``Context`` (``propose_in``).
+In the loop it reads its knob order, the register count, the baseline's time, the base, the
+kernel's source (for the seeds) and the profile's facts from the ``Context`` (``propose_in``).
+
+A launch far from its roofline (``roofline`` under ``FAR_FROM_ROOFLINE`` of the copy bandwidth,
+from the profile's facts) is rarely one step from its best: a vector add launched at BLOCK=16 runs
+at ~7% of the roofline, and a x2 descent reaches BLOCK=32 where BLOCK=1024 gives ~10x. Its first
+group then also spans the space (``span_configs``): every block knob x4, x16, x64 and /4 where its
+ladder allows, each with warps matched to the tile (``ELEMENTS_PER_WARP``, halved and doubled: a
+bigger block wants more warps, and no warp without an element), stages spread two steps either way
+on the most promising (for a kernel with a loop, or whose source is not known); the static cost
+model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``. The descent then walks from
+the fastest. Near the roofline, with none known (the interpreter's times give none) or for a
+launch-bound kernel (its time is the launch's), the first group is the seeds alone, as before. The
+first group may hold more than a round (``first_round_size`` says how many: a loop may ask for that
+many).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
 allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
@@ -39,6 +52,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
@@ -46,10 +60,16 @@ from tritune.aliasing import NOALIAS, disjoint_at_capture
 from tritune.capture.spec import LaunchSpec
 from tritune.errors import resource_failure_text
 from tritune.replay.variant import Variant
-from tritune.search import chain, inductor_configs, space
+from tritune.search import chain, cost, inductor_configs, space
 
 if TYPE_CHECKING:
     from tritune.search.family import Context
+
+FAR_FROM_ROOFLINE = 0.30  # issue 24: below this fraction of the copy roofline, the first group spans
+SPAN_BLOCK_SCALES = (4, 16, 64, 1 / 4)  # each block knob's jumps from the start
+SPAN_SIZE = 12  # spanning configs kept, the cost model's best (a round or three of candidates)
+ELEMENTS_PER_WARP = 256  # Inductor's pointwise rule (triton_heuristics: num_warps ~ block / 256)
+SPAN_MAX_WARPS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,21 +114,32 @@ class LaunchConfigSearch:
 
     def __init__(self, order: Iterable[str] | None = None, registers: int | None = None,
                  base: Variant | None = None, seeds: Iterable[dict[str, Any]] = (),
-                 baseline_ms: float | None = None) -> None:
+                 baseline_ms: float | None = None, roofline: float | None = None,
+                 facts: dict[str, Any] | None = None, loops: bool = True) -> None:
         self.order = list(order or [])  # knob names first in this order (e.g. from the bottleneck)
         self.registers = registers  # the baseline's registers per thread, when analysed
         self.base = base  # a variant made by a source rewrite: configs on its source (module docstring)
         self.seeds = [dict(seed) for seed in seeds]  # configs tried before the descent (module docstring)
         self.baseline_ms = baseline_ms  # the captured launch's time: the descent moves only to faster
+        self.roofline = roofline  # the launch's fraction of the copy roofline, when timed on a GPU
+        self.facts = dict(facts or {})  # the profile's facts: the cost model's GPU and baseline
+        self.loops = loops  # the kernel may loop (stages pipeline a loop's loads: none, nothing to spread)
 
     @classmethod
     def for_context(cls, context: Context) -> "LaunchConfigSearch":
         """The search the loop runs (``search.family.Context``): the bottleneck's knob order, the
         baseline's registers and time, the held decision as the base when a rewrite made it, and
-        Inductor's max-autotune configs as the seeds."""
+        Inductor's max-autotune configs as the seeds, the profile's roofline and facts (whether
+        and how the first group spans)."""
         base = context.accepted if context.accepted.rewrite else None
+        facts = (context.profile or {}).get("facts") or {}
+        roofline = facts.get("roofline")
+        if (context.bottleneck or {}).get("kind") == "launch-bound":
+            roofline = None  # its time is the launch's, not its memory traffic's: no block size moves it
         return cls(knob_order(context.spec, context.knob_roles), context.registers, base,
-                   inductor_configs.seeds(context.spec, context.source), context.baseline_ms)
+                   inductor_configs.seeds(context.spec, context.source), context.baseline_ms,
+                   roofline=float(roofline) if isinstance(roofline, (int, float)) else None, facts=facts,
+                   loops=_may_loop(context.source, context.spec.kernel))
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         """The loop's call: ``for_context``'s search."""
@@ -119,10 +150,60 @@ class LaunchConfigSearch:
         return config_of(spec, self.base if self.base is not None else Variant())
 
     def seed_configs(self, spec: LaunchSpec) -> list[dict[str, Any]]:
-        """The seeds as whole configs over ``start``: what the search proposes before the descent
-        (the loop asks which of a round's proposals they are: ``loop.kernel._seeded``)."""
+        """The seeds as whole configs over ``start``, then (far from the roofline) the spanning
+        configs: what the search proposes before the descent (the loop asks which of a round's
+        proposals they are: ``loop.kernel._seeded``)."""
         start = self.start(spec)
-        return [{**start, **seed} for seed in self.seeds]
+        seeds = [{**start, **seed} for seed in self.seeds]
+        return seeds + [c for c in self.span_configs(spec) if c not in seeds]
+
+    def far(self) -> bool:
+        """Far from the roofline: the first group spans the space (module docstring)."""
+        return self.roofline is not None and self.roofline < FAR_FROM_ROOFLINE
+
+    def span_configs(self, spec: LaunchSpec, ceilings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Far from the roofline, the spanning configs around ``start``, the cost model's best first
+        (module docstring); none near it. ``ceilings``: configs at or over a value that failed for
+        resources are dropped after the cut, so the configs are always a subset of those without."""
+        if not self.far():
+            return []
+        found = {k.name: k for k in space.knobs(spec, registers=self.registers)}
+        start = self.start(spec)
+        shapes = [start]
+        for knob in (k for k in found.values() if k.kind == "constexpr"):
+            for scale in SPAN_BLOCK_SCALES:
+                value = round(start[knob.name] * scale)
+                if value in knob.values and value != start[knob.name]:
+                    shapes.append({**start, knob.name: value})
+        configs = [{**shape, "num_warps": warps} for shape in shapes for warps in self._span_warps(spec, shape)]
+        baseline = cost.Baseline.from_facts(self.facts, self.registers)
+        machine = cost.Machine.from_facts(self.facts)
+        ranked = _unique(cost.rank(spec, [c for c in configs if c != start], baseline=baseline, machine=machine))
+        if not ranked:
+            return []
+        stages = _two_steps(found["num_stages"], start["num_stages"]) if self.loops else []
+        spread = [{**ranked[0], "num_stages": v} for v in stages]
+        spread = [c for c in spread if c not in ranked]
+        kept = ranked[:max(1, SPAN_SIZE - len(spread))] + spread
+        return [c for c in kept if not _over(c, ceilings or {})]
+
+    def _span_warps(self, spec: LaunchSpec, shape: dict[str, Any]) -> list[int]:
+        """Warps for a block shape: matched to its tile (``ELEMENTS_PER_WARP`` elements a warp),
+        halved and doubled, none with fewer elements than threads (a thread without work)."""
+        tile = cost.estimate(spec, shape).tile
+        matched = min(SPAN_MAX_WARPS, max(1, 1 << round(math.log2(max(1.0, tile / ELEMENTS_PER_WARP)))))
+        spread = [w for w in (matched // 2, matched, matched * 2) if w in space.WARPS and w <= SPAN_MAX_WARPS]
+        return [w for w in spread if w == matched or tile >= w * 32]
+
+    def first_round_size(self, context: Context) -> int:
+        """How many configs the first group holds (seeds, and far from the roofline the spanning
+        configs) untried: a loop may ask for that many in its first round instead of
+        ``per_round``. 0 when the first group is done."""
+        search, spec, trials = self.for_context(context), context.spec, context.trials
+        tried = {_key(config_of(spec, t.variant)) for t in trials if search._on_base(t.variant)}
+        tried.add(_key(search.start(spec)))
+        first = next(search._groups(spec, trials, [], search.start(spec)))
+        return len({_key(c) for c in first} - tried)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
         knobs = self._ordered(space.knobs(spec, registers=self.registers))
@@ -145,11 +226,14 @@ class LaunchConfigSearch:
     def _groups(self, spec: LaunchSpec, trials: list[Trial], knobs: list[space.Knob],
                 baseline: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
         """The configs to propose, a group at a time: the seeds (Inductor's max-autotune configs,
-        in its order), then each knob's neighbours of the best so far (coordinate descent: it
-        starts from the best seed). None at or above a value that failed for resources
-        (``ceilings``): a bigger form is never retried."""
+        in its order) and, far from the roofline, the spanning configs; then each knob's
+        neighbours of the best so far (coordinate descent: it starts from the best of the first
+        group). None at or above a value that failed for resources (``ceilings``): a bigger form
+        is never retried."""
         ceilings = self.ceilings(spec, trials)
-        yield [config for config in self.seed_configs(spec) if not _over(config, ceilings)]
+        start = self.start(spec)
+        seeds = [config for config in ({**start, **seed} for seed in self.seeds) if not _over(config, ceilings)]
+        yield seeds + [c for c in self.span_configs(spec, ceilings) if c not in seeds]
         best = self.best(spec, trials) or baseline
         for knob in knobs:
             yield [{**best, knob.name: value} for value in knob.neighbours(best[knob.name])
@@ -254,6 +338,16 @@ def _may_merge_across_store(source: str | None, kernel: str) -> bool:
     return stores and len(set(loaded)) < len(loaded)
 
 
+def _may_loop(source: str | None, kernel: str) -> bool:
+    """The kernel has a loop (``for``/``while`` in its body), or its source cannot be read."""
+    try:
+        tree = ast.parse(source or "")
+    except SyntaxError:
+        return True
+    function = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    return function is None or any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(function))
+
+
 def _over(config: dict[str, Any], ceilings: dict[str, Any]) -> bool:
     """Some knob of ``config`` at or above the value that failed for resources (``ceilings``)."""
     return any(name in config and not space.above(ceiling, config[name]) for name, ceiling in ceilings.items())
@@ -261,3 +355,19 @@ def _over(config: dict[str, Any], ceilings: dict[str, Any]) -> bool:
 
 def _key(config: dict[str, Any]) -> tuple:
     return tuple(sorted(config.items()))
+
+
+def _unique(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``configs`` without repeats, in order."""
+    kept: dict[tuple, dict[str, Any]] = {}
+    for config in configs:
+        kept.setdefault(_key(config), config)
+    return list(kept.values())
+
+
+def _two_steps(knob: space.Knob, value: Any) -> list[Any]:
+    """The ladder's values two steps below and above ``value`` (a spread the descent reaches late)."""
+    if value not in knob.values:
+        return []
+    index = knob.values.index(value)
+    return [knob.values[i] for i in (index - 2, index + 2) if 0 <= i < len(knob.values)]

@@ -12,8 +12,9 @@ keeps the kernel correct by construction:
 Other constexprs (a row kernel's ``BLOCK_N`` that must cover the row, flags, dtypes) are not
 knobs: changing them changes what the kernel computes. Verification still checks every variant.
 Values are powers of two (an Inductor kernel's blocks from 1, as Inductor's own configs and its
-coordinate descent go; other grid blocks from 16); ``options`` absent from a capture take
-Triton's defaults (4 warps, 3 stages).
+coordinate descent go; other grid blocks from 16), a grid block's from 1/16 of the captured value
+to ``BLOCK_REACH`` times it (a far-off first round jumps x64: ``search.proposers``);
+``options`` absent from a capture take Triton's defaults (4 warps, 3 stages).
 
 ``maxnreg`` (the PTX ``.maxnreg`` cap on 32-bit registers per thread; Triton's CUDA launch
 option, ``CUDAOptions.maxnreg`` in 3.6) comes last. Its values are the caps at which one more
@@ -45,6 +46,9 @@ DEFAULT_OPTIONS = {**BACKEND_DEFAULTS, "maxnreg": None}  # the search's starting
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4, 5)
 MIN_BLOCK, MAX_BLOCK = 16, 8192
+# A block knob's ladder goes down to 1/16 of the captured value and up to this many times it: a
+# far-off first round jumps x64 (``search.proposers``), and the descent may go two steps beyond
+BLOCK_REACH = 256
 # Inductor's blocks go down to 1: XBLOCK=1 is its usual persistent-reduction config, its
 # max-autotune lists hold (XBLOCK, R0_BLOCK) = (1, 2048) and (64, 4), and its coordinate descent
 # halves a block until it reaches 0 (torch 2.13, CoordescTuner.value_too_small)
@@ -144,7 +148,7 @@ def grid_blocks(spec: LaunchSpec) -> list[str]:
 def _block_knob(spec: LaunchSpec, name: str) -> Knob | None:
     value = spec.constexprs[name]
     low = MIN_INDUCTOR_BLOCK if spec.kind == "inductor" else MIN_BLOCK
-    values = tuple(v for v in _powers(low, MAX_BLOCK) if value // 16 <= v <= value * 16) or (value,)
+    values = tuple(v for v in _powers(low, MAX_BLOCK) if value // 16 <= v <= value * BLOCK_REACH) or (value,)
     if value not in values:
         values = tuple(sorted({*values, value}))
     return Knob(name, "constexpr", values, value)
