@@ -48,6 +48,7 @@ from tritune.arbiter.rules import ArbiterSettings, Verdict, judge_candidate, scr
 from tritune.arbiter.rules import Decision as ArbiterDecision
 from tritune.capture.spec import LaunchSpec
 from tritune.loop import jobs
+from tritune.profile.runner import FALLBACK
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.worker import Outcome, Worker, close_workers
@@ -55,6 +56,9 @@ from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 from tritune.worker.jail import Policy
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
+NCU_SHARE = 0.10  # ncu profiles a key only when it costs at most this share of the key's budget
+# ncu statuses that hold for every later launch in the same workers: not tried again
+NCU_NEVER_HERE = frozenset({"missing", "jailed", "interpreter", "permission"})
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
 BASELINE_TIMEOUT_S = 120.0  # per launch: its build (a verify worker), or its ranking timing (one median)
@@ -147,6 +151,8 @@ class Evaluator:
         self._stopping = threading.Event()
         self._interrupted = threading.Event()
         self.progress_s = PROGRESS_S  # tests: 0 times one launch a call and logs each
+        self.ncu_s: float | None = None  # seconds ncu took on the first launch it profiled here
+        self.ncu_off: str | None = None  # why ncu cannot run in these workers (``NCU_NEVER_HERE``)
 
     def interrupt(self) -> None:
         """From any thread: kill what the workers run; every call from now on raises ``Interrupted``."""
@@ -436,18 +442,59 @@ class Evaluator:
 
     # -------------------------------------------------------------------------------- profile
 
-    def profile(self, spec: LaunchSpec, timing: dict | None, variant: Variant | None = None) -> dict:
+    def profile(self, spec: LaunchSpec, timing: dict | None, variant: Variant | None = None, *,
+                budget_s: float | None = None) -> dict:
         """The profile JSON (facts, source, note, bottleneck) of ``variant`` (default baseline).
-        When the profiler job itself fails, the facts are the timing alone, and the note says so."""
-        payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": self.use_ncu,
-                   "variant": variant.to_json() if variant is not None else None, "timeout_s": NCU_TIMEOUT_S}
+        When the profiler job itself fails, the facts are the timing alone, and the note says so.
+
+        ``budget_s`` (the key's budget) makes ``use_ncu="auto"`` budgeted (``ncu_plan``): ncu
+        runs only where its cost, measured on the first launch it profiled in this evaluator
+        (``ncu_s``), is at most ``NCU_SHARE`` of the budget; where ncu cannot run at all (jailed,
+        missing, no permission: ``ncu_off``) it is not tried again. Else timing + static."""
+        use_ncu, skipped = self.ncu_plan(budget_s)
+        ncu_limit = NCU_TIMEOUT_S
+        if self.use_ncu == "auto" and budget_s is not None:  # a slow ncu costs at most its share, then is known
+            ncu_limit = min(NCU_TIMEOUT_S, NCU_SHARE * budget_s)
+        payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": use_ncu,
+                   "variant": variant.to_json() if variant is not None else None, "timeout_s": ncu_limit}
         limits = sandboxed(variant) if variant is not None else {}
         if limits:
             limits["cpu_s"] = max(limits["cpu_s"], NCU_TIMEOUT_S + 120)  # the profile replays the kernel many times
         outcome = self._exclusive(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120, **limits)
-        if outcome.ok:
-            return dict(outcome.value)
-        return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
+        if not outcome.ok:
+            return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
+        profile = dict(outcome.value)
+        if skipped:
+            profile["note"] = f"{skipped}: {FALLBACK}"
+            profile["ncu_status"] = "skipped"
+        self._learn_ncu(profile)
+        return profile
+
+    def ncu_plan(self, budget_s: float | None) -> tuple[str, str]:
+        """``(use_ncu, why ncu is skipped or "")`` for a profile within ``budget_s``: under
+        ``use_ncu="auto"``, "never" once ncu is known to be unavailable here, or to cost more
+        than ``NCU_SHARE`` of the budget ("ncu skipped: ~12 s of a 14 s budget"); "auto" while
+        its cost is not known yet (the first launch that runs it measures it)."""
+        if self.use_ncu != "auto":
+            return self.use_ncu, ""
+        if self.ncu_off is not None:
+            return "never", f"ncu unavailable here ({self.ncu_off})"
+        if budget_s is not None and self.ncu_s is not None and self.ncu_s > NCU_SHARE * budget_s:
+            return "never", f"ncu skipped: ~{self.ncu_s:.0f} s of a {budget_s:.0f} s budget"
+        return "auto", ""
+
+    def _learn_ncu(self, profile: dict) -> None:
+        """What a profile tells of ncu here: its cost (``ncu_s``, the first measured), or that it
+        cannot run in this evaluator's workers at all (``ncu_off``)."""
+        status, seconds = profile.get("ncu_status"), profile.get("ncu_s")
+        if status in NCU_NEVER_HERE:
+            self.ncu_off = str(status)
+        elif not isinstance(seconds, (int, float)):
+            return
+        elif profile.get("source") == "ncu" and self.ncu_s is None:
+            self.ncu_s = float(seconds)
+        elif status == "timeout":  # cut at its limit: it costs at least that
+            self.ncu_s = max(self.ncu_s or 0.0, float(seconds))
 
     def _exclusive(self, job: str, payload: dict, **call: Any) -> Outcome:
         """``job`` on the timing worker, holding the GPU to itself (``loop.jobs.exclusive_job``)."""

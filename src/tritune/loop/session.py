@@ -175,8 +175,10 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     out.mkdir(parents=True, exist_ok=True)
     store_path = Path(store_path) if store_path else out / "decisions.db"
     pool = LanePool(lanes)
+    fixed = {}  # the run's fixed costs (``RunResults.fixed``)
     try:
         kinds = _start_lanes(pool, log)
+        fixed["start_s"] = time.monotonic() - started
         for kind in kinds:
             kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
         chosen = kinds[0].plan
@@ -192,7 +194,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                              meaningful=first["meaningful"], copy_gbps=first.get("copy_gbps"), store=str(store_path),
                              launches=str(root), keys=chosen.keys, cover=cover,
                              jobs=getattr(lanes[0], "jobs", settings.jobs),  # a lane's verify workers
-                             targets=run_settings.get("targets", []))
+                             targets=run_settings.get("targets", []), fixed=fixed, deadline_s=deadline_s)
         with DecisionStore(store_path) as store:
             for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
                 (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) "
@@ -202,7 +204,9 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
             results.run_id = run_id
             resumable = False
             try:
+                ranking = time.monotonic()
                 _timed_baselines(kinds, pool, out, run_settings, log)
+                fixed["baselines_s"] = time.monotonic() - ranking
                 for kind in kinds:
                     kind.timed = [] if kind.died else shares([timing_to_key(spec, key, kind.timings.get(key.sha))
                                                               for spec, key in kind.plan.items])
@@ -217,7 +221,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                                   floor_s, started, progress, log, families)
             except BaseException:
                 store.finish_run(run_id, "interrupted")
-                results.lanes = pool.lines()
+                results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
                 results.write(out / RESULTS_FILE)
                 raise
             store.finish_run(run_id, "interrupted" if resumable else "finished")
@@ -225,7 +229,8 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
         pool.close()
     if not resumable:
         results.finished = _now()
-    results.lanes = pool.lines()
+    results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
+    fixed.setdefault("total_s", results.wall_s)  # no key started: all of it was fixed
     results.write(out / RESULTS_FILE)
     return results
 
@@ -270,7 +275,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
     llms = [kind.llm for kind in kinds if kind.llm is not None]
 
     def write() -> None:
-        results.lanes = pool.lines()
+        results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
         results.write(out / RESULTS_FILE)
 
     def settle(kind: _Kind, index: int, result: KernelResult, part: float | None) -> None:
@@ -307,6 +312,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
                                 None if deadline_s is None else deadline_s - elapsed,
                                 lanes=sum(lane in pool.live for lane in kind.lanes))
             kind.running[index] = part
+            results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
                          baseline=loop_baseline(kind.timings.get(key.sha)),
