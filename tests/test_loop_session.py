@@ -18,7 +18,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import file_hash, read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_METHODS
+from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_BENCH_MS, RANK_METHODS
 from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
 from tritune.loop.session import budget_for, loop_baseline, timing_to_key
 from tritune.replay import Variant
@@ -121,6 +121,7 @@ def test_the_verify_workers_build_the_baselines_and_the_ranking_is_unchanged(ful
     assert timer.calls == [BASELINES_JOB]  # the timing worker built nothing, and timed all in one call
     [(_, sent)] = timer.payloads
     assert sent["methods"] == list(RANK_METHODS) and sent["medians"] == 1  # the ranking's one median
+    assert sent["bench_ms"] == list(RANK_BENCH_MS)  # on the ranking's shorter do_bench
     results, _ = full  # one job: built and timed by the one worker
     keys = {t.id: SimpleNamespace(sha=t.key_sha) for t in results.timed}
     assert shares([timing_to_key(s, keys[s.id], found[s.id]) for s in specs]) == results.timed
@@ -264,3 +265,13 @@ def test_the_report_shows_shares_coverage_and_the_amdahl_plot(full, tmp_path):
     assert "amdahl" in written and written["amdahl"].stat().st_size > 0
     text = written["markdown"].read_text()
     assert "covered by the kernels optimized: 100.0%" in text and "89.3%" in text  # the table's share column
+
+
+def test_a_ranking_call_is_limited_to_one_launch_past_its_slice_not_one_per_launch():
+    from tritune.loop.evaluate import BASELINE_TIMEOUT_S
+
+    evaluator = Evaluator(".", worker=object())
+    evaluator.progress_s = 10.0  # the job starts no launch after 10 s: a hang costs one launch's limit more
+    assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S + 10.0
+    evaluator.progress_s = None  # no slice: every launch of the batch may run
+    assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S * 33

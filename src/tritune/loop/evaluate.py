@@ -240,18 +240,19 @@ class Evaluator:
         ``PROGRESS_S`` of timing (``log`` says how far it is in between), another when a
         launch faults the device (the worker restarts and the rest go in the next call), and
         when a call itself fails the first spec not yet timed is timed alone, so a launch that
-        crashes or hangs the worker costs only itself.
+        crashes or hangs the worker costs only itself; a call's limit is one launch's past its
+        slice (``_batch_limit``), so a hang is found in minutes, not hours.
 
-        What is timed: one do_bench median per launch (``RANK_METHODS``: 25 ms warm-up, 100 ms
-        of runs, L2 cleared before each run), which is all a share needs, and the very median
-        that was a key's time before, so shares and order are measured as before. The second
+        What is timed: one do_bench median per launch (``RANK_METHODS``, L2 cleared before each
+        run) on a shorter budget than a decision's (``RANK_BENCH_MS``: 10 ms warm-up, 40 ms of
+        runs, not 25 + 100): a share to a few percent is all the rank needs. The second
         median (the noise) and the CUDA-graph time (launch-bound or not) were taken for every
         key too, though only ``KernelLoop`` reads them, and only for the keys it runs on: those
         now time their baseline fully once more, for themselves (``session.loop_baseline``).
         Counted per key: before, 1 build + 2 medians + 1 graph in the timing worker; now 1
         build in a verify worker + 1 median, and 2 medians + 1 graph more for each key the loop
         runs on. By do_bench's budget (>= 125 ms a median) and the graph's (~30 replays of
-        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.13 s now:
+        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.05 s now:
         >= ~30 s less on 169 keys (an estimate from those budgets, not a measurement), against
         ~0.3 s more for each key optimized, whose budget is at least ``FLOOR_S`` (10 s)."""
         say = log or (lambda line: None)
@@ -264,7 +265,7 @@ class Evaluator:
         while pending:
             batch = pending[:1] if alone else pending
             outcome = self._call(self.worker, jobs.BASELINES_JOB, self._ranking(batch),
-                                 timeout_s=BASELINE_TIMEOUT_S * len(batch))
+                                 timeout_s=self._batch_limit(len(batch)))
             if outcome.ok:
                 for entry in outcome.value["timings"]:
                     spec = next(s for s in batch if s.id == entry[0])
@@ -279,9 +280,18 @@ class Evaluator:
                 say(f"timed {total - len(pending)} of {total} baselines")
         return found
 
+    def _batch_limit(self, launches: int) -> float:
+        """A ranking call's time limit: the job starts no launch after ``progress_s``, so one
+        launch's limit past that; a hang costs that much, not ``BASELINE_TIMEOUT_S`` per launch
+        of the batch (33 keys: 66 minutes). Without a slice, a launch's limit each."""
+        if self.progress_s is None:
+            return BASELINE_TIMEOUT_S * launches
+        return BASELINE_TIMEOUT_S + self.progress_s
+
     def _ranking(self, specs: list[LaunchSpec]) -> dict:
         return {"specs": [s.to_json() for s in specs], "root": self.root, "copy_gbps": self.copy_gbps,
-                "methods": list(jobs.RANK_METHODS), "medians": 1, "slice_s": self.progress_s}
+                "methods": list(jobs.RANK_METHODS), "medians": 1, "bench_ms": list(jobs.RANK_BENCH_MS),
+                "slice_s": self.progress_s}
 
     def _timed(self, spec: LaunchSpec, entry: list) -> tuple[dict | None, Failure | None]:
         """One ``[id, timing, failure]`` of ``baselines_job`` as ``(timing, failure)``."""

@@ -208,8 +208,10 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                 _timed_baselines(kinds, pool, out, run_settings, log)
                 fixed["baselines_s"] = time.monotonic() - ranking
                 for kind in kinds:
-                    kind.timed = [] if kind.died else shares([timing_to_key(spec, key, kind.timings.get(key.sha))
-                                                              for spec, key in kind.plan.items])
+                    why = (f"every lane of {kind.gpu} died before it was timed ({kind.died}); run the same command "
+                           "again to go on") if kind.died else "the ranking returned no timing for it"
+                    kind.timed = shares([timing_to_key(spec, key, kind.timings.get(key.sha), why=why)
+                                         for spec, key in kind.plan.items])
                     if mixed:
                         for t in kind.timed:
                             t.gpu = kind.gpu
@@ -414,8 +416,14 @@ def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dic
     return None
 
 
-def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None) -> KeyTime:
-    timing, failure = found if found is not None else (None, None)
+def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None, *,
+                  why: str = "the ranking returned no timing for it") -> KeyTime:
+    """Every key's line in ``results.timed``: its time, or why it has none (``found`` None: it
+    was never timed, ``why`` says so, failure ``untimed``)."""
+    if found is None:
+        return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=None,
+                       failure="untimed", message=why)
+    timing, failure = found
     base = (timing or {}).get("time_ms")
     if base:
         return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=float(base))
@@ -456,6 +464,8 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
         kind, part = task.what
         path, stamp, kept, _ = work[id(kind)]
         for spec, key in part:
+            if spec.id not in found:  # never silently: the key is listed untimed, with why
+                continue
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         tmp = path.with_suffix(".tmp")
