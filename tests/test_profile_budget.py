@@ -64,3 +64,37 @@ def test_ncu_unavailable_here_is_not_tried_again_and_require_keeps_its_meaning()
     required.profile(SPEC, {}, budget_s=10.0)
     assert [p["use_ncu"] for p in required.sent] == ["require", "require"]
     assert required.sent[0]["timeout_s"] > 10.0  # require: ncu's own limit, not the budget's share
+
+
+def _loop(tmp_path, evaluator):
+    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.store import DecisionStore, key_for
+
+    store = DecisionStore(tmp_path / "decisions.db")
+    key = key_for(SPEC, gpu="GPU", capability=90, triton_version="3.6.0")
+    run_id = store.start_run({}, "test")
+    loop = KernelLoop(SPEC, key, store=store, run_id=run_id, evaluator=evaluator, settings=LoopSettings(budget_s=14.0),
+                      families=[], baseline=({"time_ms": 1.0, "noise": 0.01}, None))
+    return loop, store, key, run_id
+
+
+def test_a_profile_the_store_holds_for_the_key_is_reused_without_profiling(tmp_path):
+    def never(payload):
+        raise AssertionError("profiled again")
+
+    loop, store, key, run_id = _loop(tmp_path, Scripted(never))
+    store.set_profile(key, {"source": "ncu", "note": "ncu profiled", "ncu_status": "ok", "facts": {}}, run_id=run_id)
+    result = loop.run()
+    assert result["profile_source"] == "ncu" and result["profile_note"] == "reused from the store (ncu): ncu profiled"
+    assert set(result["split"]) >= {"baseline_s", "profile_s", "idle_s"} and "to_first_s" not in result["split"]
+    store.close()
+
+
+def test_a_profile_without_ncu_for_want_of_budget_is_not_kept_as_the_keys_profile(tmp_path):
+    evaluator = Scripted(ncu_answer(12.0))
+    evaluator.ncu_s = 12.0  # measured on an earlier key: more than a tenth of this key's 14 s
+    loop, store, key, _ = _loop(tmp_path, evaluator)
+    result = loop.run()
+    assert result["profile_note"].startswith("ncu skipped: ~12 s of a 14 s budget")
+    assert store.profile_for(key) is None  # a key with a larger budget later still gets ncu's profile
+    store.close()

@@ -32,10 +32,12 @@ import bisect
 import dataclasses
 import datetime as dt
 import hashlib
+import importlib
 import json
 import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -59,6 +61,7 @@ BASELINES_FILE = "baselines.json"
 DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's kernel time
 RANK_CHUNK = 64  # keys ranked per Evaluator.baselines call (built in parallel, then timed), saved after each
 FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
+WARM_MODULES = ("torch", "triton.runtime.jit")  # imported in the background while the lanes start (``_warm_parent``)
 class OptimizeError(RuntimeError):
     """The run cannot start (no launches, no usable target); the message names the problem."""
 
@@ -176,6 +179,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     store_path = Path(store_path) if store_path else out / "decisions.db"
     pool = LanePool(lanes)
     fixed = {}  # the run's fixed costs (``RunResults.fixed``)
+    warm = _warm_parent()
     try:
         kinds = _start_lanes(pool, log)
         fixed["start_s"] = time.monotonic() - started
@@ -229,12 +233,31 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
             store.finish_run(run_id, "interrupted" if resumable else "finished")
     finally:
         pool.close()
+        warm.join()
     if not resumable:
         results.finished = _now()
     results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
     fixed.setdefault("total_s", results.wall_s)  # no key started: all of it was fixed
     results.write(out / RESULTS_FILE)
     return results
+
+
+def _warm_parent() -> threading.Thread:
+    """A thread importing what a key's first proposal imports in this process (torch, through
+    Triton's type mangling in the rewrites' launch facts: 3-8 s), started while the lanes start,
+    so that the first key's time to its first candidate does not pay for it. Joined at the end:
+    no import is left running while the interpreter exits."""
+    thread = threading.Thread(target=_import_quietly, args=(WARM_MODULES,), name="tritune-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_quietly(names: tuple[str, ...]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the proposal that needs it reports its own error
+            return
 
 
 def _start_lanes(pool: LanePool, log) -> list[_Kind]:
