@@ -129,8 +129,8 @@ def _gpu_times(launch: Callable[[], None], methods: tuple[str, ...], medians: in
                bench_ms: tuple[int, int] | None = None) -> dict:
     times: dict[str, Any] = {}
     if "median" in methods and medians == 1:
-        warmup, rep = bench_ms or (25, 100)
-        times.update(median_ms=timing.do_bench_median(launch, warmup=warmup, rep=rep))
+        budget = {"warmup": bench_ms[0], "rep": bench_ms[1]} if bench_ms else {}
+        times.update(median_ms=timing.do_bench_median(launch, **budget))
     elif "median" in methods:
         twice = timing.noise(launch)
         times.update(median_ms=twice["first_ms"], median2_ms=twice["second_ms"], noise=twice["spread"])

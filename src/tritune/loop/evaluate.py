@@ -460,7 +460,9 @@ class Evaluator:
         ``budget_s`` (the key's budget) makes ``use_ncu="auto"`` budgeted (``ncu_plan``): ncu
         runs only where its cost, measured on the first launch it profiled in this evaluator
         (``ncu_s``), is at most ``NCU_SHARE`` of the budget; where ncu cannot run at all (jailed,
-        missing, no permission: ``ncu_off``) it is not tried again. Else timing + static."""
+        missing, no permission: ``ncu_off``) it is not tried again. Else timing + static. The
+        first ncu run is cut at its share of the budget: a slower one is then known to cost at
+        least that (``_learn_ncu``) and is skipped where the budget cannot afford it."""
         use_ncu, skipped = self.ncu_plan(budget_s)
         ncu_limit = NCU_TIMEOUT_S
         if self.use_ncu == "auto" and budget_s is not None:  # a slow ncu costs at most its share, then is known

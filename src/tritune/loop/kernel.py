@@ -2,7 +2,8 @@
 
     baseline  <- bench(captured launch)                       (do_bench median twice: the noise;
                                                                a graph: launch-bound or not)
-    profile   <- ncu, else timing + static analysis; classify the bottleneck
+    profile   <- the store's for the key, else ncu where it costs at most a tenth of the key's
+                 budget (``Evaluator.profile``), else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
         BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench;
@@ -25,6 +26,11 @@ it, or it is evaluated here if that process dies. Round progress is the best *ve
 benchmark time (the descent's position); acceptance is the arbiter's, against the original
 launch, and a later acceptance must beat the earlier one's confirmed ratio by more than the
 noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
+
+Where a key's time goes is in its result's ``split`` (``_split``): seconds from its start to its
+first candidate's submission (``to_first_s``), timing the baseline, profiling, the candidates'
+verification (their build included) and timing, the arbiter's re-timing, and what is left
+(``idle_s``); ``timed_candidates`` counts the candidates verified and timed.
 """
 
 from __future__ import annotations

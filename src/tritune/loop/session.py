@@ -24,6 +24,11 @@ time them again), the store holds every candidate (``KernelLoop`` reuses them), 
 those kernels outright. ``OUT/optimize.json`` (``RunResults``) is rewritten after each kernel:
 an interrupted run leaves a readable partial result (``finished: null``). Ctrl-C marks the run
 ``interrupted`` in the store; running the same command again continues it.
+
+Fixed costs: ``results.fixed`` holds the seconds before any key started (the lanes starting, the
+ranking's baselines) and ``results.deadline_s`` the deadline they are a share of. Every key is in
+``results.timed``, with its time or why it has none (a failure of its own, or ``untimed``: its
+kind's lanes all died, or the ranking lost it), never silently dropped.
 """
 
 from __future__ import annotations
