@@ -275,3 +275,33 @@ def test_a_ranking_call_is_limited_to_one_launch_past_its_slice_not_one_per_laun
     assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S + 10.0
     evaluator.progress_s = None  # no slice: every launch of the batch may run
     assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S * 33
+
+
+def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_one_per_launch_before_it():
+    """The batch that hung is timed again one launch a call until the culprit fails alone; the
+    launches after it go back in one batch. Before, every launch before the culprit cost a batch
+    that hung again."""
+    from tritune.capture.spec import LaunchSpec
+    from tritune.worker import Outcome
+    from tritune.worker.failures import Failure
+
+    specs = [LaunchSpec(kernel="k", kind="jit", module="m", source_file="k.py", source="sources/k.py",
+                        source_hash="0", args=[], constexprs={}, options={}, grid=[g, 1, 1]) for g in range(1, 7)]
+    culprit = specs[3].id
+    sent = []
+
+    class Scripted(Evaluator):
+        def _build(self, specs, say):
+            return [None] * len(specs)
+
+        def _call(self, worker, job, payload, **call):
+            ids = [s["id"] for s in payload["specs"]]
+            sent.append(ids)
+            if culprit in ids:
+                return Outcome(False, failure=Failure("timeout", "hung"))
+            return Outcome(True, {"timings": [[i, {"time_ms": 1.0}, None] for i in ids], "fault": False})
+
+    found = Scripted(".", worker=object()).baselines(specs)
+    assert sum(culprit in ids for ids in sent) == 2  # the batch, then itself alone
+    assert sent == [[s.id for s in specs], *[[s.id] for s in specs[:4]], [specs[4].id, specs[5].id]]
+    assert found[culprit][1].kind == "timeout" and all(found[s.id][0] for s in specs if s.id != culprit)

@@ -63,6 +63,7 @@ NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds fo
 CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
 BASELINE_TIMEOUT_S = 120.0  # per launch: its build (a verify worker), or its ranking timing (one median)
 PROGRESS_S = 10.0  # while ranking many keys, the user hears how far it is this often
+ALONE_MAX = 16  # after a ranking call failed, launches timed one a call before batching again
 # A build that failed so: its key is reported with that failure and not timed (``baselines``).
 BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
 PRELOAD = ("torch", "triton")
@@ -239,9 +240,10 @@ class Evaluator:
         Then the rest are timed in as few timing-worker calls as it takes: one per
         ``PROGRESS_S`` of timing (``log`` says how far it is in between), another when a
         launch faults the device (the worker restarts and the rest go in the next call), and
-        when a call itself fails the first spec not yet timed is timed alone, so a launch that
-        crashes or hangs the worker costs only itself; a call's limit is one launch's past its
-        slice (``_batch_limit``), so a hang is found in minutes, not hours.
+        when a call itself fails the specs not yet timed are timed alone until one fails too
+        (the culprit; at most ``ALONE_MAX``), then the rest in batches again, so a launch that
+        crashes or hangs the worker costs itself once more, not once per launch before it; a
+        call's limit is one launch's past its slice (``_batch_limit``): a hang costs minutes.
 
         What is timed: one do_bench median per launch (``RANK_METHODS``, L2 cleared before each
         run) on a shorter budget than a decision's (``RANK_BENCH_MS``: 10 ms warm-up, 40 ms of
@@ -261,7 +263,7 @@ class Evaluator:
             if failure is not None and failure.kind in BUILD_FINAL:
                 found[spec.id] = (None, failure)
         pending = [s for s in specs if s.id not in found]
-        total, alone = len(pending), False
+        total, alone, solo = len(pending), False, 0
         while pending:
             batch = pending[:1] if alone else pending
             outcome = self._call(self.worker, jobs.BASELINES_JOB, self._ranking(batch),
@@ -274,7 +276,11 @@ class Evaluator:
                     self.worker.restart()
             elif len(batch) == 1:  # timed alone: the call's failure is its own
                 found[batch[0].id] = (None, outcome.failure)
-            alone = not outcome.ok and len(batch) > 1  # the culprit is not known: the first goes alone
+            if not outcome.ok:  # alone from here until the culprit is found (then in batches again)
+                alone, solo = len(batch) > 1, 0
+            elif alone:
+                solo += 1
+                alone = solo < ALONE_MAX  # no culprit that far: the failure was not a launch's
             pending = [s for s in pending if s.id not in found]
             if pending and outcome.ok:
                 say(f"timed {total - len(pending)} of {total} baselines")
