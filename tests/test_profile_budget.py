@@ -59,6 +59,7 @@ def test_ncu_unavailable_here_is_not_tried_again_and_require_keeps_its_meaning()
     jailed.profile(SPEC, {}, budget_s=500.0)
     second = jailed.profile(SPEC, {}, budget_s=500.0)
     assert jailed.sent[1]["use_ncu"] == "never" and "ncu unavailable here (jailed)" in second["note"]
+    assert second["ncu_status"] == "jailed"  # the key's profile as ncu would leave it here: kept in the store
     required = Scripted(ncu_answer(50.0), use_ncu="require")
     required.profile(SPEC, {}, budget_s=10.0)
     required.profile(SPEC, {}, budget_s=10.0)

@@ -482,9 +482,9 @@ class Evaluator:
         if not outcome.ok:
             return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
         profile = dict(outcome.value)
-        if skipped:
+        if skipped:  # "skipped": this budget's choice; else what ncu would have said here
             profile["note"] = f"{skipped}: {FALLBACK}"
-            profile["ncu_status"] = "skipped"
+            profile["ncu_status"] = self.ncu_off or "skipped"
         self._learn_ncu(profile)
         return profile
 
