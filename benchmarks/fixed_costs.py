@@ -14,6 +14,8 @@ median time to a key's first candidate <= 2 s.
     export PYTHONPATH=$PWD/src
     python benchmarks/fixed_costs.py --out $OUT/fixed_costs            # ~2 x 40 s + capture, ~2.5 min
     python benchmarks/fixed_costs.py --out $OUT/fixed_costs --arms defaults --deadline-s 200
+    TRITON_INTERPRET=1 python benchmarks/fixed_costs.py --out /tmp/fc --small --only vector_add,silu \
+        --arms defaults --deadline-s 30                                   # CPU smoke: the flow, no figures
 
 ``summarize(optimize.json body)`` is the figures; it is tested on the CPU.
 """
@@ -56,13 +58,13 @@ def summarize(body: dict) -> dict:
             "untimed": untimed, "kernels": rows}
 
 
-def capture(out: pathlib.Path, only: str) -> pathlib.Path:
+def capture(out: pathlib.Path, only: str, small: bool = False) -> pathlib.Path:
     folder = out / "capture"
     if (folder / "launches.jsonl").exists():
         return folder
     env = {**os.environ, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="tritune-fixed-capture-")}
     cmd = [sys.executable, "-m", "tritune", "capture", "--out", str(folder), "--", sys.executable,
-           str(REPO / "benchmarks" / "suite" / "run.py"), "--only", only]
+           str(REPO / "benchmarks" / "suite" / "run.py"), "--only", only, *(["--small"] if small else [])]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"capture failed: {(done.stdout + done.stderr).strip().splitlines()[-1:]}")
@@ -92,9 +94,10 @@ def main() -> None:
     parser.add_argument("--launches", type=pathlib.Path, default=None, help="a capture to use instead")
     parser.add_argument("--deadline-s", type=float, default=40.0)
     parser.add_argument("--arms", default="defaults,unjailed")
+    parser.add_argument("--small", action="store_true", help="the suite's small sizes (a CPU smoke run)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    launches = args.launches or capture(args.out, args.only)
+    launches = args.launches or capture(args.out, args.only, args.small)
     results = [run_arm(name.strip(), launches, args.out, args.deadline_s) for name in args.arms.split(",")]
     (args.out / "fixed_costs.json").write_text(json.dumps(results, indent=1))
     for r in results:
