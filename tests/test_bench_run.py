@@ -110,3 +110,7 @@ def test_a_screening_time_takes_one_median_the_baseline_two(monkeypatch):
     assert medians == [1] and once["median_ms"] == 2.0 and "noise" not in once and once["graph_ms"] == 1.0
     twice = run._gpu_times(lambda: None, ("median",))
     assert len(medians) == 3 and twice["median2_ms"] == 2.0 and twice["noise"] == 0.0
+    budgets = []
+    monkeypatch.setattr(run.timing, "do_bench_median", lambda launch, **budget: budgets.append(budget) or 2.0)
+    run._gpu_times(lambda: None, ("median",), medians=1, bench_ms=(10, 40))  # the ranking's shorter do_bench
+    assert budgets == [{"warmup": 10, "rep": 40}]

@@ -609,3 +609,21 @@ def test_rewrites_summary_counts_wins_per_rule_and_kernels_only_the_rewrites_imp
     assert "| knobs + source rewrites |" in result.stdout
     bad = _run(str(BENCH / "rewrites_summary.py"), str(tmp_path / "missing.json"), str(tmp_path / "rewrites.json"))
     assert bad.returncode == 2 and "not an optimize.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_fixed_costs_summary_reads_the_split_of_an_optimize_json():
+    import fixed_costs
+
+    body = {"deadline_s": 40.0, "wall_s": 40.0, "fixed": {"total_s": 3.0}, "fixed_share": 0.075,
+            "candidate_share": 0.85,
+            "timed": [{"kernel": "a", "baseline_ms": 1.0}, {"kernel": "b", "baseline_ms": 2.0},
+                      {"kernel": "c", "baseline_ms": None, "failure": "untimed", "message": "lane died"}],
+            "kernels": [{"kernel": "a", "split": {"to_first_s": 1.0, "profile_s": 0.1}, "timed_candidates": 9,
+                         "accepted": True, "speedup": 2.0},
+                        {"kernel": "b", "split": {"to_first_s": 3.0}, "timed_candidates": 4, "speedup": 1.0},
+                        {"kernel": "old", "split": {}}]}
+    got = fixed_costs.summarize(body)
+    assert (got["keys"], got["reached"], got["improved"]) == (3, 3, 1)
+    assert got["to_first_median_s"] == 2.0 and got["to_first_max_s"] == 3.0
+    assert got["untimed"] == [{"kernel": "c", "failure": "untimed", "message": "lane died"}]
+    assert [k["timed_candidates"] for k in got["kernels"]] == [9, 4, 0]

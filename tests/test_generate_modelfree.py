@@ -271,5 +271,18 @@ def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, i
     assert seen["only"] == own_ids and not set(own_ids) & derived_ids
     assert set(own_ids) <= {spec.id for spec in read_launches(seen["capture"])}  # ids the loop can find
     settings = GenerateSettings(budget_s=60, per_kernel_s=60)
-    assert flow.per_key_s(settings, 6) == 10.0 and flow.per_key_s(settings, 1) == 60.0
-    assert flow.per_key_s(settings, 60) == FLOOR_S and flow.per_key_s(settings, 0) == 60.0
+    assert flow.per_key_s(settings, 6) == FLOOR_S and flow.per_key_s(settings, 0) == 60.0
+    assert flow.per_key_s(settings, 1) == pytest.approx((60 - flow.RESERVE_S) / (1 + flow.OVERRUN))
+    assert flow.per_key_s(settings, 60) == FLOOR_S and flow.least_budget_s(6) > 60
+
+
+def test_the_default_budget_reaches_every_launch_of_a_spec_at_the_floor_or_more():
+    """Each launch's budget plus its last round, times the launches, plus the run's fixed costs,
+    fit the default deadline (120 s) for a spec of up to 6 launches: none is left unreached."""
+    from tritune.loop.session import FLOOR_S
+
+    settings = GenerateSettings()
+    for launches in range(1, 7):
+        each = flow.per_key_s(settings, launches)
+        assert each >= FLOOR_S
+        assert flow.RESERVE_S + launches * each * (1 + flow.OVERRUN) <= settings.budget_s + 1e-9

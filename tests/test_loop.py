@@ -90,7 +90,16 @@ def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, work
         assert decision.evidence["confirmation"]["order"][:2] == ["AB", "BA"]
         statuses = {c.variant.describe(): c.status for c in store.candidates()}
     assert statuses[kernel.decision] == "accepted"
-    assert json.loads((tmp_path / "optimize.json").read_text())["finished"] is not None
+    body = json.loads((tmp_path / "optimize.json").read_text())
+    assert body["finished"] is not None
+    # where the key's time went: every part, the first candidate before the end, candidates counted
+    split = body["kernels"][0]["split"]
+    assert set(split) == {"to_first_s", "baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s",
+                          "idle_s"}
+    assert 0 < split["to_first_s"] < kernel.wall_s and split["verify_s"] > 0 and split["judge_s"] > 0
+    assert kernel.timed_candidates == sum(c["time_ms"] is not None for c in kernel.candidates) > 0
+    assert set(body["fixed"]) == {"start_s", "baselines_s", "total_s"} and body["fixed"]["baselines_s"] > 0
+    assert body["deadline_s"] is None
 
 
 def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):

@@ -457,6 +457,18 @@ def test_lane_devices_refuse_what_the_host_cannot_meet(monkeypatch, workers, dev
     assert str(caught.value).startswith(message)
 
 
+def test_a_key_a_lane_returns_no_timing_for_is_listed_untimed_and_the_chunk_keeps_the_others(captured, tmp_path):
+    class DropsOne(Planted):
+        def baselines(self, specs, log=None):
+            found = super().baselines(specs, log)
+            del found[specs[0].id]
+            return found
+
+    results = planted_run(captured, tmp_path, [DropsOne(0)])
+    assert len(results.timed) == 4 and [t.failure for t in results.timed] == [None, None, None, "untimed"]
+    assert results.timed[-1].message == "the ranking returned no timing for it"
+
+
 def test_the_pool_needs_a_lane():
     with pytest.raises(ValueError):
         LanePool([])
@@ -476,6 +488,10 @@ def test_a_mixed_host_goes_on_when_every_lane_of_one_kind_dies_in_the_ranking(ca
     assert results.stopped.startswith("lanes: every lane of GPU B died (its GPU fell off the bus); 4 kernels left")
     assert results.finished is None  # resumable: GPU B's keys wait for the next run
     assert any(line.startswith("tritune optimize: every lane of GPU B died while timing the baselines") for line in lines)
+    # every key is in optimize.json's timed list, GPU B's untimed with why
+    untimed = [t for t in results.timed if t.gpu == "GPU B"]
+    assert len(results.timed) == 8 and [t.failure for t in untimed] == ["untimed"] * 4
+    assert all("every lane of GPU B died before it was timed (its GPU fell off the bus)" in t.message for t in untimed)
     from tritune.loop.session import OptimizeError
 
     with pytest.raises(OptimizeError, match=r"every lane died while timing the baselines \(GPU A: its GPU fell "

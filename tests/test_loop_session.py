@@ -18,7 +18,7 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import file_hash, read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_METHODS
+from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_BENCH_MS, RANK_METHODS
 from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
 from tritune.loop.session import budget_for, loop_baseline, timing_to_key
 from tritune.replay import Variant
@@ -121,6 +121,7 @@ def test_the_verify_workers_build_the_baselines_and_the_ranking_is_unchanged(ful
     assert timer.calls == [BASELINES_JOB]  # the timing worker built nothing, and timed all in one call
     [(_, sent)] = timer.payloads
     assert sent["methods"] == list(RANK_METHODS) and sent["medians"] == 1  # the ranking's one median
+    assert sent["bench_ms"] == list(RANK_BENCH_MS)  # on the ranking's shorter do_bench
     results, _ = full  # one job: built and timed by the one worker
     keys = {t.id: SimpleNamespace(sha=t.key_sha) for t in results.timed}
     assert shares([timing_to_key(s, keys[s.id], found[s.id]) for s in specs]) == results.timed
@@ -264,3 +265,43 @@ def test_the_report_shows_shares_coverage_and_the_amdahl_plot(full, tmp_path):
     assert "amdahl" in written and written["amdahl"].stat().st_size > 0
     text = written["markdown"].read_text()
     assert "covered by the kernels optimized: 100.0%" in text and "89.3%" in text  # the table's share column
+
+
+def test_a_ranking_call_is_limited_to_one_launch_past_its_slice_not_one_per_launch():
+    from tritune.loop.evaluate import BASELINE_TIMEOUT_S
+
+    evaluator = Evaluator(".", worker=object())
+    evaluator.progress_s = 10.0  # the job starts no launch after 10 s: a hang costs one launch's limit more
+    assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S + 10.0
+    evaluator.progress_s = None  # no slice: every launch of the batch may run
+    assert evaluator._batch_limit(33) == BASELINE_TIMEOUT_S * 33
+
+
+def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_one_per_launch_before_it():
+    """The batch that hung is timed again one launch a call until the culprit fails alone; the
+    launches after it go back in one batch. Before, every launch before the culprit cost a batch
+    that hung again."""
+    from tritune.capture.spec import LaunchSpec
+    from tritune.worker import Outcome
+    from tritune.worker.failures import Failure
+
+    specs = [LaunchSpec(kernel="k", kind="jit", module="m", source_file="k.py", source="sources/k.py",
+                        source_hash="0", args=[], constexprs={}, options={}, grid=[g, 1, 1]) for g in range(1, 7)]
+    culprit = specs[3].id
+    sent = []
+
+    class Scripted(Evaluator):
+        def _build(self, specs, say):
+            return [None] * len(specs)
+
+        def _call(self, worker, job, payload, **call):
+            ids = [s["id"] for s in payload["specs"]]
+            sent.append(ids)
+            if culprit in ids:
+                return Outcome(False, failure=Failure("timeout", "hung"))
+            return Outcome(True, {"timings": [[i, {"time_ms": 1.0}, None] for i in ids], "fault": False})
+
+    found = Scripted(".", worker=object()).baselines(specs)
+    assert sum(culprit in ids for ids in sent) == 2  # the batch, then itself alone
+    assert sent == [[s.id for s in specs], *[[s.id] for s in specs[:4]], [specs[4].id, specs[5].id]]
+    assert found[culprit][1].kind == "timeout" and all(found[s.id][0] for s in specs if s.id != culprit)

@@ -367,3 +367,22 @@ def test_candidate_notes_are_listed_escaped_and_absent_when_there_are_none(tmp_p
         assert "<b>block" not in text
     plain = write_report(hand_results(), tmp_path / "without")["markdown"].read_text()
     assert summarize(hand_results())["notes"] == [] and "Notes on candidates" not in plain
+
+
+def test_where_the_time_went_per_run_and_per_key():
+    results = hand_results(fixed={"start_s": 2.0, "baselines_s": 6.0, "total_s": 8.0}, deadline_s=200.0,
+                           wall_s=100.0, lanes=[{"name": "cuda:0"}],
+                           timed=[{"key_sha": "1", "id": "k9-ffff", "kernel": "k9", "launches": 1, "baseline_ms": None,
+                                   "failure": "untimed", "message": "every lane died"}])
+    results["kernels"][0].update(split={"to_first_s": 1.5, "baseline_s": 0.5, "profile_s": 0.25, "build_s": 0.0,
+                                        "verify_s": 5.0, "time_s": 2.0, "judge_s": 1.0, "idle_s": 1.25},
+                                 timed_candidates=7, budget_s=12.0, profile_source="timing+static")
+    results["kernels"][1].update(split={"to_first_s": 2.5}, wall_s=20.0)
+    md = _markdown(results)
+    assert "fixed costs before the first kernel: 8.0 s (4.0% of the 200 s deadline)" in md
+    # (10 - 1.5) + (20 - 2.5) of 100 s on one lane
+    assert "spent on candidates (after each kernel's first): 26.0% of 100.0 s" in md
+    assert "time to a kernel's first candidate: median 2.0 s, max 2.5 s (2 kernel(s))" in md
+    assert "| k1 | 12.0 s | 1.5 s | 0.5 s | 0.2 s | timing+static | 7 | 5.0 s | 2.0 s | 1.0 s | 1.2 s | 10.0 s |" in md
+    assert "k9 (k9-ffff): untimed: every lane died" in md
+    assert "Where the time went" not in _markdown(hand_results())  # a record older than the split: nothing

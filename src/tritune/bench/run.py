@@ -39,7 +39,7 @@ RESULT_KEYS = (
 
 def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None,
                methods: tuple[str, ...] = METHODS, seed: int = 0, copy_gbps: float | None = None,
-               replay: Any = None, medians: int = 2) -> dict:
+               replay: Any = None, medians: int = 2, bench_ms: tuple[int, int] | None = None) -> dict:
     """Time one launch of ``spec`` (as ``variant``, default the baseline) on fresh inputs.
 
     ``copy_gbps`` is the roofline bandwidth; None measures it here (once per process). Raises the
@@ -47,6 +47,9 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
     ``replay``: that launch's ``Replay``, already built (a caller that compiles before it takes
     the GPU to itself). ``medians``: the do_bench median is taken twice by default, the second
     giving ``noise``; 1 takes it once (``noise`` None), for a time that is only screened.
+    ``bench_ms``: do_bench's (warm-up, runs) in ms for a single median (default do_bench's 25,
+    100): the ranking's shorter one (``loop.jobs.RANK_BENCH_MS``), where a share to a few percent
+    is enough.
     """
     from tritune.replay import Replay, Variant, device_of
 
@@ -74,7 +77,7 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
         launch, result["rotation"] = _rotating_launch(spec, root, replay, dev, seed, moved.bytes)
         launch()
         torch.cuda.synchronize()  # a fault surfaces here, before any timing
-        result.update(_gpu_times(launch, methods, medians))
+        result.update(_gpu_times(launch, methods, medians, bench_ms))
         result["copy_gbps"] = copy_gbps if copy_gbps is not None else timing.copy_bandwidth_gbps(dev)
     return _finish(result)
 
@@ -122,10 +125,12 @@ def bandwidth_job(payload: dict) -> dict:
 
 # ---------------------------------------------------------------------------------- the timing
 
-def _gpu_times(launch: Callable[[], None], methods: tuple[str, ...], medians: int = 2) -> dict:
+def _gpu_times(launch: Callable[[], None], methods: tuple[str, ...], medians: int = 2,
+               bench_ms: tuple[int, int] | None = None) -> dict:
     times: dict[str, Any] = {}
     if "median" in methods and medians == 1:
-        times.update(median_ms=timing.do_bench_median(launch))
+        budget = {"warmup": bench_ms[0], "rep": bench_ms[1]} if bench_ms else {}
+        times.update(median_ms=timing.do_bench_median(launch, **budget))
     elif "median" in methods:
         twice = timing.noise(launch)
         times.update(median_ms=twice["first_ms"], median2_ms=twice["second_ms"], noise=twice["spread"])

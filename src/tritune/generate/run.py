@@ -37,6 +37,11 @@ from tritune.generate.inductor import GenerateError
 CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
 CHECK_TIMEOUT_S = 600.0
 BENCH_TIMEOUT_S = 3600.0  # three torch.compile modes per case, max-autotune among them
+# Of the search's budget (its deadline), what the run's fixed costs may take before the first key:
+# the lane's workers starting (torch, Triton, the jail) and every baseline built and timed; the
+# run reports what they took (``optimize.json``'s ``fixed``).
+RESERVE_S = 20.0
+OVERRUN = 0.15  # a key may run past its budget by the round it is in: about this share of it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +244,9 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
     loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",),
                         unsafe_no_jail=settings.unsafe_no_jail)
     log(f"optimizing {kernels} kernel(s) ({launches} launch(es)) for up to {settings.budget_s:g} s")
+    if settings.budget_s < least_budget_s(launches):
+        log(f"a budget of {settings.budget_s:g} s may not reach all {launches} launches: "
+            f"{least_budget_s(launches):g} s would (--budget-s)")
     # one lane: a spec has a few kernels, and a lane per GPU would each take --jobs verify workers
     runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
                     command="tritune generate", devices=lane_devices(workers=1), kernels=only, cover=1.0)
@@ -249,13 +257,23 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
 
 
 def per_key_s(settings: GenerateSettings, launches: int) -> float:
-    """Each launch's budget: ``per_kernel_s``, but no more than an equal part of ``budget_s``
-    (and never under the loop's floor, ``session.FLOOR_S``)."""
+    """Each launch's budget: ``per_kernel_s``, but no more than an equal part of what ``budget_s``
+    (the run's deadline) leaves after the run's fixed costs (``RESERVE_S``) and each key's last
+    round (``OVERRUN``: a key finishes the round it is in), so that every launch is reached; never
+    under the loop's floor (``session.FLOOR_S``): ``least_budget_s`` says what that needs."""
     from tritune.loop.session import FLOOR_S
 
     if launches < 1:
         return settings.per_kernel_s
-    return max(FLOOR_S, min(settings.per_kernel_s, settings.budget_s / launches))
+    room = max(0.0, settings.budget_s - RESERVE_S) / launches / (1 + OVERRUN)
+    return max(FLOOR_S, min(settings.per_kernel_s, room))
+
+
+def least_budget_s(launches: int) -> float:
+    """The least ``budget_s`` that reaches ``launches`` launches at the loop's floor each."""
+    from tritune.loop.session import FLOOR_S
+
+    return RESERVE_S + launches * FLOOR_S * (1 + OVERRUN)
 
 
 def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings, worker: Any, device: str,

@@ -48,6 +48,7 @@ from tritune.arbiter.rules import ArbiterSettings, Verdict, judge_candidate, scr
 from tritune.arbiter.rules import Decision as ArbiterDecision
 from tritune.capture.spec import LaunchSpec
 from tritune.loop import jobs
+from tritune.profile.runner import FALLBACK
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
 from tritune.worker import Outcome, Worker, close_workers
@@ -55,10 +56,14 @@ from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 from tritune.worker.jail import Policy
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
+NCU_SHARE = 0.10  # ncu profiles a key only when it costs at most this share of the key's budget
+# ncu statuses that hold for every later launch in the same workers: not tried again
+NCU_NEVER_HERE = frozenset({"missing", "jailed", "interpreter", "permission"})
 NCU_TIMEOUT_S = 180.0  # ncu replays the kernel once per metric pass: seconds for a small kernel, minutes for a big one
 CANDIDATE_TIMEOUT_S = 600.0  # per call: compile + 3 verified input sets; or do_bench + a graph
 BASELINE_TIMEOUT_S = 120.0  # per launch: its build (a verify worker), or its ranking timing (one median)
 PROGRESS_S = 10.0  # while ranking many keys, the user hears how far it is this often
+ALONE_MAX = 16  # after a ranking call failed, launches timed one a call before batching again
 # A build that failed so: its key is reported with that failure and not timed (``baselines``).
 BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
 PRELOAD = ("torch", "triton")
@@ -147,6 +152,8 @@ class Evaluator:
         self._stopping = threading.Event()
         self._interrupted = threading.Event()
         self.progress_s = PROGRESS_S  # tests: 0 times one launch a call and logs each
+        self.ncu_s: float | None = None  # seconds ncu took on the first launch it profiled here
+        self.ncu_off: str | None = None  # why ncu cannot run in these workers (``NCU_NEVER_HERE``)
 
     def interrupt(self) -> None:
         """From any thread: kill what the workers run; every call from now on raises ``Interrupted``."""
@@ -233,19 +240,21 @@ class Evaluator:
         Then the rest are timed in as few timing-worker calls as it takes: one per
         ``PROGRESS_S`` of timing (``log`` says how far it is in between), another when a
         launch faults the device (the worker restarts and the rest go in the next call), and
-        when a call itself fails the first spec not yet timed is timed alone, so a launch that
-        crashes or hangs the worker costs only itself.
+        when a call itself fails the specs not yet timed are timed alone until one fails too
+        (the culprit; at most ``ALONE_MAX``), then the rest in batches again, so a launch that
+        crashes or hangs the worker costs itself once more, not once per launch before it; a
+        call's limit is one launch's past its slice (``_batch_limit``): a hang costs minutes.
 
-        What is timed: one do_bench median per launch (``RANK_METHODS``: 25 ms warm-up, 100 ms
-        of runs, L2 cleared before each run), which is all a share needs, and the very median
-        that was a key's time before, so shares and order are measured as before. The second
+        What is timed: one do_bench median per launch (``RANK_METHODS``, L2 cleared before each
+        run) on a shorter budget than a decision's (``RANK_BENCH_MS``: 10 ms warm-up, 40 ms of
+        runs, not 25 + 100): a share to a few percent is all the rank needs. The second
         median (the noise) and the CUDA-graph time (launch-bound or not) were taken for every
         key too, though only ``KernelLoop`` reads them, and only for the keys it runs on: those
         now time their baseline fully once more, for themselves (``session.loop_baseline``).
         Counted per key: before, 1 build + 2 medians + 1 graph in the timing worker; now 1
         build in a verify worker + 1 median, and 2 medians + 1 graph more for each key the loop
         runs on. By do_bench's budget (>= 125 ms a median) and the graph's (~30 replays of
-        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.13 s now:
+        ~1 ms, plus its capture) that is >= ~0.3 s of timing a key before and ~0.05 s now:
         >= ~30 s less on 169 keys (an estimate from those budgets, not a measurement), against
         ~0.3 s more for each key optimized, whose budget is at least ``FLOOR_S`` (10 s)."""
         say = log or (lambda line: None)
@@ -254,11 +263,11 @@ class Evaluator:
             if failure is not None and failure.kind in BUILD_FINAL:
                 found[spec.id] = (None, failure)
         pending = [s for s in specs if s.id not in found]
-        total, alone = len(pending), False
+        total, alone, solo = len(pending), False, 0
         while pending:
             batch = pending[:1] if alone else pending
             outcome = self._call(self.worker, jobs.BASELINES_JOB, self._ranking(batch),
-                                 timeout_s=BASELINE_TIMEOUT_S * len(batch))
+                                 timeout_s=self._batch_limit(len(batch)))
             if outcome.ok:
                 for entry in outcome.value["timings"]:
                     spec = next(s for s in batch if s.id == entry[0])
@@ -267,15 +276,28 @@ class Evaluator:
                     self.worker.restart()
             elif len(batch) == 1:  # timed alone: the call's failure is its own
                 found[batch[0].id] = (None, outcome.failure)
-            alone = not outcome.ok and len(batch) > 1  # the culprit is not known: the first goes alone
+            if not outcome.ok:  # alone from here until the culprit is found (then in batches again)
+                alone, solo = len(batch) > 1, 0
+            elif alone:
+                solo += 1
+                alone = solo < ALONE_MAX  # no culprit that far: the failure was not a launch's
             pending = [s for s in pending if s.id not in found]
             if pending and outcome.ok:
                 say(f"timed {total - len(pending)} of {total} baselines")
         return found
 
+    def _batch_limit(self, launches: int) -> float:
+        """A ranking call's time limit: the job starts no launch after ``progress_s``, so one
+        launch's limit past that; a hang costs that much, not ``BASELINE_TIMEOUT_S`` per launch
+        of the batch (33 keys: 66 minutes). Without a slice, a launch's limit each."""
+        if self.progress_s is None:
+            return BASELINE_TIMEOUT_S * launches
+        return BASELINE_TIMEOUT_S + self.progress_s
+
     def _ranking(self, specs: list[LaunchSpec]) -> dict:
         return {"specs": [s.to_json() for s in specs], "root": self.root, "copy_gbps": self.copy_gbps,
-                "methods": list(jobs.RANK_METHODS), "medians": 1, "slice_s": self.progress_s}
+                "methods": list(jobs.RANK_METHODS), "medians": 1, "bench_ms": list(jobs.RANK_BENCH_MS),
+                "slice_s": self.progress_s}
 
     def _timed(self, spec: LaunchSpec, entry: list) -> tuple[dict | None, Failure | None]:
         """One ``[id, timing, failure]`` of ``baselines_job`` as ``(timing, failure)``."""
@@ -436,18 +458,61 @@ class Evaluator:
 
     # -------------------------------------------------------------------------------- profile
 
-    def profile(self, spec: LaunchSpec, timing: dict | None, variant: Variant | None = None) -> dict:
+    def profile(self, spec: LaunchSpec, timing: dict | None, variant: Variant | None = None, *,
+                budget_s: float | None = None) -> dict:
         """The profile JSON (facts, source, note, bottleneck) of ``variant`` (default baseline).
-        When the profiler job itself fails, the facts are the timing alone, and the note says so."""
-        payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": self.use_ncu,
-                   "variant": variant.to_json() if variant is not None else None, "timeout_s": NCU_TIMEOUT_S}
+        When the profiler job itself fails, the facts are the timing alone, and the note says so.
+
+        ``budget_s`` (the key's budget) makes ``use_ncu="auto"`` budgeted (``ncu_plan``): ncu
+        runs only where its cost, measured on the first launch it profiled in this evaluator
+        (``ncu_s``), is at most ``NCU_SHARE`` of the budget; where ncu cannot run at all (jailed,
+        missing, no permission: ``ncu_off``) it is not tried again. Else timing + static. The
+        first ncu run is cut at its share of the budget: a slower one is then known to cost at
+        least that (``_learn_ncu``) and is skipped where the budget cannot afford it."""
+        use_ncu, skipped = self.ncu_plan(budget_s)
+        ncu_limit = NCU_TIMEOUT_S
+        if self.use_ncu == "auto" and budget_s is not None:  # a slow ncu costs at most its share, then is known
+            ncu_limit = min(NCU_TIMEOUT_S, NCU_SHARE * budget_s)
+        payload = {"spec": spec.to_json(), "root": self.root, "timing": timing or {}, "use_ncu": use_ncu,
+                   "variant": variant.to_json() if variant is not None else None, "timeout_s": ncu_limit}
         limits = sandboxed(variant) if variant is not None else {}
         if limits:
             limits["cpu_s"] = max(limits["cpu_s"], NCU_TIMEOUT_S + 120)  # the profile replays the kernel many times
         outcome = self._exclusive(PROFILE_JOB, payload, timeout_s=NCU_TIMEOUT_S + 120, **limits)
-        if outcome.ok:
-            return dict(outcome.value)
-        return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
+        if not outcome.ok:
+            return fallback_profile(timing, f"profiler job failed ({outcome.failure.kind}: {outcome.failure.message})")
+        profile = dict(outcome.value)
+        if skipped:  # "skipped": this budget's choice; else what ncu would have said here
+            profile["note"] = f"{skipped}: {FALLBACK}"
+            profile["ncu_status"] = self.ncu_off or "skipped"
+        self._learn_ncu(profile)
+        return profile
+
+    def ncu_plan(self, budget_s: float | None) -> tuple[str, str]:
+        """``(use_ncu, why ncu is skipped or "")`` for a profile within ``budget_s``: under
+        ``use_ncu="auto"``, "never" once ncu is known to be unavailable here, or to cost more
+        than ``NCU_SHARE`` of the budget ("ncu skipped: ~12 s of a 14 s budget"); "auto" while
+        its cost is not known yet (the first launch that runs it measures it)."""
+        if self.use_ncu != "auto":
+            return self.use_ncu, ""
+        if self.ncu_off is not None:
+            return "never", f"ncu unavailable here ({self.ncu_off})"
+        if budget_s is not None and self.ncu_s is not None and self.ncu_s > NCU_SHARE * budget_s:
+            return "never", f"ncu skipped: ~{self.ncu_s:.0f} s of a {budget_s:.0f} s budget"
+        return "auto", ""
+
+    def _learn_ncu(self, profile: dict) -> None:
+        """What a profile tells of ncu here: its cost (``ncu_s``, the first measured), or that it
+        cannot run in this evaluator's workers at all (``ncu_off``)."""
+        status, seconds = profile.get("ncu_status"), profile.get("ncu_s")
+        if status in NCU_NEVER_HERE:
+            self.ncu_off = str(status)
+        elif not isinstance(seconds, (int, float)):
+            return
+        elif profile.get("source") == "ncu" and self.ncu_s is None:
+            self.ncu_s = float(seconds)
+        elif status == "timeout":  # cut at its limit: it costs at least that
+            self.ncu_s = max(self.ncu_s or 0.0, float(seconds))
 
     def _exclusive(self, job: str, payload: dict, **call: Any) -> Outcome:
         """``job`` on the timing worker, holding the GPU to itself (``loop.jobs.exclusive_job``)."""

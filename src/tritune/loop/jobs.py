@@ -57,6 +57,9 @@ INDUCTOR_LAUNCHES_JOB = "tritune.loop.jobs:inductor_launches_job"
 COMPILE_JOB = "tritune.loop.jobs:compile_job"
 BENCH_METHODS = ("median", "graph")  # the median decides; the graph time tells launch-bound kernels apart
 RANK_METHODS = ("median",)  # a key's share needs its time, not its noise nor its graph time
+# The ranking's do_bench (warm-up, runs) in ms: a share to a few percent needs ~40 ms of runs (at
+# least ~40 of a 1 ms kernel, thousands of a short one), not the 25 + 100 ms a decision's median gets.
+RANK_BENCH_MS = (10, 40)
 SCREEN_MEDIANS = 1  # a candidate's do_bench medians (module docstring: why one)
 BASELINES_KEPT = 8  # built baselines a worker keeps (keys are optimized one after another)
 
@@ -175,7 +178,8 @@ def baselines_job(payload: dict) -> dict:
     """``{"specs": [spec JSON], "root", "copy_gbps"?, "methods"?, "medians"?, "slice_s"?}`` ->
     ``{"timings": [[id, bench result or None, failure JSON or None]], "fault": bool}``: the specs'
     baselines timed in one call (the optimizer ranks keys by time before proposing), with
-    ``methods`` (default ``BENCH_METHODS``) and ``medians`` (default 2). A launch that fails is
+    ``methods`` (default ``BENCH_METHODS``), ``medians`` (default 2) and ``bench_ms`` (a single
+    median's do_bench warm-up and runs, ``bench_spec``). A launch that fails is
     recorded and the next one timed; after a device fault (the CUDA context is unusable from then
     on) the job returns what it has with ``fault`` set, and the caller restarts the worker and
     sends the rest. ``slice_s``: no launch is started after that many seconds; the caller sends
@@ -194,8 +198,10 @@ def baselines_job(payload: dict) -> dict:
         spec = LaunchSpec.from_json(body)
         try:
             with gpu_lock(device_of(spec)).exclusive():
+                bench_ms = payload.get("bench_ms")
                 timing = bench_spec(spec, payload["root"], methods=methods, copy_gbps=payload.get("copy_gbps"),
-                                    medians=int(payload.get("medians", 2)))
+                                    medians=int(payload.get("medians", 2)),
+                                    bench_ms=tuple(bench_ms) if bench_ms else None)
         except Exception as exc:  # noqa: BLE001 - classified and returned with the spec it belongs to
             failure = from_exception(exc)
             timings.append([spec.id, None, failure.to_json()])

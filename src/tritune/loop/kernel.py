@@ -2,7 +2,8 @@
 
     baseline  <- bench(captured launch)                       (do_bench median twice: the noise;
                                                                a graph: launch-bound or not)
-    profile   <- ncu, else timing + static analysis; classify the bottleneck
+    profile   <- the store's for the key, else ncu where it costs at most a tenth of the key's
+                 budget (``Evaluator.profile``), else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
         Proposal     proposers ordered by the bottleneck, ``per_round`` candidates
         BuildRun     each candidate in an isolated worker: verify (>= 3 input sets), then bench;
@@ -25,6 +26,11 @@ it, or it is evaluated here if that process dies. Round progress is the best *ve
 benchmark time (the descent's position); acceptance is the arbiter's, against the original
 launch, and a later acceptance must beat the earlier one's confirmed ratio by more than the
 noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
+
+Where a key's time goes is in its result's ``split`` (``_split``): seconds from its start to its
+first candidate's submission (``to_first_s``), timing the baseline, profiling, the candidates'
+verification (their build included) and timing, the arbiter's re-timing, and what is left
+(``idle_s``); ``timed_candidates`` counts the candidates verified and timed.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held, next_step
 from tritune.capture.spec import LaunchSpec
@@ -49,6 +55,7 @@ HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluatin
 # A candidate's build and verification may take what is left of its kernel's budget, and never
 # less than this: one that compiles for 40 s (a huge tile) no longer holds a 10 s kernel for 40 s.
 CANDIDATE_FLOOR_S = 15.0
+SPLIT_PARTS = ("baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s")  # idle_s: the rest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,23 +142,29 @@ class KernelLoop:
         self._siblings_from_store = sibling_timeouts is None  # asked again each round: other lanes run siblings now
         self._skipped: set[str] = set()  # variant keys left out for that
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
+        self.split: dict[str, float] = dict.fromkeys(SPLIT_PARTS, 0.0)  # seconds per part (``_split``)
+        self._first: float | None = None  # seconds from the start to the first candidate's submission
 
     # ----------------------------------------------------------------------------------- run
 
     def run(self) -> dict:
         start = self._start = time.monotonic()
+        self.split, self._first = dict.fromkeys(SPLIT_PARTS, 0.0), None  # a second run() starts afresh
         result = self._result()
-        timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
+        with self._timing("baseline_s"):
+            timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
         if failure is not None or not timing or not timing.get("time_ms"):
             why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
             result.update(failure=failure.kind if failure is not None else "error",
-                          message=f"baseline could not be timed: {why}", wall_s=time.monotonic() - start)
+                          message=f"baseline could not be timed: {why}", wall_s=time.monotonic() - start,
+                          split=self._split(time.monotonic() - start))
             return result
         base_ms, noise = float(timing["time_ms"]), timing.get("noise")
         self.base_ms = base_ms
         result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
                       roofline_before=timing.get("roofline"), roofline_after=timing.get("roofline"))
-        profile = self._profile(timing)
+        with self._timing("profile_s"):
+            profile = self._profile(timing)
         result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
                       profile_note=profile.get("note", ""))
         order, self.knob_roles = self._order(profile.get("bottleneck"))
@@ -191,14 +204,17 @@ class KernelLoop:
             if unsafe is not None:  # every comparison with this baseline is void: decide nothing
                 self.log(f"{self.spec.kernel}: not optimized: {unsafe.message}")
                 result.update(failure=BASELINE_OUT_OF_BOUNDS, message=unsafe.message, candidates=self.records,
-                              wall_s=time.monotonic() - start)
+                              wall_s=time.monotonic() - start, split=self._split(time.monotonic() - start),
+                              timed_candidates=self._timed_count())
                 return result
             timed = sorted((e for e in done if e is not None and e.trial.ok), key=lambda e: e.trial.time_ms)
             round_start = descent_ms
             descent_ms = min([descent_ms] + [e.trial.time_ms for e in timed])
             accepted = self._arbitrate(timed, base_ms, noise, best)
             if accepted is not None:
-                after = self.evaluator.profile(self.spec, accepted.timing, accepted.trial.variant)
+                with self._timing("profile_s"):
+                    after = self.evaluator.profile(self.spec, accepted.timing, accepted.trial.variant,
+                                                   budget_s=self.settings.budget_s)
                 hints = [dict(action=h.action, text=h.text)
                          for h in hints_from_delta(Facts.from_mapping(best["facts"]),
                                                    Facts.from_mapping(after.get("facts") or {}))]
@@ -216,7 +232,8 @@ class KernelLoop:
             result["llm"] = llm.summary(self._context(best["variant"], hints))
         result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
                       candidates=self.records, waited=self.waited, busy=self.busy, skipped=len(self._skipped),
-                      wall_s=time.monotonic() - start)
+                      wall_s=time.monotonic() - start, split=self._split(time.monotonic() - start),
+                      timed_candidates=self._timed_count())
         if best["ratio"] is not None:
             result.update(accepted=True, decision=variant_name(best["variant"]),
                           decision_hash=variant_hash(best["variant"]), best_ms=best["ms"], speedup=best["ratio"],
@@ -333,6 +350,8 @@ class KernelLoop:
         for variant, family in work:
             self.log(f"{self.spec.kernel}: {family.name} {variant_name(variant)} ({family.mode(variant)})")
         begin, done = time.monotonic(), []
+        if work and self._first is None:
+            self._first = begin - self._start
         items = [(variant, family.mode(variant)) for variant, family in work]
         limit = max(CANDIDATE_FLOOR_S, self.settings.budget_s - (begin - self._start))
         with contextlib.closing(self.evaluator.candidates(self.spec, items, verify_timeout_s=limit)) as results:
@@ -405,8 +424,9 @@ class KernelLoop:
                 break  # sorted: none after this beats the best either
             if trial.variant.key() in self._final:
                 continue  # rejected by the arbiter in an earlier run: its record is final
-            verdict, confirmation = self.evaluator.judge(self.spec, trial.variant, base_ms, trial.time_ms, noise,
-                                                         settings, timing=evaluated.timing)
+            with self._timing("judge_s"):
+                verdict, confirmation = self.evaluator.judge(self.spec, trial.variant, base_ms, trial.time_ms,
+                                                             noise, settings, timing=evaluated.timing)
             verdict = beats_held(verdict, best["ratio"], noise, settings)
             self._judged(trial.variant, verdict)
             if not verdict.accepted:
@@ -440,12 +460,48 @@ class KernelLoop:
     # ------------------------------------------------------------------------------ helpers
 
     def _profile(self, timing: dict) -> dict:
+        """The baseline's profile: the store's when it holds one (no cost: ``note`` says it was
+        reused), else the evaluator's within this key's budget (``Evaluator.profile``: ncu only
+        where it costs at most its share of the budget)."""
         stored = self.store.profile_for(self.key)
         if stored:
+            stored = dict(stored)
+            stored["note"] = f"reused from the store ({stored.get('source')}): {stored.get('note', '')}"
             return stored
-        profile = self.evaluator.profile(self.spec, timing)
-        self.store.set_profile(self.key, profile, run_id=self.run_id)
+        profile = self.evaluator.profile(self.spec, timing, budget_s=self.settings.budget_s)
+        if profile.get("ncu_status") != "skipped":  # a skipped ncu is this budget's choice, not the key's profile
+            self.store.set_profile(self.key, profile, run_id=self.run_id)
         return profile
+
+    @contextlib.contextmanager
+    def _timing(self, part: str) -> Iterator[None]:
+        """The seconds of the block added to ``split[part]``."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.split[part] += time.monotonic() - began
+
+    def _split(self, wall_s: float) -> dict[str, float]:
+        """Where the key's ``wall_s`` went (``results.SPLIT_KEYS``). The candidates' parts sum
+        each candidate's own seconds in its workers (``Evaluated.split``): ``verify_s`` holds its
+        build too (the worker compiles inside verification and does not report the compile
+        apart), so ``build_s`` is 0; with ``--jobs`` they overlap and may sum past the wall
+        time, idle_s is then 0. ``to_first_s`` is left out when no candidate was submitted."""
+        split = dict(self.split)  # baseline_s, profile_s and judge_s, timed here
+        for record in self.records:
+            if not record.get("reused") and record["status"] != "busy":
+                split["verify_s"] += record.get("verify_s") or 0.0
+                split["time_s"] += record.get("time_s") or 0.0
+        split["idle_s"] = max(0.0, wall_s - sum(split[name] for name in SPLIT_PARTS))
+        split = {name: round(seconds, 4) for name, seconds in split.items()}
+        if self._first is not None:
+            split["to_first_s"] = round(self._first, 4)
+        return split
+
+    def _timed_count(self) -> int:
+        """Candidates verified and timed, this run's and those reused from an interrupted one."""
+        return sum(1 for t in self.trials if t.ok and t.time_ms is not None)
 
     def _resume_decision(self, best: dict[str, Any]) -> None:
         """A decision this key already has (an earlier or interrupted run): later ones must beat it."""
@@ -496,7 +552,7 @@ class KernelLoop:
                 "floor_ms": None,
                 "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
                 "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
-                "skipped": 0, "wall_s": 0.0,
+                "skipped": 0, "wall_s": 0.0, "split": {}, "timed_candidates": 0,
                 "failure": None, "message": ""}
 
 

@@ -38,6 +38,8 @@ FORMAT_KEY = "tritune_optimize"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILE_NAME = "optimize.json"
+SPLIT_KEYS = ("to_first_s", "baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s", "idle_s")
+FIXED_KEYS = ("start_s", "baselines_s", "total_s")
 DEFAULT_THRESHOLD = 1.05  # TritonForge's success bar (seed 002 §4.2), ArbiterSettings.threshold
 
 
@@ -74,6 +76,12 @@ def text(value: Any, default: str = "") -> str:
     if value is None:
         return default
     return value if isinstance(value, str) else str(value)
+
+
+def seconds_of(value: Any) -> dict[str, float]:
+    """A dict of seconds (a split): its non-negative numbers, the rest left out."""
+    found = {name: nonnegative(seconds) for name, seconds in mapping(value).items()}
+    return {name: seconds for name, seconds in found.items() if seconds is not None}
 
 
 def mapping(value: Any) -> dict[str, Any]:
@@ -164,6 +172,11 @@ class KernelResult:
     llm: dict | None = None  # the LLM family's rounds, replies, failure classes and cost (``llm.family``)
     lane: str | None = None  # the lane that ran it (None: resumed from an earlier run's record)
     gpu: str | None = None  # the kind of GPU it was optimized on, on a host with several kinds only
+    # Where its wall time went, in seconds (``SPLIT_KEYS``; ``KernelLoop`` module docstring):
+    # to_first_s from its start to its first candidate's submission; idle_s is wall_s less the
+    # others but to_first_s (which overlaps them). Empty for a record older than the split.
+    split: dict[str, float] = dataclasses.field(default_factory=dict)
+    timed_candidates: int = 0  # candidates verified and timed (this run's and reused ones)
 
     @property
     def ran(self) -> bool:
@@ -203,6 +216,7 @@ class KernelResult:
             failure=text(data.get("failure")) or None, message=text(data.get("message")),
             llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,
             lane=text(data.get("lane")) or None, gpu=text(data.get("gpu")) or None,
+            split=seconds_of(data.get("split")), timed_candidates=count(data.get("timed_candidates")),
         )
 
 
@@ -253,6 +267,12 @@ class RunResults:
     lanes: list[LaneLine] = dataclasses.field(default_factory=list)
     timed: list[KeyTime] = dataclasses.field(default_factory=list)  # every key, costliest first (per kind)
     kernels: list[KernelResult] = dataclasses.field(default_factory=list)  # in the order of ``timed``
+    # The run's fixed costs in seconds (``FIXED_KEYS``): start_s the lanes and workers starting,
+    # baselines_s timing the baselines for the ranking, total_s every second before the first key
+    # started. ``deadline_s``: the run's deadline (None: none).
+    fixed: dict[str, float] = dataclasses.field(default_factory=dict)
+    deadline_s: float | None = None
+    wall_s: float | None = None  # the run's seconds so far (written with each update)
 
     # ------------------------------------------------------------------------ derived figures
 
@@ -292,6 +312,24 @@ class RunResults:
         return sum(k.time_share * (1 - 1 / k.speedup) for k in self.kernels
                    if k.improved(self.threshold) and k.time_share is not None and k.speedup) / self.kinds
 
+    @property
+    def fixed_share(self) -> float | None:
+        """The run's fixed costs (``fixed["total_s"]``) as a share of its deadline (None without one)."""
+        total = self.fixed.get("total_s")
+        return total / self.deadline_s if total is not None and self.deadline_s else None
+
+    @property
+    def candidate_share(self) -> float | None:
+        """The share of the run's time (its wall time on each lane) its keys spent after their
+        first candidate was submitted: candidates built, verified, timed and judged. A key's
+        time before its first candidate (baseline, profile) and the run's fixed costs are the
+        rest. None before any wall time is known."""
+        if not self.wall_s:
+            return None
+        spent = sum(max(0.0, (k.wall_s or 0.0) - k.split["to_first_s"]) for k in self.kernels
+                    if "to_first_s" in k.split)
+        return min(1.0, spent / (self.wall_s * max(1, len(self.lanes))))
+
     # ------------------------------------------------------------------------------- the file
 
     def to_json(self) -> dict[str, Any]:
@@ -301,6 +339,7 @@ class RunResults:
                 body[field.name] = getattr(self, field.name)
         body["lanes"] = [lane.to_json() for lane in self.lanes]
         body.update(program_ms=self.program_ms, coverage=self.coverage, expected_gain=self.expected_gain,
+                    fixed_share=self.fixed_share, candidate_share=self.candidate_share,
                     timed=[t.to_json() for t in self.timed], kernels=[k.to_json() for k in self.kernels])
         return body
 
@@ -337,6 +376,8 @@ class RunResults:
             targets=records(data.get("targets")), lanes=[LaneLine.from_json(x) for x in records(data.get("lanes"))],
             timed=[KeyTime.from_json(t) for t in records(data.get("timed"))],
             kernels=[KernelResult.from_json(k) for k in kernels],
+            fixed=seconds_of(data.get("fixed")), deadline_s=positive(data.get("deadline_s")),
+            wall_s=nonnegative(data.get("wall_s")),
         )
 
     @classmethod

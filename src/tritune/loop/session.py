@@ -24,6 +24,11 @@ time them again), the store holds every candidate (``KernelLoop`` reuses them), 
 those kernels outright. ``OUT/optimize.json`` (``RunResults``) is rewritten after each kernel:
 an interrupted run leaves a readable partial result (``finished: null``). Ctrl-C marks the run
 ``interrupted`` in the store; running the same command again continues it.
+
+Fixed costs: ``results.fixed`` holds the seconds before any key started (the lanes starting, the
+ranking's baselines) and ``results.deadline_s`` the deadline they are a share of. Every key is in
+``results.timed``, with its time or why it has none (a failure of its own, or ``untimed``: its
+kind's lanes all died, or the ranking lost it), never silently dropped.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ import bisect
 import dataclasses
 import datetime as dt
 import hashlib
+import importlib
 import json
 import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -59,6 +66,7 @@ BASELINES_FILE = "baselines.json"
 DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's kernel time
 RANK_CHUNK = 64  # keys ranked per Evaluator.baselines call (built in parallel, then timed), saved after each
 FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
+WARM_MODULES = ("torch", "triton.runtime.jit")  # imported in the background while the lanes start (``_warm_parent``)
 class OptimizeError(RuntimeError):
     """The run cannot start (no launches, no usable target); the message names the problem."""
 
@@ -175,8 +183,11 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     out.mkdir(parents=True, exist_ok=True)
     store_path = Path(store_path) if store_path else out / "decisions.db"
     pool = LanePool(lanes)
+    fixed = {}  # the run's fixed costs (``RunResults.fixed``)
+    warm = _warm_parent()
     try:
         kinds = _start_lanes(pool, log)
+        fixed["start_s"] = time.monotonic() - started
         for kind in kinds:
             kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
         chosen = kinds[0].plan
@@ -192,7 +203,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                              meaningful=first["meaningful"], copy_gbps=first.get("copy_gbps"), store=str(store_path),
                              launches=str(root), keys=chosen.keys, cover=cover,
                              jobs=getattr(lanes[0], "jobs", settings.jobs),  # a lane's verify workers
-                             targets=run_settings.get("targets", []))
+                             targets=run_settings.get("targets", []), fixed=fixed, deadline_s=deadline_s)
         with DecisionStore(store_path) as store:
             for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
                 (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) "
@@ -202,10 +213,14 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
             results.run_id = run_id
             resumable = False
             try:
+                ranking = time.monotonic()
                 _timed_baselines(kinds, pool, out, run_settings, log)
+                fixed["baselines_s"] = time.monotonic() - ranking
                 for kind in kinds:
-                    kind.timed = [] if kind.died else shares([timing_to_key(spec, key, kind.timings.get(key.sha))
-                                                              for spec, key in kind.plan.items])
+                    why = (f"every lane of {kind.gpu} died before it was timed ({kind.died}); run the same command "
+                           "again to go on") if kind.died else "the ranking returned no timing for it"
+                    kind.timed = shares([timing_to_key(spec, key, kind.timings.get(key.sha), why=why)
+                                         for spec, key in kind.plan.items])
                     if mixed:
                         for t in kind.timed:
                             t.gpu = kind.gpu
@@ -217,17 +232,37 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                                   floor_s, started, progress, log, families)
             except BaseException:
                 store.finish_run(run_id, "interrupted")
-                results.lanes = pool.lines()
+                results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
                 results.write(out / RESULTS_FILE)
                 raise
             store.finish_run(run_id, "interrupted" if resumable else "finished")
     finally:
         pool.close()
+        warm.join()
     if not resumable:
         results.finished = _now()
-    results.lanes = pool.lines()
+    results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
+    fixed.setdefault("total_s", results.wall_s)  # no key started: all of it was fixed
     results.write(out / RESULTS_FILE)
     return results
+
+
+def _warm_parent() -> threading.Thread:
+    """A thread importing what a key's first proposal imports in this process (torch, through
+    Triton's type mangling in the rewrites' launch facts: 3-8 s), started while the lanes start,
+    so that the first key's time to its first candidate does not pay for it. Joined at the end:
+    no import is left running while the interpreter exits."""
+    thread = threading.Thread(target=_import_quietly, args=(WARM_MODULES,), name="tritune-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_quietly(names: tuple[str, ...]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the proposal that needs it reports its own error
+            return
 
 
 def _start_lanes(pool: LanePool, log) -> list[_Kind]:
@@ -270,7 +305,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
     llms = [kind.llm for kind in kinds if kind.llm is not None]
 
     def write() -> None:
-        results.lanes = pool.lines()
+        results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
         results.write(out / RESULTS_FILE)
 
     def settle(kind: _Kind, index: int, result: KernelResult, part: float | None) -> None:
@@ -307,6 +342,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
                                 None if deadline_s is None else deadline_s - elapsed,
                                 lanes=sum(lane in pool.live for lane in kind.lanes))
             kind.running[index] = part
+            results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
                          baseline=loop_baseline(kind.timings.get(key.sha)),
@@ -408,8 +444,14 @@ def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dic
     return None
 
 
-def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None) -> KeyTime:
-    timing, failure = found if found is not None else (None, None)
+def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None, *,
+                  why: str = "the ranking returned no timing for it") -> KeyTime:
+    """Every key's line in ``results.timed``: its time, or why it has none (``found`` None: it
+    was never timed, ``why`` says so, failure ``untimed``)."""
+    if found is None:
+        return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=None,
+                       failure="untimed", message=why)
+    timing, failure = found
     base = (timing or {}).get("time_ms")
     if base:
         return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=float(base))
@@ -450,6 +492,8 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
         kind, part = task.what
         path, stamp, kept, _ = work[id(kind)]
         for spec, key in part:
+            if spec.id not in found:  # never silently: the key is listed untimed, with why
+                continue
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         tmp = path.with_suffix(".tmp")

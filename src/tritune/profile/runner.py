@@ -33,6 +33,7 @@ import dataclasses
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -58,10 +59,13 @@ class Profile:
     ncu: dict[str, Any] | None  # ncu's raw metrics (base units), kernel, grid, command
     bottleneck: Bottleneck
     ncu_status: str = "ok"  # "ok", or NcuUnavailable.kind ("missing", "permission", ...), or "not-used"
+    ncu_s: float | None = None  # seconds ncu ran (profiling or failing); None: not tried
+    static_s: float | None = None  # seconds the static facts took
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "note": self.note, "ncu_status": self.ncu_status, "facts": self.facts,
-                "ncu": self.ncu, "bottleneck": self.bottleneck.to_json()}
+                "ncu": self.ncu, "bottleneck": self.bottleneck.to_json(), "ncu_s": self.ncu_s,
+                "static_s": self.static_s}
 
 
 def profile_launch(spec: LaunchSpec, root: str | Path, variant: Any = None, *, timing: Mapping[str, Any] | None = None,
@@ -71,11 +75,14 @@ def profile_launch(spec: LaunchSpec, root: str | Path, variant: Any = None, *, t
 
     if use_ncu not in USE_NCU:
         raise ValueError(f"use_ncu must be one of {', '.join(USE_NCU)}, got {use_ncu!r}")
+    began = time.monotonic()
     static = static_facts(spec, root, variant, device=device)
-    raw, status, note = None, "ok", ""
+    static_s = time.monotonic() - began
+    raw, status, note, ncu_s = None, "ok", "", None
     if use_ncu == "never":
         status, note = "not-used", f"ncu not used (use_ncu='never'): {FALLBACK}"
     else:
+        began = time.monotonic()
         try:
             raw = run_ncu(spec, root, variant, timeout_s=timeout_s, device=device, grid=static["grid"])
             note = f"ncu profiled launch {WARMUP_LAUNCHES + 1} of {spec.kernel} ({raw['ncu_path']})"
@@ -85,11 +92,13 @@ def profile_launch(spec: LaunchSpec, root: str | Path, variant: Any = None, *, t
             if use_ncu == "require":
                 raise ncu_cli.NcuUnavailable(exc.kind, f"use_ncu='require' but {exc}") from None
             status, note = exc.kind, f"{exc}: {FALLBACK}"
+        ncu_s = time.monotonic() - began
     if static.get("static_error"):
         note += f"; no static facts ({static['static_error']})"
     facts = merge_facts(timing, static, raw["facts"] if raw else None)
     return Profile(facts=facts, source="ncu" if raw else "timing+static", note=note, ncu=raw,
-                   bottleneck=classify(Facts.from_mapping(facts)), ncu_status=status)
+                   bottleneck=classify(Facts.from_mapping(facts)), ncu_status=status, ncu_s=ncu_s,
+                   static_s=static_s)
 
 
 def merge_facts(timing: Mapping[str, Any] | None, static: Mapping[str, Any],

@@ -101,8 +101,58 @@ def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFac
     blocks += [Heading(2, "Optimizer wall time"),
                Items([f"total: {fmt_s(wall['total'])}", f"median per kernel: {fmt_s(wall['median'])}"])]
     blocks += image("wall_time", "Optimizer wall time per kernel")
+    blocks += time_blocks(results)
     blocks += lane_blocks(summary["lanes"])
     return blocks
+
+
+SPLIT_HEADERS = ("kernel", "budget", "to first candidate", "baseline", "profile", "profile source",
+                 "candidates timed", "verify", "time", "judge", "idle", "wall time")
+
+
+def time_blocks(results: RunResults) -> list[Block]:
+    """Where the run's time went: its fixed costs (as a share of the deadline), the share spent on
+    candidates, each key's split (``KernelResult.split``), and the keys the ranking could not time."""
+    fixed = results.fixed
+    items = []
+    if fixed:
+        share = f" ({fmt_pct(results.fixed_share)} of the {results.deadline_s:.0f} s deadline)" \
+            if results.fixed_share is not None else ""
+        items.append(f"fixed costs before the first kernel: {fmt_s(fixed.get('total_s'))}{share}: lanes and workers "
+                     f"starting {fmt_s(fixed.get('start_s'))}, baselines timed for the ranking "
+                     f"{fmt_s(fixed.get('baselines_s'))}")
+    if results.candidate_share is not None:
+        items.append(f"share of the run's time spent on candidates (after each kernel's first): "
+                     f"{fmt_pct(results.candidate_share)} of {fmt_s(results.wall_s)}")
+    firsts = sorted(k.split["to_first_s"] for k in results.kernels if "to_first_s" in k.split)
+    if firsts:
+        items.append(f"time to a kernel's first candidate: median {fmt_s(_median(firsts))}, "
+                     f"max {fmt_s(firsts[-1])} ({len(firsts)} kernel(s))")
+    rows = [[k.kernel, fmt_s(k.budget_s), fmt_s(k.split.get("to_first_s")), fmt_s(k.split.get("baseline_s")),
+             fmt_s(k.split.get("profile_s")), k.profile_source or "-", str(k.timed_candidates),
+             fmt_s(k.split.get("verify_s")), fmt_s(k.split.get("time_s")), fmt_s(k.split.get("judge_s")),
+             fmt_s(k.split.get("idle_s")), fmt_s(k.wall_s)] for k in results.kernels if k.split]
+    blocks: list[Block] = []
+    if items or rows:
+        blocks.append(Heading(2, "Where the time went"))
+    if items:
+        blocks.append(Items(items))
+    if rows:
+        blocks += [Table(SPLIT_HEADERS, rows),
+                   Para("verify includes each candidate's build (the worker does not report it apart); with "
+                        "several jobs the candidates' parts overlap, and idle is what the parts leave of the wall "
+                        "time.")]
+    untimed = [t for t in results.timed if t.baseline_ms is None]
+    if untimed:
+        blocks += [Heading(3, "Kernels the ranking could not time"),
+                   Items([f"{t.kernel} ({t.id}): {t.failure or 'untimed'}" + (f": {t.message}" if t.message else "")
+                          for t in untimed])]
+    return blocks
+
+
+def _median(values: Sequence[float]) -> float:
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def lane_blocks(lanes: Sequence[Mapping[str, Any]]) -> list[Block]:
