@@ -114,3 +114,19 @@ def test_stages_spread_only_for_a_kernel_that_loops(tmp_path):
     looped = ADD.replace("    offs =", "    for i in range(2):\n        offs =")
     assert not _may_loop(ADD, "add_kernel") and _may_loop(looped, "add_kernel")
     assert _may_loop(None, "add_kernel") and _may_loop(ADD, "other_kernel")
+
+
+def test_the_loop_builds_the_whole_span_in_its_first_round_and_per_round_near_the_roofline():
+    from types import SimpleNamespace
+
+    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.search.family import Family
+
+    spec = vector_add()
+    families = [Family(LaunchConfigSearch.name, LaunchConfigSearch(), lambda v: "tolerance", reads_context=True),
+                Family("passes", None, lambda v: "bitwise")]
+    loop = SimpleNamespace(settings=LoopSettings(per_round=4))
+    far = KernelLoop._round_size(loop, context(spec, 0.07), families)
+    assert far == LaunchConfigSearch().first_round_size(context(spec, 0.07)) + 1 > 4  # the span, and passes' slot
+    assert KernelLoop._round_size(loop, context(spec, 0.8), families) == 4
+    assert KernelLoop._round_size(loop, context(spec, 0.07), families[1:]) == 4  # no config search: per_round

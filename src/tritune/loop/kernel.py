@@ -278,8 +278,9 @@ class KernelLoop:
         if self._siblings_from_store:
             self._sibling_timeouts = None  # asked of the store again: a lane beside this one may have timed out since
         cheap_trials = sum(1 for t in self.trials if not _costly_variant(t.variant))
-        left = 1 if costly else min(self.settings.per_round, self.settings.max_candidates - cheap_trials)
         families = sorted((f for f in self.families if f.costly == costly), key=lambda f: _rank(order, f.name))
+        round_size = self.settings.per_round if costly else self._round_size(context, families)
+        left = 1 if costly else min(round_size, self.settings.max_candidates - cheap_trials)
         seen = {t.variant.key() for t in self.trials}
         taken: dict[str, list[Variant]] = {family.name: [] for family in families}
         dropped = {family.name: 0 for family in families}  # this round's variants skipped for a sibling's timeout
@@ -312,6 +313,16 @@ class KernelLoop:
         for family in families:
             take(family, left)
         return [(variant, family) for family in families for variant in taken[family.name]]
+
+    def _round_size(self, context: Context, families: list[Family]) -> int:
+        """``per_round``, or far from the roofline the config search's whole first group (its
+        seeds and spanning configs, ``LaunchConfigSearch.first_round_size``) plus a slot for each
+        other family: the span is built and verified at once (``--jobs`` workers), not two
+        configs a round over several rounds."""
+        config = next((f for f in families if f.name == LaunchConfigSearch.name), None)
+        if config is None or not LaunchConfigSearch.for_context(context).far():
+            return self.settings.per_round
+        return max(self.settings.per_round, config.proposer.first_round_size(context) + len(families) - 1)
 
     def _timed_out_on_a_sibling(self, variant: Variant) -> bool:
         """A variant that timed out on another key of this kernel's source (the same compile for
