@@ -105,10 +105,12 @@ class LaunchConfigSearch:
     def for_context(cls, context: Context) -> "LaunchConfigSearch":
         """The search the loop runs (``search.family.Context``): the bottleneck's knob order, the
         baseline's registers and time, the held decision as the base when a rewrite made it, and
-        Inductor's max-autotune configs as the seeds."""
+        as the seeds the store's configs for kernels like this one (``search.prior``), then
+        Inductor's max-autotune configs."""
         base = context.accepted if context.accepted.rewrite else None
-        return cls(knob_order(context.spec, context.knob_roles), context.registers, base,
-                   inductor_configs.seeds(context.spec, context.source), context.baseline_ms)
+        seeds = [*context.prior, *inductor_configs.seeds(context.spec, context.source)]
+        return cls(knob_order(context.spec, context.knob_roles), context.registers, base, seeds,
+                   context.baseline_ms)
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         """The loop's call: ``for_context``'s search."""
