@@ -51,12 +51,12 @@ def store(tmp_path):
         yield opened
 
 
-def decide(store, spec, config, *, category="elementwise", speedup=2.0, with_traits=True, target=H200):
+def decide(store, spec, config, *, category="elementwise", speedup=2.0, with_traits=True, target=H200, run=None):
     """A verified candidate of ``spec`` setting ``config``, promoted to its key's decision."""
     key = key_for(spec, **target)
     variant = dataclasses.replace(Variant(), constexprs={k: v for k, v in config.items() if k in spec.constexprs},
                                   options={k: v for k, v in config.items() if k not in spec.constexprs})
-    run = store.start_run({})
+    run = store.start_run({}) if run is None else run
     cand = store.add_candidate(run, key, variant)
     store.claim(cand.id, run)
     store.finish_candidate(cand.id, "verified", verification=PASSED, timings={"time_ms": 1.0})
@@ -141,6 +141,18 @@ def test_inductor_blocks_and_user_blocks_are_different_knobs_and_register_caps_s
     assert changed(other_poi, prior(store, other_poi)) == [{"XBLOCK": 1024, "num_warps": 8}]  # no maxnreg
 
 
+def test_a_runs_own_decisions_seed_its_next_runs_not_its_other_keys(store):
+    """Which keys of a run decided first depends on its lanes' timing: N lanes must decide what one does."""
+    decide(store, vector(n=1 << 22), {"BLOCK": 1024})
+    decide(store, vector(source="g"), {"BLOCK": 256})
+    first, second = [run.id for run in store.runs()]
+    spec = vector(n=1 << 20, block=16)
+    key = key_for(spec, **H200)
+    assert changed(spec, prior_configs(store, key, spec, "elementwise")) == [{"BLOCK": 1024}, {"BLOCK": 256}]
+    assert changed(spec, prior_configs(store, key, spec, "elementwise", run_id=first)) == [{"BLOCK": 256}]
+    assert changed(spec, prior_configs(store, key, spec, "elementwise", run_id=second)) == [{"BLOCK": 1024}]
+
+
 # ----------------------------------------------------------------------------- trust
 
 def test_unsigned_foreign_edited_and_rolled_back_decisions_never_seed(tmp_path):
@@ -201,6 +213,8 @@ def test_the_loop_proposes_the_prior_first_records_it_and_decides_with_traits(st
     loop = KernelLoop.__new__(KernelLoop)
     loop.settings, loop.trials, loop.records, loop._index = LoopSettings(per_round=2), [], [], {}
     loop.store, loop.key, loop.spec, loop.category = store, key_for(spec, **H200), spec, "elementwise"
+    loop.run_id = store.start_run({})  # a later run than the decision's
+    decide(store, vector(n=1 << 24), {"BLOCK": 4096}, speedup=9.0, run=loop.run_id)  # this run's: no seed
     loop.log, loop.prior, loop.profile, loop.knob_roles, loop.registers, loop.base_ms = (
         lambda line: None, None, {}, (), None, 1.0)
     loop._sibling_timeouts, loop._siblings_from_store, loop._skipped = {}, False, set()

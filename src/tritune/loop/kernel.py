@@ -237,7 +237,7 @@ class KernelLoop:
 
     def _prior(self) -> tuple[dict, ...]:
         if self.prior is None:
-            self.prior = tuple(prior_configs(self.store, self.key, self.spec, self.category))
+            self.prior = tuple(prior_configs(self.store, self.key, self.spec, self.category, run_id=self.run_id))
         return self.prior
 
     def _order(self, bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:

@@ -24,7 +24,8 @@ wider than the descent's window, so a far-off launch can start from a decided bl
 what is left changes nothing. Ceilings (resource failures) are the search's: it never proposes
 a seed at or above one.
 
-Only decisions this user signed and still uses seed anything (``store.priors``).
+Only decisions this user signed and still uses seed anything, and only those of earlier runs
+(``store.priors``: a run's own decisions would make N lanes decide otherwise than one).
 """
 
 from __future__ import annotations
@@ -69,19 +70,21 @@ def traits(spec: LaunchSpec, key: DecisionKey, category: str, variant: Variant) 
             "config": {roles[name]: value for name, value in config_of(spec, variant).items() if name in roles}}
 
 
-def prior_configs(store: Any, key: DecisionKey, spec: LaunchSpec, category: str, *, limit: int = LIMIT) -> list[dict]:
-    """The store's configs for this launch, best first (module docstring)."""
+def prior_configs(store: Any, key: DecisionKey, spec: LaunchSpec, category: str, *, limit: int = LIMIT,
+                  run_id: int | None = None) -> list[dict]:
+    """The store's configs for this launch, best first (module docstring); none decided in
+    ``run_id``, the run asking (``store.priors``: N lanes decide what one lane decides)."""
     roles = knob_roles(spec)
     by_role = {role: name for name, role in roles.items()}
     start = config_of(spec, Variant())
     found: list[dict] = []
-    for decision in store.decided_for_source(key):
+    for decision in store.decided_for_source(key, except_run=run_id):
         if decision.traits:
             found.append(_over(spec, start, _named(decision.traits.get("config"), by_role)))
         else:
             body = decision.variant_json
             found.append(_over(spec, start, {**(body.get("options") or {}), **(body.get("constexprs") or {})}))
-    found += _most_decided(store, key, spec, category, start, by_role)
+    found += _most_decided(store, key, spec, category, start, by_role, run_id)
     out: list[dict] = []
     for config in found:
         if config is not None and config != start and config not in out:
@@ -95,14 +98,14 @@ def from_prior(spec: LaunchSpec, prior: tuple[dict, ...] | list[dict], variant: 
 
 
 def _most_decided(store: Any, key: DecisionKey, spec: LaunchSpec, category: str, start: dict,
-                  by_role: dict[str, str]) -> list[dict]:
+                  by_role: dict[str, str], run_id: int | None) -> list[dict]:
     """The configs decided most often on other kernels of this category and size: count first,
     then the nearest size class, then the best confirmed speedup."""
     size = size_class(key)
     if not category or category == "other" or size is None:
         return []
     tally: dict[tuple, list] = {}
-    for decision in store.decided_like(key, category, size):
+    for decision in store.decided_like(key, category, size, except_run=run_id):
         moved = {role: value for role, value in (decision.traits.get("config") or {}).items()
                  if role not in LOCAL_ROLES}
         config = _over(spec, start, _named(moved, by_role))

@@ -24,7 +24,7 @@ from tritune.store.records import (DECISION_SELECT, Decision, from_row_text, fro
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
 BASELINE = "baseline"  # the variant_hash under which a key's baseline profile is kept
-_JSON_COLUMNS = {"settings", "variant", "verification", "timings", "evidence", "profile"}
+_JSON_COLUMNS = {"settings", "variant", "verification", "timings", "evidence", "profile", "traits"}
 
 
 class UnverifiedDecision(StoreError):

@@ -13,6 +13,11 @@ foreign, edited, unsigned or rolled-back decision never seeds anything):
     ``category`` and a size class within one of ``size_class``. A decision without signed
     traits (made before store version 5, or adopted without them) is not among them.
 
+``except_run``: decisions of that run are left out. A run's decisions seed its next runs, not
+its own other keys: with several lanes, which keys of a run decided first depends on timing, and
+N lanes must decide what one lane decides (a resumed run, likewise, starts each key from the
+same prior as before its interruption).
+
 The Triton version is not matched: a config is plain knob values, and a seed is built, verified
 and timed as any candidate. ``size_class`` is the store's measure of a key's size, from its
 specialization alone, so that a decision's and a new key's are computed the same way.
@@ -53,28 +58,29 @@ def size_class(key: DecisionKey) -> int | None:
 class PriorsMixin:
     """The prior queries of ``DecisionStore`` (which provides ``_db`` and ``_checked_decision``)."""
 
-    def decided_for_source(self, key: DecisionKey) -> list[Decision]:
+    def decided_for_source(self, key: DecisionKey, *, except_run: int | None = None) -> list[Decision]:
         rows = self._db.query(DECISION_SELECT + " WHERE k.source_hash = ? AND k.kernel = ? AND k.gpu_name = ? "
                               "AND k.capability = ? AND d.key_sha != ?",
                               (key.source_hash, key.kernel, key.gpu_name, key.capability, key.sha))
-        return sorted(self._usable(rows), key=lambda d: -d.speedup)
+        return sorted(self._usable(rows, except_run), key=lambda d: -d.speedup)
 
-    def decided_like(self, key: DecisionKey, category: str, size: int | None) -> list[Decision]:
+    def decided_like(self, key: DecisionKey, category: str, size: int | None, *,
+                     except_run: int | None = None) -> list[Decision]:
         if size is None:
             return []
         rows = self._db.query(DECISION_SELECT + " WHERE k.gpu_name = ? AND k.capability = ? AND k.source_hash != ? "
                               "AND d.traits IS NOT NULL", (key.gpu_name, key.capability, key.source_hash))
-        return [d for d in self._usable(rows) if d.traits and d.traits.get("category") == category
+        return [d for d in self._usable(rows, except_run) if d.traits and d.traits.get("category") == category
                 and _near(d.traits.get("size_class"), size)]
 
-    def _usable(self, rows: list[Any]) -> list[Decision]:
+    def _usable(self, rows: list[Any], except_run: int | None) -> list[Decision]:
         found = []
         for row in rows:
             try:
                 decision = self._checked_decision(row)
             except StoreError:  # a damaged row seeds nothing; listing the store says what is wrong
                 continue
-            if decision.usable:
+            if decision.usable and (except_run is None or decision.run_id != except_run):
                 found.append(decision)
         return found
 
