@@ -249,3 +249,16 @@ def test_a_version_4_store_gains_decision_traits_and_keeps_its_decisions(tmp_pat
         decide(store, vector(source="b"), {"BLOCK": 512})
         assert [d.traits is None for d in sorted(store.decisions(), key=lambda d: d.created)] == [True, False]
         assert changed(vector(source="n"), prior(store, vector(source="n"))) == [{"BLOCK": 512}]
+
+
+def test_traits_travel_with_a_keys_records_and_are_signed_by_the_store_that_adopts_them(tmp_path):
+    """A Ray lane's decision comes back to the driver's store (``key_records``/``adopt``): its
+    traits come too, signed there, so it seeds other kernels' searches from the driver's store."""
+    spec = vector(source="g")
+    with DecisionStore(tmp_path / "lane.db", signer=MINE) as lane, \
+            DecisionStore(tmp_path / "driver.db", signer=MINE) as driver:
+        key = decide(lane, spec, {"BLOCK": 256})
+        driver.adopt(driver.start_run({}), key, lane.key_records(key))
+        assert driver.decision_for(key).traits == lane.decision_for(key).traits
+        new = vector(source="n")
+        assert changed(new, prior(driver, new)) == [{"BLOCK": 256}]
