@@ -11,7 +11,11 @@ says so in its record (``from_prior``: "seeded from the store").
    the options and constexprs its variant set.
 2. Other kernels of the same category (``loop.category``) and size class (``store.size_class``:
    log2 of the largest tensor's bytes, within one) on this GPU: the ``CATEGORY_LIMIT`` configs
-   decided most often, expressed over this spec's knobs.
+   decided most often, expressed over this spec's knobs. A kernel of category ``other`` (its
+   source could not be read) gets none.
+
+A sibling key's verified candidates that were not decided do not seed: the store keeps no
+baseline time beside them to tell a fast one, and the fastest of a key is its decision.
 
 Configs move between kernels by knob *role* (``knob_roles``), not by name: launch options and
 ``R0_BLOCK`` are themselves; an Inductor kernel's grid blocks are Inductor's names (``XBLOCK``);
@@ -30,7 +34,6 @@ Only decisions this user signed and still uses seed anything, and only those of 
 
 from __future__ import annotations
 
-import collections
 from typing import Any
 
 from tritune.capture.spec import LaunchSpec

@@ -16,5 +16,5 @@ from tritune.store.records import Candidate, Decision, Run, variant_hash
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
 __all__ = ["Candidate", "Decision", "DecisionKey", "DecisionStore", "INTERRUPTED", "LiveKeyer", "MAX_ATTEMPTS",
-           "Run", "SCHEMA_VERSION", "StoreError", "UnverifiedDecision", "current_target", "key_for", "size_bucket", "size_class",
-           "specialization_of", "triton_int_class", "variant_hash"]
+           "Run", "SCHEMA_VERSION", "StoreError", "UnverifiedDecision", "current_target", "key_for", "size_bucket",
+           "size_class", "specialization_of", "triton_int_class", "variant_hash"]
