@@ -49,6 +49,8 @@ def test_a_version_2_store_gains_the_exchanges_table(tmp_path):
     with sqlite3.connect(tmp_path / "d.db") as conn:  # as a tritune before the LLM family left it
         conn.execute("DROP TABLE llm_exchanges")
         conn.execute("DROP TABLE inductor_cache")  # version 4's
+        conn.execute("ALTER TABLE decisions DROP COLUMN traits")  # version 5's
+        conn.execute("ALTER TABLE decisions DROP COLUMN traits_signature")
         conn.execute("UPDATE schema_version SET version = 2")
     with DecisionStore(tmp_path / "d.db") as store:
         exchange(store)

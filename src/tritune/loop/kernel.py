@@ -47,6 +47,7 @@ from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
+from tritune.search.prior import from_prior, prior_configs, traits
 from tritune.search.proposers import LaunchConfigSearch, Trial, config_of
 from tritune.store import DecisionKey, DecisionStore, variant_hash
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
@@ -144,6 +145,7 @@ class KernelLoop:
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
         self.split: dict[str, float] = dict.fromkeys(SPLIT_PARTS, 0.0)  # seconds per part (``_split``)
         self._first: float | None = None  # seconds from the start to the first candidate's submission
+        self.prior: tuple[dict, ...] | None = None  # the store's configs for this kernel (search.prior), asked once
 
     # ----------------------------------------------------------------------------------- run
 
@@ -248,7 +250,12 @@ class KernelLoop:
     def _context(self, accepted: Variant, hints: list[dict]) -> Context:
         return Context(self.spec, self.trials, root=self.evaluator.root, fast_math=self.settings.fast_math,
                        profile=self.profile, knob_roles=self.knob_roles, hints=tuple(hints), accepted=accepted,
-                       registers=self.registers, baseline_ms=self.base_ms)
+                       registers=self.registers, baseline_ms=self.base_ms, prior=self._prior())
+
+    def _prior(self) -> tuple[dict, ...]:
+        if self.prior is None:
+            self.prior = tuple(prior_configs(self.store, self.key, self.spec, self.category, run_id=self.run_id))
+        return self.prior
 
     def _order(self, bottleneck: dict | None) -> tuple[list[str], tuple[str, ...]]:
         """The families' order (``--families``' when given, else the bottleneck's) and knob roles."""
@@ -444,7 +451,8 @@ class KernelLoop:
                 continue
             evidence = {"confirmation": confirmation.to_json(), "verdict": verdict.to_json(), "noise": noise}
             self.store.set_decision(self.key, trial.variant, baseline_ms=confirmation.base_ms,
-                                    best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id)
+                                    best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id,
+                                    traits=traits(self.spec, self.key, self.category, trial.variant))
             best.update(variant=trial.variant, ms=trial.time_ms, ratio=confirmation.ratio,
                         roofline=(evaluated.timing or {}).get("roofline"))
             self.log(f"{self.spec.kernel}: accepted {variant_name(trial.variant)}: {verdict.reason}")
@@ -537,7 +545,8 @@ class KernelLoop:
                   "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
                   "speedup": speedup, "seconds": seconds, "verify_s": split.get("verify_s"),
                   "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused,
-                  "notes": list(notes or [])}
+                  "notes": list(notes or []),
+                  "prior": family.name == LaunchConfigSearch.name and from_prior(self.spec, self._prior(), variant)}
         self.records.append(record)
         self._index[variant.key()] = record
 

@@ -18,6 +18,8 @@ one that needs more of the loop's state reads the ``Context`` (``propose_in(cont
     accepted    the decision held so far (``Variant()`` while there is none)
     registers   the baseline's registers per thread, when analysed (trims ``maxnreg``)
     baseline_ms the baseline's time (None before it is timed)
+    prior       whole launch configs the store decided for kernels like this one, best first
+                (``search.prior``): the config search proposes them first
 
 Pure data: reading ``source`` is the only work it does, once.
 """
@@ -46,6 +48,7 @@ class Context:
     accepted: Variant = Variant()
     registers: int | None = None
     baseline_ms: float | None = None
+    prior: tuple[dict, ...] = ()
 
     @property
     def bottleneck(self) -> dict | None:

@@ -129,15 +129,16 @@ class LaunchConfigSearch:
     def for_context(cls, context: Context) -> "LaunchConfigSearch":
         """The search the loop runs (``search.family.Context``): the bottleneck's knob order, the
         baseline's registers and time, the held decision as the base when a rewrite made it, and
-        Inductor's max-autotune configs as the seeds, the profile's roofline and facts (whether
-        and how the first group spans)."""
+        Inductor's max-autotune configs as the seeds, after the store's configs for kernels like
+        this one (``search.prior``); the profile's roofline and facts (whether and how the first
+        group spans)."""
         base = context.accepted if context.accepted.rewrite else None
         facts = (context.profile or {}).get("facts") or {}
         roofline = facts.get("roofline")
         if (context.bottleneck or {}).get("kind") == "launch-bound":
             roofline = None  # its time is the launch's, not its memory traffic's: no block size moves it
-        return cls(knob_order(context.spec, context.knob_roles), context.registers, base,
-                   inductor_configs.seeds(context.spec, context.source), context.baseline_ms,
+        seeds = [*context.prior, *inductor_configs.seeds(context.spec, context.source)]
+        return cls(knob_order(context.spec, context.knob_roles), context.registers, base, seeds, context.baseline_ms,
                    roofline=float(roofline) if isinstance(roofline, (int, float)) else None, facts=facts,
                    loops=_may_loop(context.source, context.spec.kernel))
 

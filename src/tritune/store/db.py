@@ -1,5 +1,6 @@
 """``DecisionStore``: runs and candidates (this file), decisions and profiles (``decisions.py``), a
-key's records out of one store and into another (``remote.py``, ``optimize --ray``).
+key's records out of one store and into another (``remote.py``, ``optimize --ray``), the
+decisions that can seed a new search (``priors.py``).
 
 How ``optimize`` uses it, so that an interrupted run continues where it stopped::
 
@@ -43,6 +44,7 @@ from tritune.store.connection import DEFAULT_TIMEOUT_S, Connection
 from tritune.store.decisions import DecisionsMixin, key_sha
 from tritune.store.exchanges import ExchangesMixin
 from tritune.store.inductor_entries import InductorEntriesMixin
+from tritune.store.priors import PriorsMixin
 from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
 from tritune.store.remote import RemoteMixin
@@ -54,7 +56,7 @@ INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on
 FINISH_STATUSES = ("verified", "rejected")
 
 
-class DecisionStore(DecisionsMixin, ExchangesMixin, InductorEntriesMixin, RemoteMixin):
+class DecisionStore(DecisionsMixin, ExchangesMixin, InductorEntriesMixin, PriorsMixin, RemoteMixin):
     """The decision store at ``path`` (created if missing). A context manager; one per thread."""
 
     def __init__(self, path: str | Path, *, timeout_s: float = DEFAULT_TIMEOUT_S, signer: Signer | None = None):

@@ -24,7 +24,7 @@ from tritune.store.records import (DECISION_SELECT, Decision, from_row_text, fro
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
 BASELINE = "baseline"  # the variant_hash under which a key's baseline profile is kept
-_JSON_COLUMNS = {"settings", "variant", "verification", "timings", "evidence", "profile"}
+_JSON_COLUMNS = {"settings", "variant", "verification", "timings", "evidence", "profile", "traits"}
 
 
 class UnverifiedDecision(StoreError):
@@ -49,12 +49,14 @@ class DecisionsMixin:
              key.capability, key.triton_version, time.time()))
 
     def set_decision(self, key: DecisionKey, variant: Any, *, baseline_ms: float, best_ms: float,
-                     evidence: dict | None = None, run_id: int | None = None) -> Decision:
+                     evidence: dict | None = None, run_id: int | None = None, traits: dict | None = None) -> Decision:
         """Promote the verified candidate (key, variant) to the key's decision, enabled.
 
         ``evidence`` (re-timings, profile, the arbiter's reasons) is stored with the candidate's
-        verification record and timings. The key's previous decision, if any, is replaced; its
-        candidate goes back to ``verified``."""
+        verification record and timings. ``traits``: what the kernel was (``search.prior.traits``:
+        category, size class, the decided config by knob role), signed, so that the decision seeds
+        other kernels' searches (``store.priors``). The key's previous decision, if any, is
+        replaced; its candidate goes back to ``verified``."""
         if not (baseline_ms > 0 and best_ms > 0):
             raise StoreError(f"{key.describe()}: timings must be positive "
                              f"(baseline {baseline_ms} ms, best {best_ms} ms)")
@@ -81,23 +83,28 @@ class DecisionsMixin:
                          "AND status = 'accepted' AND id != ?", (now, key.sha, cand.id))
             conn.execute("UPDATE candidates SET status = 'accepted', updated = ? WHERE id = ?", (now, cand.id))
             self._put_decision(conn, key.sha, cand.id, run_id if run_id is not None else cand.run_id, body,
-                               baseline_ms, best_ms, full)
+                               baseline_ms, best_ms, full, traits=traits)
         return self._decision(key.sha)
 
     def _put_decision(self, conn: sqlite3.Connection, sha: str, candidate_id: int, run_id: int | None, body: dict,
-                      baseline_ms: float, best_ms: float, evidence: Any, enabled: bool = True) -> None:
-        """The key's decision row (replacing the one it had), verified and signed by this user."""
+                      baseline_ms: float, best_ms: float, evidence: Any, enabled: bool = True,
+                      traits: dict | None = None) -> None:
+        """The key's decision row (replacing the one it had, and its traits), verified and signed by this user."""
         now = time.time()
+        traits_text = to_text(traits)
+        traits_signature = None if traits is None else self.signer.traits(sha, from_text(traits_text))
         conn.execute(
             "INSERT INTO decisions (key_sha, candidate_id, run_id, variant, variant_hash, baseline_ms, best_ms, "
-            "speedup, evidence, verified, enabled, created, updated, signature) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?) "
+            "speedup, evidence, verified, enabled, created, updated, signature, traits, traits_signature) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (key_sha) DO UPDATE SET candidate_id = excluded.candidate_id, run_id = excluded.run_id, "
             "variant = excluded.variant, variant_hash = excluded.variant_hash, baseline_ms = excluded.baseline_ms, "
             "best_ms = excluded.best_ms, speedup = excluded.speedup, evidence = excluded.evidence, verified = 1, "
-            "enabled = excluded.enabled, updated = excluded.updated, signature = excluded.signature",
+            "enabled = excluded.enabled, updated = excluded.updated, signature = excluded.signature, "
+            "traits = excluded.traits, traits_signature = excluded.traits_signature",
             (sha, candidate_id, run_id, to_text(body), variant_hash(body), float(baseline_ms), float(best_ms),
-             baseline_ms / best_ms, to_text(evidence), int(bool(enabled)), now, now, self.signer.decision(sha, body)))
+             baseline_ms / best_ms, to_text(evidence), int(bool(enabled)), now, now, self.signer.decision(sha, body),
+             traits_text, traits_signature))
 
     def _decision(self, sha: str) -> Decision | None:
         rows = self._db.query(DECISION_SELECT + " WHERE d.key_sha = ?", (sha,))
@@ -113,7 +120,9 @@ class DecisionsMixin:
                              "not a usable store") from None
         signed = row["key_sha"] == found.key.sha and self.signer.decision_ok(found.signature, found.key.sha,
                                                                                found.variant_json)
-        return dataclasses.replace(found, signed=signed)
+        traits_ok = signed and found.traits is not None and self.signer.traits_ok(found.traits_signature,
+                                                                                  found.key.sha, found.traits)
+        return dataclasses.replace(found, signed=signed, traits=found.traits if traits_ok else None)
 
     def decision_for(self, key: DecisionKey | str) -> Decision | None:
         """The decision to apply for ``key``: only a verified, enabled one; else None."""

@@ -147,6 +147,9 @@ class Decision:
     updated: float
     signature: str | None = None
     signed: bool = False  # set by the store: the signature verifies under this user's secret
+    # what the decided kernel was (``store.priors``): None when absent, or not signed by this user
+    traits: dict | None = None
+    traits_signature: str | None = None
 
     @property
     def variant(self) -> Any:
@@ -165,6 +168,7 @@ class Decision:
         body.pop("key_sha")
         body["variant_json"] = from_row_text(body.pop("variant"))
         body["evidence"] = from_row_text(body["evidence"])
+        body["traits"] = from_row_text(body.get("traits"))
         body["verified"], body["enabled"] = bool(body["verified"]), bool(body["enabled"])
         return cls(key=key, **body)
 

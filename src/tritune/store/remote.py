@@ -60,7 +60,7 @@ class RemoteMixin:
                          if profile is not None],
             "decision": None if decision is None or not decision.signed else {
                 "variant": decision.variant_json, "baseline_ms": decision.baseline_ms, "best_ms": decision.best_ms,
-                "evidence": decision.evidence, "enabled": decision.enabled},
+                "evidence": decision.evidence, "enabled": decision.enabled, "traits": decision.traits},
         }
 
     def adopt(self, run_id: int | None, key: DecisionKey, records: dict) -> int:
@@ -113,7 +113,8 @@ class RemoteMixin:
         digest = variant_hash(body["variant"])
         held = self._decision(key.sha)
         if (held is not None and held.signed and held.variant_hash == digest and held.enabled == body["enabled"]
-                and (held.baseline_ms, held.best_ms) == (body["baseline_ms"], body["best_ms"])):
+                and (held.baseline_ms, held.best_ms) == (body["baseline_ms"], body["best_ms"])
+                and held.traits == body.get("traits")):
             return
         row = conn.execute("SELECT * FROM candidates WHERE key_sha = ? AND variant_hash = ?",
                            (key.sha, digest)).fetchone()
@@ -121,7 +122,7 @@ class RemoteMixin:
         if cand is None or not cand.signed or cand.status != "accepted":
             raise StoreError(f"{key.describe()}: a decision to adopt needs its candidate among the records, accepted")
         self._put_decision(conn, key.sha, cand.id, run_id, body["variant"], body["baseline_ms"], body["best_ms"],
-                           body["evidence"], enabled=body["enabled"])
+                           body["evidence"], enabled=body["enabled"], traits=body.get("traits"))
 
 
 def _candidate_record(found: Candidate) -> dict:

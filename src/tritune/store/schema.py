@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 STATUSES = ("pending", "running", "verified", "rejected", "accepted")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
@@ -87,7 +87,9 @@ CREATE TABLE decisions (
     enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    signature TEXT
+    signature TEXT,
+    traits TEXT,
+    traits_signature TEXT
 );
 CREATE TABLE profiles (
     key_sha TEXT NOT NULL REFERENCES keys(sha),
@@ -150,9 +152,17 @@ def _inductor_cache(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _decision_traits(conn: sqlite3.Connection) -> None:
+    """Version 5: what a decision's kernel was (its category, size class and decided config by knob
+    role: ``store.priors``), signed apart from the decision. Older decisions have none: they seed
+    the search of their own kernel source only, from their variant."""
+    conn.execute("ALTER TABLE decisions ADD COLUMN traits TEXT")
+    conn.execute("ALTER TABLE decisions ADD COLUMN traits_signature TEXT")
+
+
 # version -> the step from version - 1 to it, run inside the opening transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _signatures, 3: _llm_exchanges,
-                                                                4: _inductor_cache}
+                                                                4: _inductor_cache, 5: _decision_traits}
 
 
 class StoreError(RuntimeError):

@@ -14,6 +14,9 @@ HMAC-SHA256 under a per-user secret, and only entries whose signature verifies a
     profile     HMAC(secret, ["tritune-profile/1", key sha, variant hash, profile])   at ``set_profile``
     exchange    HMAC(secret, ["tritune-llm-exchange/1", prompt sha, key sha, reply])  at ``add_llm_exchange``
                 (a stored reply is code: an interrupted run reuses it only when this user stored it)
+    decision traits
+                HMAC(secret, ["tritune-decision-traits/1", key sha, traits])  at ``set_decision``
+                (what the decided kernel was: they seed other kernels' searches, ``store.priors``)
     Inductor cache entry
                 HMAC(secret, ["tritune-inductor-cache/1", path, key sha, kernel, previous, written])
                 (a file tritune wrote into Inductor's cache and what to put back: ``remove`` writes
@@ -51,6 +54,7 @@ DECISION, CANDIDATE, OUTCOME, PROFILE = ("tritune-decision/1", "tritune-candidat
                                          "tritune-profile/1")
 EXCHANGE = "tritune-llm-exchange/1"
 INDUCTOR_CACHE = "tritune-inductor-cache/1"
+TRAITS = "tritune-decision-traits/1"
 
 
 class Signer:
@@ -83,6 +87,12 @@ class Signer:
 
     def exchange(self, prompt_sha: str, key_sha: str, reply: str) -> str:
         return self.sign(EXCHANGE, prompt_sha, key_sha, reply)
+
+    def traits(self, key_sha: str, traits: Any) -> str:
+        return self.sign(TRAITS, key_sha, traits)
+
+    def traits_ok(self, signature: str | None, key_sha: str, traits: Any) -> bool:
+        return _same(signature, self.traits(key_sha, traits))
 
     def inductor_entry(self, path: str, key_sha: str, kernel: str, previous: str | None, written: str) -> str:
         return self.sign(INDUCTOR_CACHE, path, key_sha, kernel, previous, written)
