@@ -104,6 +104,11 @@ llama)  # item 1: capture, tritune optimize --deadline-s 200 (defaults), then AB
   done
   [ ${#arms[@]} -gt 0 ] && python3 benchmarks/reach_summary.py "${arms[@]}" --json "$out/llama_reach.json" \
       --markdown "$out/llama_reach.md" 2>&1 | head -8 | tee -a "$log"
+  # the results a note needs, at the top of $OUT: a device call returns 8 files at most, and the
+  # nested e2e folder and the archives are the first left behind (the state archive holds the
+  # signing key: never commit it)
+  cp "$state/e2e-$arm/llama/opt/optimize.json" "$out/llama-$arm-optimize.json" 2>/dev/null
+  cp "$out/$arm/e2e/llama.json" "$out/llama-$arm-e2e.json" 2>/dev/null
   python3 - "$out/$arm/e2e/llama.json" <<'EOF' 2>&1 | tee -a "$log"
 import json, sys
 data = json.load(open(sys.argv[1]))
