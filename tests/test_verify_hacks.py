@@ -110,7 +110,7 @@ axpy.run = _cached
     planted = Variant(name="cached", source=cached, rewrite=RULED)
     assert verify(spec, planted, tmp_path, draws=()).ok
     result = verify(spec, planted, tmp_path)
-    assert not result.ok and result.worst.draw == "x1e3"
+    assert not result.ok and any(not c.ok and c.draw == "x1e3" for c in result.checks)
 
 
 def test_a_candidate_the_fresh_sets_reject_runs_no_draw(tmp_path):
@@ -341,3 +341,22 @@ def test_a_side_stream_launch_on_a_gpu_is_a_ghost_and_memory_is_measured(tmp_pat
     assert greedy.ok and greedy.memory["candidate_peak_bytes"] >= 256 << 20, greedy.message
     assert greedy.notes and "reported, not a rejection" in greedy.message
     assert not verify(spec, WHERE_SMALL, tmp_path, device="cuda").ok
+
+
+# the rounding a legal reordering leaves, in proportion to the terms: within fp32's atol on N(0, 1)
+# draws; ~1e3 x that on x1e3, where elements whose terms cancel (2x ~ -y) are tiny
+ROUNDED = edit(AXPY_OUT, AXPY_OUT + "    out = out + 5e-7 * (tl.abs(2.0 * x) + tl.abs(y))\n")
+# the same kind of error, 100 x larger: beyond the table on the unscaled values already
+MISROUNDED = edit(AXPY_OUT, AXPY_OUT + "    out = out + 5e-5 * (tl.abs(2.0 * x) + tl.abs(y))\n")
+
+
+def test_a_scaled_draw_compares_in_the_units_of_its_outputs(tmp_path, monkeypatch):
+    """A legal reordering's rounding is judged on x1e3 as on the unscaled values (atol grows with
+    the baseline's outputs: ``tolerances.scaled``); without that, the draw alone rejects it."""
+    spec = axpy(tmp_path, 4000)
+    assert verify(spec, ROUNDED, tmp_path, seed=3, draws=()).ok
+    assert verify(spec, ROUNDED, tmp_path, seed=3).ok
+    assert not verify(spec, MISROUNDED, tmp_path, seed=3).ok
+    monkeypatch.setattr(check_module, "scaled", lambda tol, ratio, draw: tol)  # the check removed
+    result = verify(spec, ROUNDED, tmp_path, seed=3)
+    assert not result.ok and result.worst.draw == "x1e3"

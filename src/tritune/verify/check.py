@@ -88,9 +88,9 @@ from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
-from tritune.verify.draws import DRAWS, Draw, nonfinite, transform
+from tritune.verify.draws import DRAWS, Draw, magnitude, nonfinite, transform
 from tritune.verify.memory import Peaks
-from tritune.verify.tolerances import NONDETERMINISM_RUNS, tolerance_for, widen
+from tritune.verify.tolerances import NONDETERMINISM_RUNS, scaled, tolerance_for, widen
 from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 
 
@@ -163,6 +163,7 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
     runs = _Runs(guards, Launches(spec.kernel, interpreted=not cand.compiles), Peaks())
     pure: dict[str, bool] | None = None
     unscaled: dict[str, int] = {}  # output -> the baseline's non-finite elements on the first set
+    sizes: dict[str, float] = {}  # output -> the baseline's largest finite element on the first set
     with on_gpu():
         at = seeds[0]
         try:
@@ -174,7 +175,8 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
                     pure = _pure_outputs(spec, base, initial, written, runs)
                     result.in_out = [w for w in written if not pure[w]]
                 result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, runs,
-                                          nonfinite_out=unscaled if k == 0 else None)
+                                          nonfinite_out=unscaled if k == 0 else None,
+                                          magnitude_out=sizes if k == 0 else None)
             del initial
             failed = not all(c.ok for c in result.checks)  # already wrong: the draws would add nothing
             for name, factor in () if failed else draws:
@@ -184,7 +186,7 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
                 result.draws.append(draw.to_json())
                 if draw.skipped is None:
                     result.checks += _one_set(spec, base, cand, drawn, pure, mode, seeds[0], result, runs,
-                                              draw=draw, unscaled=unscaled)
+                                              draw=draw, unscaled=unscaled, sizes=sizes)
                     result.draws[-1] = draw.to_json()  # a skip found on the baseline's outputs
                 del drawn
         except OutOfBounds as exc:
@@ -259,7 +261,8 @@ def _ghost(result: VerifyResult, launches: Launches, *, seed: int | str, reason:
 
 def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: dict[str, bool],
              mode: str, seed: int, result: VerifyResult, runs: _Runs, *, draw: Draw | None = None,
-             unscaled: dict[str, int] | None = None, nonfinite_out: dict[str, int] | None = None
+             unscaled: dict[str, int] | None = None, nonfinite_out: dict[str, int] | None = None,
+             sizes: dict[str, float] | None = None, magnitude_out: dict[str, float] | None = None
              ) -> list[CompareResult]:
     """The checks of one input set, or of one transformed ``draw`` of the first set's values.
 
@@ -269,7 +272,9 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
     sampled on the draw and kept to it (a scaled draw scales the spread), at least the pooled
     spread times the draw's factor. A scaled draw on which the baseline has more non-finite
     elements than on the unscaled values (``unscaled``) is skipped: ``draw.skipped`` says so and
-    no check is returned. ``nonfinite_out``: filled with the baseline's non-finite counts."""
+    no check is returned. ``nonfinite_out``: filled with the baseline's non-finite counts;
+    ``magnitude_out``: with its outputs' largest finite elements, which a scaled draw's ``sizes``
+    compares its own with (``tolerances.scaled``: atol in the draw's units)."""
     written = list(pure)
     first = {w: 1 for w in written if pure[w]}
     second = {w: 2 for w in written if pure[w]}
@@ -278,6 +283,8 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
     counts = {w: nonfinite(ref[w], pure[w]) for w in written}
     if nonfinite_out is not None:
         nonfinite_out.update(counts)
+    if magnitude_out is not None:
+        magnitude_out.update({w: magnitude(ref[w], pure[w]) for w in written})
     if draw is not None and draw.scales and unscaled is not None:
         grown = [w for w in written if counts[w] > unscaled.get(w, 0)]
         if grown:
@@ -295,6 +302,8 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
     for w in written:
         tol = tolerance_for(_dtype(initial[w]), mode)
         if draw is not None:
+            if draw.scales and sizes and sizes.get(w):
+                tol = scaled(tol, magnitude(ref[w], pure[w]) / sizes[w], draw.name)
             if w in result.spread or not seen[w].deterministic:
                 result.nondeterministic = True
                 tol = widen(tol, max(seen[w].max_abs, result.spread.get(w, 0.0) * abs(draw.factor)))

@@ -25,6 +25,15 @@ skipped with the reason recorded: near the dtype's limit a legal reordering can 
 largest finite value where the baseline rounds to inf, and NaN/Inf parity would reject it. The
 negated draw does not change magnitudes: it is always compared, NaN/Inf parity as the table says.
 
+Tolerance on a scaled draw. The table's absolute tolerance is in the units of the unscaled
+outputs. Where the baseline's outputs grow on a draw (``x1e3``: a layer norm's backward by ~1e9),
+elements whose terms cancel keep the relative rounding error of their terms, which ``rtol * |b|``
+of the small result no longer covers: a legal reordering that passed on the unscaled values would
+fail there. So on a draw whose baseline outputs are larger than on the unscaled values, ``atol``
+grows by that ratio (``magnitude``: the largest finite written element; never below the table's,
+never for an exact comparison). Value-conditional shortcuts are wrong by the outputs' own size
+there, far beyond it.
+
 What the draws cannot see: a shortcut keyed on something other than magnitude and sign (one
 exact input value, a shape, a pointer), and, under ``x1e-3``, an error smaller than the table's
 absolute tolerance (fp16's atol is 1e-3, the size of the scaled outputs themselves for a kernel
@@ -90,6 +99,20 @@ def transform(spec: Any, args: dict[str, Any], guards: dict[str, Any], name: str
         draw.skipped = "no floating input drawn at random could be transformed" if not draw.kept else \
             "every floating input would overflow its dtype"
     return draw
+
+
+def magnitude(t, poisoned: bool) -> float:
+    """The largest finite absolute value of an output (0.0 for non-floats or none); ``poisoned``:
+    unwritten elements (the poison) are left out."""
+    if not t.dtype.is_floating_point or t.numel() == 0:
+        return 0.0
+    from tritune.verify.compare import holds_poison
+
+    wide = t.float() if t.element_size() < 4 else t
+    keep = wide.isfinite()
+    if poisoned:
+        keep &= ~holds_poison(t, 1)
+    return float(wide.abs()[keep].max()) if bool(keep.any()) else 0.0
 
 
 def nonfinite(t, poisoned: bool) -> int:

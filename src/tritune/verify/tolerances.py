@@ -115,6 +115,16 @@ def tolerance_for(dtype: str, mode: str = "tolerance") -> Tolerance:
     return (TABLE if mode == "tolerance" else FAST_MATH)[dtype]
 
 
+def scaled(tol: Tolerance, ratio: float, draw: str) -> Tolerance:
+    """``tol`` on a transformed draw whose baseline outputs are ``ratio`` times as large as on the
+    unscaled values (``verify.draws``): ``atol`` in the draw's units. An exact comparison, or a
+    ratio not above 1, leaves it as it is."""
+    if tol.exact or not ratio > 1.0 or ratio == float("inf"):
+        return tol
+    return Tolerance(tol.rtol, tol.atol * ratio, f"{tol.reason}; {draw}: atol x {ratio:.3g}, the baseline's "
+                                                  "outputs that much larger than on the unscaled values")
+
+
 def widen(tol: Tolerance, spread: float) -> Tolerance:
     """``tol`` for a nondeterministic baseline whose two runs differed by up to ``spread``."""
     if not spread > 0:  # 0 (deterministic) or NaN: nothing to widen by
