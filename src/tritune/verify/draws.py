@@ -106,13 +106,18 @@ def magnitude(t, poisoned: bool) -> float:
     unwritten elements (the poison) are left out."""
     if not t.dtype.is_floating_point or t.numel() == 0:
         return 0.0
-    from tritune.verify.compare import holds_poison
+    import torch
 
-    wide = t.float() if t.element_size() < 4 else t
-    keep = wide.isfinite()
-    if poisoned:
-        keep &= ~holds_poison(t, 1)
-    return float(wide.abs()[keep].max()) if bool(keep.any()) else 0.0
+    from tritune.verify.compare import chunks, holds_poison
+
+    largest = 0.0
+    for _, (part,) in chunks([t]):  # over chunks, as compare reads outputs: no copy of a 4 GB one
+        wide = part.float() if part.element_size() < 4 else part
+        keep = wide.isfinite()
+        if poisoned:
+            keep &= ~holds_poison(part, 1)
+        largest = max(largest, float(torch.where(keep, wide.abs(), torch.zeros_like(wide)).max()))
+    return largest
 
 
 def nonfinite(t, poisoned: bool) -> int:
