@@ -5,7 +5,7 @@ right, and how much faster is the rewritten binary?
     PYTHONPATH=src python benchmarks/seed000_passes.py --quick --out $OUT  # one shape per pattern
     python benchmarks/seed000_passes.py --dry-run                          # CPU: compile for sm_90 only
 
-Cases (seed 000 = /work/shared/seeds/000_*.txt):
+Cases (seed 000 = the mission's seeds/000_*.txt):
 - redundant loads (Table I/III, fp16): Inductor's two-loop reduction with R0_BLOCK >= r0_numel, so
   each loop runs once and the evict_last and evict_first loads of one pointer share a block;
   passes merge-redundant-loads + merge-redundant-reduces only (exact, checked bitwise);
