@@ -130,3 +130,17 @@ def test_the_loop_builds_the_whole_span_in_its_first_round_and_per_round_near_th
     assert far == LaunchConfigSearch().first_round_size(context(spec, 0.07)) + 1 > 4  # the span, and passes' slot
     assert KernelLoop._round_size(loop, context(spec, 0.8), families) == 4
     assert KernelLoop._round_size(loop, context(spec, 0.07), families[1:]) == 4  # no config search: per_round
+
+
+def test_after_the_span_the_rounds_are_per_round_again():
+    from types import SimpleNamespace
+
+    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.search.family import Family
+
+    spec = vector_add()
+    tried = [Trial(v, True, 1.0) for v in proposed(context(spec, 0.07))]
+    families = [Family(LaunchConfigSearch.name, LaunchConfigSearch(), lambda v: "tolerance", reads_context=True),
+                *(Family(f"other{i}", None, lambda v: "bitwise") for i in range(5))]
+    loop = SimpleNamespace(settings=LoopSettings(per_round=4))
+    assert KernelLoop._round_size(loop, context(spec, 0.07, trials=tried), families) == 4

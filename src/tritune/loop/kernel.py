@@ -329,7 +329,8 @@ class KernelLoop:
         config = next((f for f in families if f.name == LaunchConfigSearch.name), None)
         if config is None or not LaunchConfigSearch.for_context(context).far():
             return self.settings.per_round
-        return max(self.settings.per_round, config.proposer.first_round_size(context) + len(families) - 1)
+        first = config.proposer.first_round_size(context)  # 0 once the first group is tried
+        return max(self.settings.per_round, first + len(families) - 1) if first else self.settings.per_round
 
     def _timed_out_on_a_sibling(self, variant: Variant) -> bool:
         """A variant that timed out on another key of this kernel's source (the same compile for
