@@ -326,10 +326,12 @@ class KernelLoop:
         seeds and spanning configs, ``LaunchConfigSearch.first_round_size``) plus a slot for each
         other family: the span is built and verified at once (``--jobs`` workers), not two
         configs a round over several rounds."""
-        config = next((f for f in families if f.name == LaunchConfigSearch.name), None)
-        if config is None or not LaunchConfigSearch.for_context(context).far():
+        if not any(f.name == LaunchConfigSearch.name for f in families):
             return self.settings.per_round
-        first = config.proposer.first_round_size(context)  # 0 once the first group is tried
+        search = LaunchConfigSearch.for_context(context)  # built once: it reads the kernel's source
+        if not search.far():
+            return self.settings.per_round
+        first = search.first_left(context.spec, context.trials)  # 0 once the first group is tried
         return max(self.settings.per_round, first + len(families) - 1) if first else self.settings.per_round
 
     def _timed_out_on_a_sibling(self, variant: Variant) -> bool:

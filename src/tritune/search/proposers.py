@@ -200,10 +200,13 @@ class LaunchConfigSearch:
         """How many configs the first group holds (seeds, and far from the roofline the spanning
         configs) untried: a loop may ask for that many in its first round instead of
         ``per_round``. 0 when the first group is done."""
-        search, spec, trials = self.for_context(context), context.spec, context.trials
-        tried = {_key(config_of(spec, t.variant)) for t in trials if search._on_base(t.variant)}
-        tried.add(_key(search.start(spec)))
-        first = next(search._groups(spec, trials, [], search.start(spec)))
+        return self.for_context(context).first_left(context.spec, context.trials)
+
+    def first_left(self, spec: LaunchSpec, trials: list[Trial]) -> int:
+        """``first_round_size`` of this search: its first group's configs not tried yet."""
+        tried = {_key(config_of(spec, t.variant)) for t in trials if self._on_base(t.variant)}
+        tried.add(_key(self.start(spec)))
+        first = next(self._groups(spec, trials, [], self.start(spec)))
         return len({_key(c) for c in first} - tried)
 
     def propose(self, spec: LaunchSpec, trials: list[Trial], limit: int) -> list[Variant]:
