@@ -176,7 +176,7 @@ def verify(spec: LaunchSpec, variant: Variant, root: str | Path, *, mode: str = 
                     result.in_out = [w for w in written if not pure[w]]
                 result.checks += _one_set(spec, base, cand, initial, pure, mode, s, result, runs,
                                           nonfinite_out=unscaled if k == 0 else None,
-                                          magnitude_out=sizes if k == 0 else None)
+                                          magnitude_out=sizes if k == 0 and draws else None)
             del initial
             failed = not all(c.ok for c in result.checks)  # already wrong: the draws would add nothing
             for name, factor in () if failed else draws:
