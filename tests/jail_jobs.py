@@ -210,6 +210,24 @@ def compile_for_h100(_payload=None):
     return {"kinds": sorted(compiled.asm), "cache": _cache_env()}
 
 
+def compile_for_h100_files(_payload=None):
+    """``compile_for_h100``, and the files of the worker's Triton cache before and after it: none
+    new when the binary was already there (built by another worker sharing the cache)."""
+    import os
+
+    from tritune import config
+
+    def files():
+        found = set()
+        for folder, _, names in os.walk(config.environment()[config.ENV_TRITON_CACHE]):
+            found.update(os.path.join(folder, name) for name in names)
+        return found
+
+    before = files()
+    compiled = compile_for_h100()
+    return {**compiled, "before": sorted(before), "after": sorted(files())}
+
+
 def ncu_refusal(_payload=None):
     """Why ncu will not run here (a jailed worker): the kind of ``NcuUnavailable``."""
     from tritune.profile.ncu import NcuUnavailable

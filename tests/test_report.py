@@ -370,7 +370,8 @@ def test_candidate_notes_are_listed_escaped_and_absent_when_there_are_none(tmp_p
 
 
 def test_where_the_time_went_per_run_and_per_key():
-    results = hand_results(fixed={"start_s": 2.0, "baselines_s": 6.0, "total_s": 8.0}, deadline_s=200.0,
+    results = hand_results(fixed={"start_s": 2.0, "baselines_s": 6.0, "total_s": 8.0, "build_s": 4.5,
+                                  "rank_time_s": 1.5}, deadline_s=200.0,
                            wall_s=100.0, lanes=[{"name": "cuda:0"}],
                            timed=[{"key_sha": "1", "id": "k9-ffff", "kernel": "k9", "launches": 1, "baseline_ms": None,
                                    "failure": "untimed", "message": "every lane died"}])
@@ -380,6 +381,7 @@ def test_where_the_time_went_per_run_and_per_key():
     results["kernels"][1].update(split={"to_first_s": 2.5}, wall_s=20.0)
     md = _markdown(results)
     assert "fixed costs before the first kernel: 8.0 s (4.0% of the 200 s deadline)" in md
+    assert "baselines timed for the ranking 6.0 s (built 4.5 s, timed 1.5 s)" in md
     # (10 - 1.5) + (20 - 2.5) of 100 s on one lane
     assert "spent on candidates (after each kernel's first): 26.0% of 100.0 s" in md
     assert "time to a kernel's first candidate: median 2.0 s, max 2.5 s (2 kernel(s))" in md

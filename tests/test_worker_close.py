@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from tritune.loop import lanes as lanes_module
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.lanes import LaneDied, LocalLane, close_lanes
-from tritune.worker import Worker, close_workers
+from tritune.worker import Worker, close_workers, jail
 from tritune.worker import pool
 
 from test_worker import alive
@@ -117,7 +118,8 @@ def bare_lane(tmp_path, monkeypatch):
     lane = LocalLane(None, tmp_path, jobs=2)
     start = lane.evaluator.start_verifiers
     lane.starts = []
-    monkeypatch.setattr(lane.evaluator, "start_verifiers", lambda: lane.starts.extend(start()) or lane.starts)
+    monkeypatch.setattr(lane.evaluator, "start_verifiers",
+                        lambda first=None: lane.starts.extend(start(first)) or lane.starts)
     yield lane
     lane.close()
 
@@ -138,6 +140,42 @@ def test_lane_start_starts_its_verifiers_beside_the_timing_worker(bare_lane, mon
     assert all(v.starts == 1 for v in verifiers)
 
 
+def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp_path, monkeypatch):
+    """``FIRST_VERIFIERS`` start beside the timing worker and the target job waits for them; the
+    others start after the target job, and none is handed work (the idle ones) before its start
+    is done."""
+    monkeypatch.setattr(lanes_module, "PRELOAD", ())
+    monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
+    monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    lane = LocalLane(None, tmp_path, jobs=3)
+    evaluator, verifiers = lane.evaluator, lane.evaluator.verifiers
+    try:
+        call, seen = evaluator.call, []
+
+        def at_target(*args, **kwargs):
+            seen.append(([v.pid for v in verifiers], list(evaluator._idle.queue)))
+            return call(*args, **kwargs)
+
+        monkeypatch.setattr(evaluator, "call", at_target)
+        gate = threading.Event()
+        for v in verifiers[1:]:  # the late ones: held until the test lets them start
+            monkeypatch.setattr(v, "start", lambda start=v.start: gate.wait(10) and start())
+        assert lane.start()["got"] == {}
+        [(pids, idle)] = seen
+        assert pids[0] is not None and pids[1:] == [None, None]  # only the first had started
+        assert idle == [verifiers[0]]  # and only it could be handed work
+        assert list(evaluator._idle.queue) == [verifiers[0]]  # the rest still starting: not idle
+        gate.set()
+        deadline = time.monotonic() + 30
+        while evaluator._idle.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert {id(v) for v in evaluator._idle.queue} == {id(v) for v in verifiers}
+        assert all(v.pid is not None and v.starts == 1 for v in verifiers)
+    finally:
+        lane.close()
+
+
 def test_a_lane_that_cannot_start_stops_its_verifiers(bare_lane, monkeypatch):
     monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:raise_value_error")
     before = set(pool._LIVE)
@@ -148,3 +186,23 @@ def test_a_lane_that_cannot_start_stops_its_verifiers(bare_lane, monkeypatch):
     for v in bare_lane.evaluator.verifiers:
         with pytest.raises(RuntimeError, match="closed"):
             v.call(f"{JOBS}:pid")
+
+
+def test_a_jailed_lanes_workers_share_one_cache_removed_at_close(tmp_path):
+    """A jailed lane's timing and verify workers are given one Triton cache (``SharedCache``: a
+    launch the ranking built in a verify worker is loaded, not built again, by the timing
+    worker), made for the lane and removed when it closes; an unjailed lane's workers have none
+    (they use the user's cache, as the user's own program does). Nothing is started."""
+    jailed = LocalLane(None, tmp_path, jobs=3, jail=jail.Policy())
+    caches = {w.cache for w in [jailed.evaluator.worker, *jailed.evaluator.verifiers]}
+    assert len(caches) == 1 and None not in caches
+    [cache] = caches
+    assert Path(cache).is_dir() and Path(cache).name.startswith(pool.CACHE_PREFIX)
+    other = LocalLane(None, tmp_path, jobs=2, jail=jail.Policy())
+    assert other.evaluator.worker.cache != cache  # each lane its own: lanes are not one trust domain
+    jailed.close()
+    other.close()
+    assert not Path(cache).exists() and not Path(other.evaluator.worker.cache).exists()
+    plain = LocalLane(None, tmp_path, jobs=2)
+    assert {w.cache for w in [plain.evaluator.worker, *plain.evaluator.verifiers]} == {None}
+    plain.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tritune import config
-from tritune.worker import Worker, jail, landlock, seccomp
+from tritune.worker import SharedCache, Worker, jail, landlock, seccomp
 from tritune.worker.gpulock import GpuLock
 
 TESTS = Path(__file__).parent
@@ -349,6 +349,31 @@ def test_triton_compiles_for_a_gpu_jailed(torch_worker):
     outcome = torch_worker.call("jail_jobs:compile_for_h100")
     assert outcome.ok, outcome.failure
     assert "cubin" in outcome.value["kinds"]
+
+
+@needs_jail
+def test_workers_sharing_a_cache_build_a_kernel_once(planted):
+    """An evaluator's workers share one Triton cache (``SharedCache``): what one builds, the next
+    loads, nothing built again; the control, two workers with caches of their own, build twice.
+    The shared folder is the only one outside its scratch folder a worker writes."""
+    policy = jail.for_workers(planted["capture"], untrusted=True, program_dirs=())
+    shared = SharedCache()
+    try:
+        def built(cache):
+            with Worker(120, env={config.ENV_INTERPRET: "1"}, preload=("triton",), jail=policy, cache=cache) as w:
+                outcome = w.call("jail_jobs:compile_for_h100_files")
+            assert outcome.ok, outcome.failure
+            return outcome.value
+
+        first, second = built(shared.path), built(shared.path)
+        assert first["cache"][config.ENV_TRITON_CACHE] == second["cache"][config.ENV_TRITON_CACHE] == str(shared.path)
+        assert set(first["after"]) - set(first["before"])  # built
+        assert second["before"] == second["after"] == first["after"]  # loaded: nothing new
+        own = [built(None), built(None)]
+        assert all(set(o["after"]) - set(o["before"]) for o in own)  # each built it again
+    finally:
+        shared.remove()
+    assert not shared.path.exists()
 
 
 # ----------------------------------------------------------------------------- the pieces

@@ -51,7 +51,7 @@ from tritune.loop import jobs
 from tritune.profile.runner import FALLBACK
 from tritune.replay import Variant
 from tritune.search.proposers import Trial
-from tritune.worker import Outcome, Worker, close_workers
+from tritune.worker import Outcome, SharedCache, Worker, close_workers
 from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
 from tritune.worker.jail import Policy
 
@@ -119,10 +119,14 @@ class Evaluator:
                  copy_gbps: float | None = None, use_ncu: str = "auto",
                  retime: Callable[[LaunchSpec, Variant, float], float] | None = None,
                  worker: Worker | None = None, jobs: int = 1, verifiers: Sequence[Worker] | None = None,
-                 jail: Policy | None = None) -> None:
-        """``jobs`` workers verify (like ``worker``: same limit, environment, preload and jail);
-        ``verifiers`` gives them instead (tests share warm ones; they are not closed here).
-        ``jail``: the policy of the workers made here (``worker.jail``; ``worker`` has its own)."""
+                 jail: Policy | None = None, shared_cache: bool = True, cache: SharedCache | None = None) -> None:
+        """``jobs`` workers verify (like ``worker``: same limit, environment, preload, warm
+        imports, jail and cache); ``verifiers`` gives them instead (tests share warm ones; they are not closed here).
+        ``jail``: the policy of the workers made here (``worker.jail``; ``worker`` has its own).
+        Jailed workers made here share one Triton cache (``SharedCache``, removed at ``close``),
+        so that a launch built in one is only loaded in another (``shared_cache=False``: each
+        has its own, for benchmarks); ``cache``: the one ``worker`` was given, removed at
+        ``close`` too."""
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.root = str(Path(root).absolute())  # workers run in a directory of their own
@@ -130,13 +134,19 @@ class Evaluator:
         self.copy_gbps = copy_gbps
         self.use_ncu = use_ncu
         self.retime = retime  # tests only: (spec, variant, measured_ms) -> ms to use instead
-        self.worker = worker or Worker(timeout_s, preload=PRELOAD, jail=jail)
+        if cache is None and worker is None and jail is not None and shared_cache:
+            cache = SharedCache()
+        self._cache = cache
+        self.worker = worker or Worker(timeout_s, preload=PRELOAD, jail=jail,
+                                       cache=self._cache.path if self._cache is not None else None)
         self._owned: list[Worker] = []
         if verifiers is not None:
             self.verifiers = list(verifiers)
         elif jobs > 1:
             self.verifiers = self._owned = [Worker(self.worker.timeout_s, env=self.worker.env,
-                                                   preload=self.worker.preload, jail=getattr(self.worker, "jail", None))
+                                                   preload=self.worker.preload, jail=getattr(self.worker, "jail", None),
+                                                   cache=getattr(self.worker, "cache", None),
+                                                   warm=getattr(self.worker, "warm", ()))
                                             for _ in range(jobs)]
         else:
             self.verifiers = [self.worker]
@@ -149,11 +159,15 @@ class Evaluator:
         for verifier in self.verifiers:
             self._idle.put(verifier)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._starter: concurrent.futures.ThreadPoolExecutor | None = None  # ``start_verifiers``
+        self._late: list[Worker] = []  # verify workers left to ``start_rest``
         self._stopping = threading.Event()
         self._interrupted = threading.Event()
         self.progress_s = PROGRESS_S  # tests: 0 times one launch a call and logs each
         self.ncu_s: float | None = None  # seconds ncu took on the first launch it profiled here
         self.ncu_off: str | None = None  # why ncu cannot run in these workers (``NCU_NEVER_HERE``)
+        # the ranking's seconds (``baselines``): building in the verify workers, then timing
+        self.ranking = {"build_s": 0.0, "time_s": 0.0, "launches": 0}
 
     def interrupt(self) -> None:
         """From any thread: kill what the workers run; every call from now on raises ``Interrupted``."""
@@ -191,23 +205,68 @@ class Evaluator:
             failure = started.failure
         raise WorkerLost(f"a worker cannot be started again ({START_TRIES} tries): {failure.kind}: {failure.message}")
 
-    def start_verifiers(self) -> list[concurrent.futures.Future]:
-        """Start the verify workers' processes now, in this evaluator's threads, rather than at
-        their first call (the ranking's first build): ``LocalLane.start`` calls it as the timing
-        worker starts, so that their cold start (torch, Triton, the GPU brought up) overlaps the
-        timing worker's instead of following it. A call meanwhile waits for the start (the
-        worker's lock); a start that fails is left to the worker's first call, which starts it
-        again and handles a failure as it always did (``_call``). Workers given as
-        ``verifiers``, or a lone timing worker that verifies, are left alone. The starts, each
-        to its ``Outcome``."""
-        return [self._threads().submit(verifier.start) for verifier in self._owned]
+    def start_verifiers(self, first: int | None = None) -> list[concurrent.futures.Future]:
+        """Start the verify workers' processes now, in threads of their own, rather than at their
+        first call (the ranking's first build): ``LocalLane.start`` calls it as the timing worker
+        starts, so that their cold start (torch, Triton, the GPU brought up, the capture's
+        libraries: ``replay.warm``) overlaps the timing worker's instead of following it. A call
+        meanwhile waits for the start (the worker's lock); a start that fails is left to the
+        worker's first call, which starts it again and handles a failure as it always did
+        (``_call``). Workers given as ``verifiers``, or a lone timing worker that verifies, are
+        left alone. The starts, each to its ``Outcome``.
+
+        ``first``: only that many start now and are returned (the lane waits for them); the
+        others start at ``start_rest``, and each joins the idle workers only when its start is
+        done, so no candidate waits for a worker still starting. Seventeen workers importing
+        torch and a library at once on 16 cores took 7-11 s to start where 5 took 4 s (H200
+        machine, ``benchmarks/fixed_probe.py``, 2026-11-28): a round of ``per_round``
+        candidates needs only the first few, and the rest join for the wide rounds and the
+        next keys."""
+        if not self._owned:
+            return []
+        early = self._owned if first is None else self._owned[:max(1, first)]
+        self._late = self._owned[len(early):]
+        if self._late:
+            self._withhold(self._late)
+        self._starter = concurrent.futures.ThreadPoolExecutor(len(self._owned), thread_name_prefix="tritune-start")
+        return [self._starter.submit(verifier.start) for verifier in early]
+
+    def start_rest(self) -> None:
+        """The verify workers ``start_verifiers`` left out started now, in the background, each
+        joining the idle ones as its start is done (a start that failed too: its first call tries
+        again). Nothing when none was left out."""
+        late, self._late = self._late, []
+        for verifier in late:
+            self._starter.submit(self._join, verifier)
+
+    def _join(self, verifier: Worker) -> None:
+        if not self._interrupted.is_set():
+            verifier.start()  # a closed worker does not start (``Worker.start``)
+        self._idle.put(verifier)
+
+    def _withhold(self, workers: list[Worker]) -> None:
+        """``workers`` taken out of the idle ones (the others kept in their order)."""
+        kept = []
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if all(worker is not w for w in workers):
+                kept.append(worker)
+        for worker in reversed(kept):
+            self._idle.put(worker)
 
     def close(self) -> None:
         """The threads waited for, then every worker stopped together (``close_workers``: one
         stop window for all, not one each: ~8 s a lane on a GPU, one worker after another)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._starter is not None:
+            self._starter.shutdown(wait=False, cancel_futures=True)
         close_workers([*self._owned, self.worker])
+        if self._cache is not None:
+            self._cache.remove()
 
     # ------------------------------------------------------------------------------ baseline
 
@@ -228,9 +287,10 @@ class Evaluator:
         """Every spec's baseline timed for the ranking, by spec id: ``(timing, failure)``.
 
         First the ``jobs`` verify workers build every launch, one launch a call (``_build``), so
-        the timing worker only loads binaries from Triton's cache: the build, serial in the one
-        timing worker before, was most of the ranking (resnet50 train, 169 keys, ``--jobs 16``:
-        most of a 100 s budget for the ranking). A launch whose build fails, crashes its worker
+        the timing worker only loads binaries from Triton's cache (jailed, the workers'
+        ``SharedCache``; with a cache each, the timing worker built every launch again): the
+        build, serial in the one timing worker before, was most of the ranking (resnet50 train,
+        169 keys, ``--jobs 16``: most of a 100 s budget for the ranking). A launch whose build fails, crashes its worker
         or runs past ``BASELINE_TIMEOUT_S`` is reported with that failure and not sent to the
         timing worker (where it would fail once more, or crash or hang the batch); a plain
         ``error`` (an allocation that failed beside 15 other builds) is left to the timing,
@@ -259,9 +319,23 @@ class Evaluator:
         ~0.3 s more for each key optimized, whose budget is at least ``FLOOR_S`` (10 s)."""
         say = log or (lambda line: None)
         found: dict[str, tuple[dict | None, Failure | None]] = {}
+        began = time.perf_counter()
         for spec, failure in zip(specs, self._build(specs, say)):
             if failure is not None and failure.kind in BUILD_FINAL:
                 found[spec.id] = (None, failure)
+        built = time.perf_counter()
+        self.ranking["build_s"] += built - began
+        try:
+            self._time_baselines(specs, found, say)
+        finally:
+            self.ranking["time_s"] += time.perf_counter() - built
+            self.ranking["launches"] += len(specs)
+        say(f"built {len(specs)} baseline(s) in {built - began:.1f} s ({self.jobs} job(s)), timed them in "
+            f"{time.perf_counter() - built:.1f} s")
+        return found
+
+    def _time_baselines(self, specs: list[LaunchSpec], found: dict, say: Callable[[str], None]) -> None:
+        """``baselines``' timing part: the specs not in ``found`` timed into it, in batches."""
         pending = [s for s in specs if s.id not in found]
         total, alone, solo = len(pending), False, 0
         while pending:
@@ -284,7 +358,6 @@ class Evaluator:
             pending = [s for s in pending if s.id not in found]
             if pending and outcome.ok:
                 say(f"timed {total - len(pending)} of {total} baselines")
-        return found
 
     def _batch_limit(self, launches: int) -> float:
         """A ranking call's time limit: the job starts no launch after ``progress_s``, so one

@@ -50,14 +50,18 @@ from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Inter
 from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
+from tritune.replay.warm import kernel_imports
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.keys import INTERPRETER_GPU
 from tritune.store.signing import Signer
-from tritune.worker import Worker, jail
+from tritune.worker import SharedCache, Worker, jail
 from tritune.worker.jail import Policy
 from tritune.worker.failures import Failure
 
 READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
+# verify workers a lane waits for at its start (``LocalLane.start``): a round's candidates
+# (``LoopSettings.per_round``); the others start after, in the background
+FIRST_VERIFIERS = 4
 DEVICES_TIMEOUT_S = 120.0
 JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
@@ -143,8 +147,10 @@ class LocalLane:
         self._owned = evaluator is None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
-            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail)
-            evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker)
+            cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
+            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
+                            cache=cache.path if cache is not None else None, warm=kernel_imports(root))
+            evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
         self.evaluator = evaluator
         self._target: dict = {}
 
@@ -169,19 +175,24 @@ class LocalLane:
         return self._target
 
     def start(self) -> dict:
-        """The target, from the timing worker (``TARGET_JOB``). Its own verify workers start
-        beside the timing worker's start (``Evaluator.start_verifiers``), not after it at the
-        ranking's first build, and the target job waits for them: the copy bandwidth it measures
-        is not measured while they bring the GPU up. A start that fails is tried again by the
-        first call that needs the worker, as before (for the timing worker that is one try more:
-        the target's call tries again). A lane that cannot start stops them again at once: it
-        takes no job, and they would hold their memory (and the GPU's) until the run's end."""
+        """The target, from the timing worker (``TARGET_JOB``). Its first ``FIRST_VERIFIERS``
+        verify workers start beside the timing worker's start (``Evaluator.start_verifiers``),
+        not after it at the ranking's first build, and the target job waits for them: the copy
+        bandwidth it measures is not measured while they bring the GPU up. The others start
+        after the target job, in the background (``Evaluator.start_rest``), and take work as
+        each is ready. A start that fails is tried again by the first call that needs the
+        worker, as before (for the timing worker that is one try more: the target's call tries
+        again). A lane that cannot start stops them again at once: it takes no job, and they
+        would hold their memory (and the GPU's) until the run's end."""
         try:
-            starting = self.evaluator.start_verifiers() if self._owned else []
+            starting = self.evaluator.start_verifiers(FIRST_VERIFIERS) if self._owned else []
             if starting:
                 self.evaluator.worker.start()
                 concurrent.futures.wait(starting)
-            return self._start()
+            target = self._start()
+            if self._owned:
+                self.evaluator.start_rest()
+            return target
         except LaneDied:
             self.close()
             raise

@@ -39,7 +39,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILE_NAME = "optimize.json"
 SPLIT_KEYS = ("to_first_s", "baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s", "idle_s")
-FIXED_KEYS = ("start_s", "baselines_s", "total_s")
+FIXED_KEYS = ("start_s", "baselines_s", "total_s", "build_s", "rank_time_s")
 DEFAULT_THRESHOLD = 1.05  # TritonForge's success bar (seed 002 §4.2), ArbiterSettings.threshold
 
 
@@ -269,7 +269,8 @@ class RunResults:
     kernels: list[KernelResult] = dataclasses.field(default_factory=list)  # in the order of ``timed``
     # The run's fixed costs in seconds (``FIXED_KEYS``): start_s the lanes and workers starting,
     # baselines_s timing the baselines for the ranking, total_s every second before the first key
-    # started. ``deadline_s``: the run's deadline (None: none).
+    # started; of baselines_s, build_s building the launches in the verify workers and rank_time_s
+    # timing them (local lanes' seconds, summed over lanes). ``deadline_s``: the run's deadline.
     fixed: dict[str, float] = dataclasses.field(default_factory=dict)
     deadline_s: float | None = None
     wall_s: float | None = None  # the run's seconds so far (written with each update)

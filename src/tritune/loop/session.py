@@ -216,6 +216,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                 ranking = time.monotonic()
                 _timed_baselines(kinds, pool, out, run_settings, log)
                 fixed["baselines_s"] = time.monotonic() - ranking
+                fixed.update(_ranking_split(pool.lanes))
                 for kind in kinds:
                     why = (f"every lane of {kind.gpu} died before it was timed ({kind.died}); run the same command "
                            "again to go on") if kind.died else "the ranking returned no timing for it"
@@ -245,6 +246,15 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     fixed.setdefault("total_s", results.wall_s)  # no key started: all of it was fixed
     results.write(out / RESULTS_FILE)
     return results
+
+
+def _ranking_split(lanes: list[Lane]) -> dict[str, float]:
+    """The ranking's building and timing seconds (``Evaluator.ranking``), summed over the local
+    lanes (a Ray lane's evaluator is in its actor: none)."""
+    splits = [lane.evaluator.ranking for lane in lanes if isinstance(getattr(lane, "evaluator", None), Evaluator)]
+    if not splits:
+        return {}
+    return {"build_s": sum(s["build_s"] for s in splits), "rank_time_s": sum(s["time_s"] for s in splits)}
 
 
 def _warm_parent() -> threading.Thread:

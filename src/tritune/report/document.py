@@ -120,7 +120,9 @@ def time_blocks(results: RunResults) -> list[Block]:
             if results.fixed_share is not None else ""
         items.append(f"fixed costs before the first kernel: {fmt_s(fixed.get('total_s'))}{share}: lanes and workers "
                      f"starting {fmt_s(fixed.get('start_s'))}, baselines timed for the ranking "
-                     f"{fmt_s(fixed.get('baselines_s'))}")
+                     f"{fmt_s(fixed.get('baselines_s'))}"
+                     + (f" (built {fmt_s(fixed['build_s'])}, timed {fmt_s(fixed.get('rank_time_s'))})"
+                        if "build_s" in fixed else ""))
     if results.candidate_share is not None:
         items.append(f"share of the run's time spent on candidates (after each kernel's first): "
                      f"{fmt_pct(results.candidate_share)} of {fmt_s(results.wall_s)}")

@@ -7,14 +7,16 @@ parent removes both when the child ends; a child whose parent died (killed: a Ra
 an optimize run) removes them itself as it exits. Protocol
 (pickled tuples over ``multiprocessing.connection``)::
 
-    parent -> child   ("init", {"sys_path": [...], "preload": [...], "jail": Policy | None})
+    parent -> child   ("init", {"sys_path": [...], "preload": [...], "warm": [...], "jail": Policy | None})
     child  -> parent  ("ready", pid)  |  ("failed", Failure)
     parent -> child   ("call", "package.module:function", payload)  |  ("stop",)
     child  -> parent  ("ok", value, seconds)  |  ("failed", Failure, seconds)
 
 A jailed child (``jail``) enters its jail as soon as it has its settings: before its first
 thread (Landlock binds the thread that restricts itself and what it starts), before the preload
-imports and any job. A jail that cannot be entered fails the start.
+imports and any job. A jail that cannot be entered fails the start. ``warm`` names modules
+imported after ``preload`` whose failure does not fail the start (one line in the log): the
+libraries a capture's kernel files import, whose import a job would pay otherwise.
 
 This module imports only the standard library, ``failures`` and ``jail`` (ctypes), so nothing
 heavy is loaded before the job asks for it.
@@ -89,6 +91,11 @@ def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], Non
                           traceback_tail(exc))
         outbox.send(("failed", failure))
         return False
+    for name in settings.get("warm", ()):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - the job that needs it reports its own failure
+            print(f"tritune worker: warm import of {name} failed: {from_exception(exc).message}", flush=True)
     outbox.send(("ready", os.getpid()))
     return True
 

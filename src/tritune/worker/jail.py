@@ -10,8 +10,10 @@ it and every process it starts:
   ``TRITUNE_HOME``), tritune's package, the system's libraries and tools (``/usr``, ``/lib``,
   ``/bin``... and a few files of ``/etc``), ``/proc`` and ``/sys``, the capture directory and
   the program's own folder; read and write only its scratch folder (``HOME``, ``TMPDIR``, and a
-  Triton and Inductor cache of its own there: a jailed job cannot poison the shared Triton cache
-  whose launcher ``.so`` files other processes load), the GPU's device files (ioctl too) and
+  Triton and Inductor cache of its own there: a jailed job cannot poison the user's Triton cache
+  whose launcher ``.so`` files other processes load) or, for an evaluator's workers, one Triton
+  cache they share and nothing else loads (``pool.SharedCache``: one trust domain, which says
+  why), the GPU's device files (ioctl too) and
   ``/dev/null`` and its kind; open and lock the GPU lock files of ``TRITUNE_HOME/locks`` that
   the parent made for it (``lock_files``: the CPU's and each of this machine's GPUs'), create
   none there. Not ``TRITUNE_HOME`` (``store.key``), not a store, not the user's home. Not

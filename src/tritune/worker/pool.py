@@ -26,7 +26,8 @@ job's CPU time and resident memory too (``limits``).
 
 A jailed worker (``jail=``, a ``jail.Policy``) runs its child in the operating system's jail
 (``jail``: files, network, processes, capabilities), its scratch directory its only writable
-folder, and its ``HOME``, ``TMPDIR`` and Triton and Inductor caches there; its environment is
+folder, and its ``HOME``, ``TMPDIR`` and Triton and Inductor caches there (its Triton cache
+may instead be a ``SharedCache`` of its evaluator's workers, which it may write too); its environment is
 an allowlist (``config.jail_environment``: what Python, CUDA, Triton, torch and tritune read,
 then ``env``), not the user's; after every call, every other
 process of its process group (what the job started, which cannot leave the group) is killed.
@@ -67,6 +68,7 @@ LOG_KB = 16  # how much of the child's output tail a failure's detail keeps
 _STOP_WAIT_S = 2.0
 _DUMP_WAIT_S = 0.3
 _CHILD_CODE = "from tritune.worker.child import main; main()"
+CACHE_PREFIX = "tritune-shared-cache-"  # ``SharedCache``
 _WORKER_DEFAULT = object()  # call(timeout_s=...) not given: the worker's own limit
 # Variables holding a path (or a list of them) that a child must read as the parent does
 # (TRITUNE_NCU is left alone: it may be a bare name, looked up on PATH).
@@ -92,6 +94,9 @@ class Worker:
     workers. ``preload`` names modules the child imports at start (e.g. ``("torch",)``), so
     their import time does not count against a job's limit. ``timeout_s=None``: no limit.
     ``jail``: the child runs jailed by that policy (its scratch folder added), see the module doc.
+    ``cache``: a jailed child's Triton cache is that folder, which it may write (an evaluator's
+    workers share one: ``SharedCache``), not one of its own in its scratch folder. ``warm``:
+    modules imported at start after ``preload``, where a failure does not fail the start.
     """
 
     def __init__(
@@ -103,11 +108,15 @@ class Worker:
         log_kb: int = LOG_KB,
         start_timeout_s: float = START_TIMEOUT_S,
         jail: Policy | None = None,
+        cache: str | Path | None = None,
+        warm: tuple[str, ...] = (),
     ) -> None:
         self.timeout_s = timeout_s
         self.jail = jail
+        self.cache = str(Path(cache).absolute()) if cache is not None else None
         self.env = _check_env(env or {})
         self.preload = tuple(preload)
+        self.warm = tuple(warm)
         self.log_kb = log_kb
         self.start_timeout_s = start_timeout_s
         self.starts = 0  # how many children this worker has started
@@ -121,8 +130,11 @@ class Worker:
         return self._child.proc.pid if self._child is not None else None
 
     def start(self) -> Outcome:
-        """Start the child now (calls start it lazily); a failed start comes back as a Failure."""
+        """Start the child now (calls start it lazily); a failed start comes back as a Failure,
+        and so does a start after ``close`` (nothing is started)."""
         with self._lock:
+            if self._closed:
+                return Outcome(ok=False, failure=Failure(CRASH, "not started: the worker is closed"))
             return self._ensure_child()
 
     def call(self, target: str, payload: Any = None, timeout_s: Any = _WORKER_DEFAULT, *,
@@ -218,11 +230,15 @@ class Worker:
         if self._child is not None:
             return Outcome(ok=True)
         begin = time.perf_counter()
-        child = _Child(self.env, self.log_kb, jailed=self.jail is not None)
+        child = _Child(self.env, self.log_kb, jailed=self.jail is not None, cache=self.cache)
         self.starts += 1
         try:
-            jail = self.jail.with_scratch(child.cwd) if self.jail is not None else None
-            failure = child.handshake(self.preload, self.start_timeout_s, jail)
+            jail = None
+            if self.jail is not None:
+                jail = self.jail.with_scratch(child.cwd)
+                if self.cache is not None:
+                    jail = jail.with_scratch(self.cache)
+            failure = child.handshake(self.preload, self.start_timeout_s, jail, self.warm)
         except BaseException:
             child.kill()
             raise
@@ -307,6 +323,29 @@ def _cancelled() -> Outcome:
     return Outcome(ok=False, failure=Failure(CRASH, "not run: the caller cancelled it"))
 
 
+class SharedCache:
+    """A Triton cache folder that several jailed workers share (``Worker(cache=)``): one
+    evaluator's timing and verify workers, so that what one compiles (a kernel's binary, its
+    launcher ``.so``, the driver's ``cuda_utils``) the others load rather than build again: the
+    ranking's builds in the verify workers are what the timing worker times, and a candidate
+    verified in one worker is timed in another. Made by the parent, empty, under the temporary
+    folder; removed by ``remove`` (the evaluator's close) or when this process exits.
+
+    Its workers are one trust domain: a job that escaped the allowlist in one of them could write
+    a binary another loads, but it could already forge its own worker's verdicts, which is all
+    that binary could do. No other process loads from it: not the user's program, not another
+    run, not another lane (each ``Evaluator`` has its own). The user's Triton cache is never
+    written by a jailed worker."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=CACHE_PREFIX))
+        _CACHES.add(self)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        _CACHES.discard(self)
+
+
 def close_workers(workers: Iterable[Worker]) -> None:
     """Close ``workers`` together: every child is asked to stop, then all are waited for at once
     (``_STOP_WAIT_S`` in all), and those still running are killed together and waited for once
@@ -351,7 +390,8 @@ def describe_exit(code: int | None) -> str:
 class _Child:
     """One child process: its pipes, its log file, and how to end it."""
 
-    def __init__(self, env: Mapping[str, str | None], log_kb: int, *, jailed: bool = False) -> None:
+    def __init__(self, env: Mapping[str, str | None], log_kb: int, *, jailed: bool = False,
+                 cache: str | None = None) -> None:
         self.log_bytes = log_kb * 1024
         fd, name = tempfile.mkstemp(prefix=LOG_PREFIX, suffix=".log")
         os.close(fd)
@@ -360,7 +400,7 @@ class _Child:
         base = None
         if jailed:  # an allowlisted environment; its temporary files and caches in the one folder it may write
             base = config.jail_environment()
-            env = {**env, **_scratch_env(self.cwd)}
+            env = {**env, **_scratch_env(self.cwd, cache)}
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
@@ -393,10 +433,12 @@ class _Child:
         self.doomed = False  # aborted: killed or about to be, never to be given another job
         _LIVE.add(self)
 
-    def handshake(self, preload: tuple[str, ...], timeout_s: float, jail: Policy | None = None) -> Failure | None:
+    def handshake(self, preload: tuple[str, ...], timeout_s: float, jail: Policy | None = None,
+                  warm: tuple[str, ...] = ()) -> Failure | None:
         """Send the settings and wait for "ready"; a Failure if the child never got there."""
         try:
-            self.inbox.send(("init", {"sys_path": _absolute_path(sys.path), "preload": list(preload), "jail": jail}))
+            self.inbox.send(("init", {"sys_path": _absolute_path(sys.path), "preload": list(preload),
+                                      "warm": list(warm), "jail": jail}))
             if not self.outbox.poll(timeout_s):
                 self.dump_stacks()
                 return Failure(TIMEOUT, f"worker did not start within {timeout_s:g} s", self.log_tail())
@@ -484,12 +526,13 @@ def _child_env(overrides: Mapping[str, str | None], base: Mapping[str, str] | No
     return env
 
 
-def _scratch_env(scratch: Path) -> dict[str, str]:
-    """A jailed child's home, temporary folder and caches, in its scratch folder: the shared Triton
-    cache holds launcher ``.so`` files that later processes load, and a jailed job must not
-    write there (nor can it: the jail lets it write nowhere else)."""
+def _scratch_env(scratch: Path, cache: str | None = None) -> dict[str, str]:
+    """A jailed child's home, temporary folder and caches, in its scratch folder (its Triton cache
+    in ``cache`` when given, ``SharedCache``): the user's Triton cache holds launcher ``.so``
+    files that later processes load, and a jailed job must not write there (nor can it: the
+    jail lets it write nowhere else)."""
     return {config.ENV_TMPDIR: str(scratch), config.ENV_USER_HOME: str(scratch),
-            config.ENV_TRITON_CACHE: str(scratch / "triton-cache"),
+            config.ENV_TRITON_CACHE: cache or str(scratch / "triton-cache"),
             config.ENV_INDUCTOR_CACHE: str(scratch / "inductor-cache"),
             # Inductor's compile pool would outlive the call, and be killed after it: compile in the worker
             config.ENV_COMPILE_THREADS: "1"}
@@ -540,9 +583,13 @@ def _wait_all(children: list[_Child], timeout_s: float = _STOP_WAIT_S) -> None:
 
 
 _LIVE: set[_Child] = set()
+_CACHES: set[SharedCache] = set()
 
 
 @atexit.register
 def _kill_all() -> None:
-    """No child outlives this process, whatever the caller forgot to close (killed together)."""
+    """No child outlives this process, whatever the caller forgot to close (killed together), and
+    no shared cache is left behind."""
     _end(list(_LIVE), ask=False)
+    for cache in list(_CACHES):
+        cache.remove()

@@ -1,0 +1,123 @@
+"""Where a small run's fixed costs go, part by part, with a lane's workers as ``tritune optimize``
+makes them (jailed, ``--jobs`` verify workers beside one timing worker): issue 24, section 1.
+
+For each capture and arm, in this one process, on a fresh lane:
+
+- ``start_s``: the timing worker and the verify workers the lane waits for started together
+  (``LocalLane.start``: torch and Triton imported, the GPU brought up, the capture's libraries
+  in the ``after`` arms), then ``target_s``: the target job (the copy bandwidth);
+- the ranking (``Evaluator.baselines``): ``build_s``, every launch built by the verify workers,
+  and ``time_s``, timed by the timing worker;
+- two rounds of candidates of the capture's first launch (``num_warps``/``num_stages``
+  variants, verified then timed, ``--jobs`` at a time): ``round_s`` (6 candidates, at once after
+  the ranking) and ``round2_s`` (12), each candidate's ``verify_s``/``time_s``/``wait_s``;
+- ``close_s``: the workers stopped.
+
+Arms: ``before``, as main was before this probe's changes (a Triton cache per worker, nothing
+warmed, the lane waiting for all its verify workers); ``after``, the defaults now (one
+``SharedCache`` for the lane's workers, the capture's libraries imported at start,
+``replay.warm``; the lane waits for ``FIRST_VERIFIERS``, the rest join as they start);
+``after-j4``: ``after`` with 4 verify workers. Every arm starts on an empty cache.
+
+    export PYTHONPATH=$PWD/src
+    python3 benchmarks/fixed_probe.py --out $OUT/fixed_probe.json CAPTURE [CAPTURE ...]
+    TRITON_INTERPRET=1 python3 benchmarks/fixed_probe.py --out /tmp/probe.json --arms after CAPTURE   # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import _common
+
+CANDIDATES = ({"num_warps": 2}, {"num_warps": 8}, {"num_warps": 16}, {"num_warps": 4, "num_stages": 1},
+              {"num_warps": 4, "num_stages": 4}, {"num_warps": 1})
+ARMS = {"before": {"shared": False, "warm": False, "staged": False, "jobs": None},
+        "after": {"shared": True, "warm": True, "staged": True, "jobs": None},
+        "after-j4": {"shared": True, "warm": True, "staged": True, "jobs": 4}}
+
+
+def probe(capture: pathlib.Path, arm: str) -> dict:
+    from tritune.capture.spec import read_launches
+    from tritune.loop.evaluate import PRELOAD, Evaluator, default_jobs
+    from tritune.loop.jobs import TARGET_JOB
+    from tritune.loop.lanes import FIRST_VERIFIERS, READY_MODULE
+    from tritune.replay import Variant
+    from tritune.replay.warm import kernel_imports
+    from tritune.worker import SharedCache, Worker
+    from tritune.worker import jail
+
+    how = ARMS[arm]
+    jobs = how["jobs"] or default_jobs()
+    policy = jail.for_workers(capture, untrusted=False)
+    cache = SharedCache() if how["shared"] and policy is not None else None
+    warm = kernel_imports(capture) if how["warm"] else ()
+    worker = Worker(600.0, preload=PRELOAD + (READY_MODULE,), jail=policy,
+                    cache=cache.path if cache is not None else None, warm=warm)
+    evaluator = Evaluator(str(capture), jobs=jobs, worker=worker, cache=cache)
+    specs = read_launches(capture)
+    found: dict = {"capture": capture.name if capture.name != "capture" else capture.parent.name, "arm": arm,
+                   "jobs": jobs, "jailed": policy is not None, "launches": len(specs), "warm": list(warm)}
+    try:
+        begin = time.perf_counter()
+        starting = evaluator.start_verifiers(FIRST_VERIFIERS if how["staged"] else None)
+        worker.start()
+        for future in starting:
+            future.result()
+        found["start_s"] = time.perf_counter() - begin
+        begin = time.perf_counter()
+        target = evaluator.call(TARGET_JOB, {})
+        found["target_s"] = time.perf_counter() - begin
+        evaluator.start_rest()
+        evaluator.copy_gbps = (target.value or {}).get("copy_gbps") if target.ok else None
+        found["gpu"] = (target.value or {}).get("gpu") if target.ok else None
+        begin = time.perf_counter()
+        timings = evaluator.baselines(specs)
+        found["ranking_s"] = time.perf_counter() - begin
+        found["ranking"] = dict(evaluator.ranking)
+        found["untimed"] = [sid for sid, (timing, _) in timings.items() if timing is None]
+        for name, repeat in (("round", 1), ("round2", 2)):
+            items = [(Variant(name=f"{name}-{i}", options=dict(options)), "tolerance")
+                     for i, options in enumerate(CANDIDATES * repeat)]
+            begin = time.perf_counter()
+            rows = []
+            for (variant, _), done in zip(items, evaluator.candidates(specs[0], items)):
+                rows.append({"variant": variant.describe(), "ok": done.trial.ok, "failure": done.trial.failure,
+                             "seconds": round(done.seconds, 3),
+                             **{k: round(v, 3) for k, v in (done.split or {}).items()}})
+            found[f"{name}_s"] = time.perf_counter() - begin
+            found[f"{name}_candidates"] = rows
+            verified = [r["verify_s"] for r in rows if r["verify_s"] > 0]
+            found[f"{name}_verify_median_s"] = statistics.median(verified) if verified else None
+            timed = [r["time_s"] for r in rows if r["time_s"] > 0]
+            found[f"{name}_time_median_s"] = statistics.median(timed) if timed else None
+    finally:
+        begin = time.perf_counter()
+        evaluator.close()
+        found["close_s"] = time.perf_counter() - begin
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("captures", nargs="+", type=pathlib.Path)
+    parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    args = parser.parse_args()
+    runs = []
+    for capture in args.captures:
+        for arm in args.arms.split(","):
+            found = probe(capture.resolve(), arm)
+            runs.append(found)
+            print(json.dumps({k: v for k, v in found.items() if not k.endswith("candidates")}), flush=True)
+            args.out.write_text(json.dumps({"environment": _common.environment(), "command": " ".join(sys.argv),
+                                            "runs": runs}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
