@@ -161,7 +161,9 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
     for spec in (small, large):
         timing, failure = found[spec.id]
         assert failure is None and timing["time_ms"] == pytest.approx(by_grid(spec, Variant(), 0.0))
-    assert lines == ["timed 1 of 2 baselines"]
+    assert lines[0] == "timed 1 of 2 baselines" and len(lines) == 2
+    assert lines[1].startswith("built 4 baseline(s) in ") and "(1 job(s)), timed them in " in lines[1]
+    assert evaluator.ranking["launches"] == 4 and evaluator.ranking["build_s"] > 0 < evaluator.ranking["time_s"]
 
 
 def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_again(captured, tmp_path, worker):

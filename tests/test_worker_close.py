@@ -206,3 +206,26 @@ def test_a_jailed_lanes_workers_share_one_cache_removed_at_close(tmp_path):
     plain = LocalLane(None, tmp_path, jobs=2)
     assert {w.cache for w in [plain.evaluator.worker, *plain.evaluator.verifiers]} == {None}
     plain.close()
+
+
+def test_closing_does_not_wait_for_verifiers_still_starting(tmp_path, monkeypatch):
+    """A verify worker still starting when the lane closes (``start_rest``: a library's imports
+    take seconds) is killed, not waited for; nothing of it is left running."""
+    monkeypatch.setattr(lanes_module, "PRELOAD", ())
+    monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
+    monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    lane = LocalLane(None, tmp_path, jobs=3)
+    for v in lane.evaluator.verifiers[1:]:
+        v.warm = ("slow_start",)  # tests/slow_start.py: sleeps at import
+    before = set(pool._LIVE)
+    lane.start()
+    deadline = time.monotonic() + 30
+    while not all(v.starting for v in lane.evaluator.verifiers[1:]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(v.starting for v in lane.evaluator.verifiers[1:])
+    begin = time.monotonic()
+    lane.close()
+    assert time.monotonic() - begin < 10  # the import sleeps 60 s
+    assert set(pool._LIVE) <= before
+    assert not any(v.starting for v in lane.evaluator.verifiers)

@@ -121,6 +121,7 @@ class Worker:
         self.start_timeout_s = start_timeout_s
         self.starts = 0  # how many children this worker has started
         self._child: _Child | None = None
+        self._starting: _Child | None = None  # a child whose start (handshake) is under way
         self._lock = threading.Lock()
         self._closed = False
 
@@ -187,6 +188,11 @@ class Worker:
             self._discard()
 
     @property
+    def starting(self) -> bool:
+        """A child is being started (its imports at start can take many seconds: ``abort`` ends it)."""
+        return self._starting is not None
+
+    @property
     def busy(self) -> bool:
         """A call is running (in some thread)."""
         return self._lock.locked()
@@ -199,6 +205,9 @@ class Worker:
         if child is not None:
             child.doomed = True  # before the kill: a call that sees it next starts a fresh child
             child.signal_group()
+        starting = self._starting
+        if starting is not None:  # a start under way ends now, as a failed start (the handshake's EOF)
+            starting.signal_group()
 
     def close(self) -> None:
         """Stop the child (asking first, killing after a moment); further calls raise. Several
@@ -232,6 +241,7 @@ class Worker:
         begin = time.perf_counter()
         child = _Child(self.env, self.log_kb, jailed=self.jail is not None, cache=self.cache)
         self.starts += 1
+        self._starting = child
         try:
             jail = None
             if self.jail is not None:
@@ -242,6 +252,8 @@ class Worker:
         except BaseException:
             child.kill()
             raise
+        finally:
+            self._starting = None
         if failure is not None:
             child.kill()
             return Outcome(ok=False, failure=failure, seconds=time.perf_counter() - begin)
