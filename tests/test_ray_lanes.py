@@ -304,6 +304,41 @@ def test_a_ray_lane_skips_what_timed_out_on_a_sibling_key(captured, tmp_path):
     assert [c["variant"] for c in result["candidates"]] == ["good"] and result["skipped"] == 1
 
 
+def test_a_ray_lane_starts_from_the_configs_the_drivers_store_decided(captured, tmp_path):
+    """The actor's store holds only its key: the configs the driver's store decided for the same
+    source on a sibling key (``search.prior``) travel with the key, and its search starts there,
+    as a local lane's does."""
+    from tritune.capture.spec import read_launches
+    from tritune.loop.lanes import KeyJob
+    from tritune.loop.session import plan
+    from tritune.replay import Variant
+    from tritune.search.prior import traits
+
+    lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid)
+    path = tmp_path / "decisions.db"
+    seed = Variant(name="seed", constexprs={"BLOCK": 256})
+    try:
+        target = lane.start()
+        items = {spec.grid[0]: (spec, key) for spec, key in plan(read_launches(captured), target).items}
+        sibling, sibling_key = items[GRIDS[-2]]
+        with DecisionStore(path) as store:
+            before = store.start_run({})  # an earlier run decided the sibling key
+            cand = store.add_candidate(before, sibling_key, seed)
+            store.claim(cand.id, before)
+            store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "tolerance", "checks": []},
+                                   timings={"time_ms": 1.0})
+            store.set_decision(sibling_key, seed, baseline_ms=2.0, best_ms=1.0,
+                               traits=traits(sibling, sibling_key, "elementwise", seed))
+            run = store.start_run({})
+        spec, key = items[GRIDS[-1]]
+        result = lane.run_key(KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path),
+                                     root=str(captured), category="elementwise"))
+    finally:
+        lane.close()
+    seeded = [c for c in result["candidates"] if c.get("prior")]
+    assert seeded and "BLOCK=256" in seeded[0]["variant"]
+
+
 class Misaddressed:
     """An actor as a node running other code might be: it answers each key with a made-up result
     and records for another key (no workers: it runs nothing)."""

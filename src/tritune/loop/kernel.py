@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held, next_step
 from tritune.capture.spec import LaunchSpec
@@ -110,10 +110,11 @@ class KernelLoop:
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
                  baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
-                 sibling_timeouts: dict[str, str] | None = None) -> None:
+                 sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None) -> None:
         """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set.
         ``sibling_timeouts``: what ``store.timed_out_on_siblings`` would say, when ``store`` holds
-        this key alone (a Ray lane's: ``loop.ray_lanes``); None: asked of ``store``."""
+        this key alone (a Ray lane's: ``loop.ray_lanes``); None: asked of ``store``. ``prior``:
+        likewise, what ``search.prior.prior_configs`` would find in the run's store."""
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.baseline = baseline  # (timing, failure) when the session timed it already
         self.evaluator, self.settings, self.category = evaluator, settings, category
@@ -145,7 +146,8 @@ class KernelLoop:
         self._start = time.monotonic()  # run() sets it again: the budget counts from there
         self.split: dict[str, float] = dict.fromkeys(SPLIT_PARTS, 0.0)  # seconds per part (``_split``)
         self._first: float | None = None  # seconds from the start to the first candidate's submission
-        self.prior: tuple[dict, ...] | None = None  # the store's configs for this kernel (search.prior), asked once
+        # the store's configs for this kernel (search.prior), asked once, or as given
+        self.prior: tuple[dict, ...] | None = None if prior is None else tuple(prior)
 
     # ----------------------------------------------------------------------------------- run
 

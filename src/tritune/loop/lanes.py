@@ -90,6 +90,8 @@ class KeyJob:
     baseline: tuple[dict | None, Failure | None] | None = None  # ``session.loop_baseline``
     # The key's siblings' timeouts (``KernelLoop``'s ``sibling_timeouts``): None, the lane's store has them.
     sibling_timeouts: dict[str, str] | None = None
+    # The store's configs for the key (``search.prior``): None, the lane's store has them.
+    prior: tuple[dict, ...] | None = None
     # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
     families: list | None = None
     llm: Any = None
@@ -217,7 +219,8 @@ class LocalLane:
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
-                              baseline=job.baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts)
+                              baseline=job.baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
+                              prior=job.prior)
             return self._guard(loop.run)
 
     def interrupt(self) -> None:

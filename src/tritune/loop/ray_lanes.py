@@ -16,7 +16,8 @@ What travels (the cluster needs no shared file system, and the same tritune on e
   key_records``: the candidates evaluated so far, profiles, decision, signed by this user), so
   that a key resumed after an interruption reuses them as a local lane would, and the variants
   that timed out on its sibling keys (``DecisionStore.timed_out_on_siblings``), which it skips
-  as a local lane does (the actor's store holds this key alone);
+  as a local lane does (the actor's store holds this key alone), and the configs its search
+  starts from (``search.prior.prior_configs`` of the driver's store, for the same reason);
 - back: the key's result (``KernelResult`` JSON), its records after the loop, and the loop's log
   lines (said here when the key is back, not while it runs).
 
@@ -81,6 +82,7 @@ from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lanes
 from tritune.loop.ray_records import records_problem
+from tritune.search.prior import prior_configs
 from tritune.store import DecisionKey, DecisionStore, StoreError
 from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
@@ -275,8 +277,11 @@ class RayLane:
             raise ValueError("a Ray lane's planted families are made in its actor: RayLane(families=...)")
         with DecisionStore(job.store_path) as store:  # this thread's own connection
             records, siblings = store.key_records(job.key), store.timed_out_on_siblings(job.key)
+            # the actor's store holds this key alone: the seeds come from this user's store here
+            prior = prior_configs(store, job.key, job.spec, job.category, run_id=job.run_id)
         body = {"spec": job.spec.to_json(), "key": job.key.to_json(), "settings": job.settings,
-                "category": job.category, "baseline": job.baseline, "records": records, "siblings": siblings}
+                "category": job.category, "baseline": job.baseline, "records": records, "siblings": siblings,
+                "prior": prior}
         reply = self._call("run_key", body, self._files([job.spec]), timeout=job.budget_s + HANG_S,
                            late=f"its key {job.spec.kernel} gave no answer within its budget and {HANG_S:.0f} s")
         if self._interrupted.is_set():
@@ -426,7 +431,7 @@ class _LaneActor:
                 store.adopt(run_id, key, body["records"])  # the driver's records: the key resumes
             job = KeyJob(spec, key, settings=body["settings"], run_id=run_id, store_path=str(path),
                          root=str(self.root), category=body["category"], baseline=body["baseline"],
-                         sibling_timeouts=body["siblings"],
+                         sibling_timeouts=body["siblings"], prior=tuple(body.get("prior") or ()),
                          families=self.families(spec) if self.families is not None else None, log=lines.append)
             result = self.lane.run_key(job)
             with DecisionStore(path, signer=self.lane.signer) as store:
