@@ -62,20 +62,38 @@ def capture(tmp_path):
 
 def test_the_top_level_absolute_imports_of_each_kernel_file_once_in_order(tmp_path):
     assert kernel_imports(capture(tmp_path)) == ("math", "triton", "triton.language", "heavylib.ops",
-                                                 "optional_lib.sub", "guarded_lib", "second_lib")
+                                                 "optional_lib.sub", "guarded_lib", "program_sibling", "second_lib")
 
 
-def test_no_name_the_kernel_s_or_the_program_s_folder_holds_nor_a_relative_one(tmp_path):
+def test_no_name_a_kernel_copy_s_folder_holds_nor_a_relative_one(tmp_path):
     found = kernel_imports(capture(tmp_path))
-    assert "helpers_here" not in found and "program_sibling" not in found  # warming would cache another
+    assert "helpers_here" not in found  # warming would cache another where the kernel expects its own
+    assert "program_sibling" in found  # the program's folder is last on the path: an installed one wins anyway
     assert not any("relative" in name or "inside_a_function" in name for name in found)
+
+
+def test_a_name_local_to_one_kernel_file_is_not_warmed_for_another_that_imports_it(tmp_path):
+    """``a/k.py`` has its own ``helpers.py``; ``b/k2.py`` imports a ``helpers`` from the path.
+    Warmed for ``b``, the installed ``helpers`` would be the one ``a/k.py`` gets from
+    ``sys.modules``: neither is warmed. Extension modules count as the folder's own too."""
+    root = tmp_path / "cap"
+    for folder, text in (("a", "import helpers\nimport fastext\n"),
+                         ("b", "import helpers\nimport fastext\nimport other\n")):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "k.py").write_text(text)
+    (root / "a" / "helpers.py").write_text("")
+    (root / "a" / "fastext.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    write(root, [spec("a", "a/k.py", ""), spec("b", "b/k.py", "")])
+    assert kernel_imports(root) == ("other",)
 
 
 def test_an_unreadable_capture_or_file_warms_nothing_and_many_files_are_capped(tmp_path):
     assert kernel_imports(tmp_path / "missing") == ()
     root = capture(tmp_path)
     (root / "sources" / "k.py").write_text("def broken(:\n")
-    assert kernel_imports(root) == ("triton", "heavylib.ops", "second_lib")  # the other file still read
+    assert kernel_imports(root) == ("triton", "heavylib.ops", "program_sibling", "second_lib")  # the other still read
+    (root / "sources" / "other.py").write_text("x = 1" + "+1" * 20000 + "\n")  # too deep for ast: nothing, no error
+    assert kernel_imports(root) == ()
     many = tmp_path / "many"
     (many / "s").mkdir(parents=True)
     launches = []
@@ -84,6 +102,20 @@ def test_an_unreadable_capture_or_file_warms_nothing_and_many_files_are_capped(t
         launches.append(spec(f"k{i}", f"s/f{i}.py", ""))
     write(many, launches)
     assert len(kernel_imports(many)) == WARM_MAX
+
+
+def test_a_warm_import_that_exits_or_crashes_the_child_costs_a_second_start_not_the_worker(tmp_path):
+    (tmp_path / "warm_exits.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / "warm_dies.py").write_text("import os\nos._exit(3)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with Worker(60, warm=("warm_exits",)) as worker:  # caught in the child: one start, as if absent
+            assert worker.start().ok and worker.starts == 1 and worker.warm == ("warm_exits",)
+        with Worker(60, warm=("warm_dies",)) as worker:  # the child died: started again, without them
+            assert worker.start().ok and worker.starts == 2 and worker.warm == ()
+            assert worker.call("worker_jobs:pid").ok
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 def test_a_worker_imports_its_warm_modules_at_start_and_a_failing_one_does_not_fail_it(tmp_path):

@@ -6,6 +6,7 @@ that only closing one after another could miss by far. Jobs: tests/worker_jobs.p
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -171,6 +172,7 @@ def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp
         while evaluator._idle.qsize() < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert {id(v) for v in evaluator._idle.queue} == {id(v) for v in verifiers}
+        assert evaluator._idle.queue[-1] is verifiers[0]  # the warm one is still taken first (last in, first out)
         assert all(v.pid is not None and v.starts == 1 for v in verifiers)
     finally:
         lane.close()
@@ -229,3 +231,37 @@ def test_closing_does_not_wait_for_verifiers_still_starting(tmp_path, monkeypatc
     assert time.monotonic() - begin < 10  # the import sleeps 60 s
     assert set(pool._LIVE) <= before
     assert not any(v.starting for v in lane.evaluator.verifiers)
+
+
+def test_leaving_a_round_does_not_kill_a_late_verifier_s_start(tmp_path, monkeypatch):
+    """``_abandon`` (a round left early) kills what the round's calls run, not a late verify
+    worker's start (``start_rest``), which would then pay its cold start inside a candidate."""
+    monkeypatch.setattr(lanes_module, "PRELOAD", ())
+    monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
+    monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    lane = LocalLane(None, tmp_path, jobs=2)
+    late = lane.evaluator.verifiers[1]
+    late.warm = ("slow_start",)
+    try:
+        lane.start()
+        deadline = time.monotonic() + 30
+        while not late.starting and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert late.starting and late.busy
+        lane.evaluator._abandon([])
+        time.sleep(0.3)
+        assert late.starting  # its start goes on
+    finally:
+        lane.close()
+    assert not late.starting
+
+
+def test_a_shared_cache_left_by_a_killed_process_is_removed_by_the_next(tmp_path):
+    dead = tmp_path / f"{pool.CACHE_PREFIX}999999999-abc"  # no such process
+    alive = tmp_path / f"{pool.CACHE_PREFIX}{os.getpid()}-abc"
+    other = tmp_path / "tritune-worker-cwd-999999999"  # not a cache: left alone
+    for folder in (dead, alive, other):
+        (folder / "x").mkdir(parents=True)
+    pool._sweep_caches(str(tmp_path))
+    assert not dead.exists() and alive.exists() and other.exists()

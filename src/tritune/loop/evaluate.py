@@ -161,6 +161,7 @@ class Evaluator:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._starter: concurrent.futures.ThreadPoolExecutor | None = None  # ``start_verifiers``
         self._late: list[Worker] = []  # verify workers left to ``start_rest``
+        self._joining: set[int] = set()  # ids of late verify workers starting now (``_join``)
         self._closing = False
         self._stopping = threading.Event()
         self._interrupted = threading.Event()
@@ -223,7 +224,7 @@ class Evaluator:
         machine, ``benchmarks/fixed_probe.py``, 2026-11-28): a round of ``per_round``
         candidates needs only the first few, and the rest join for the wide rounds and the
         next keys."""
-        if not self._owned:
+        if not self._owned or self._starter is not None:  # started already: nothing more to start
             return []
         early = self._owned if first is None else self._owned[:max(1, first)]
         self._late = self._owned[len(early):]
@@ -241,9 +242,18 @@ class Evaluator:
             self._starter.submit(self._join, verifier)
 
     def _join(self, verifier: Worker) -> None:
-        if not self._interrupted.is_set() and not self._closing:
-            verifier.start()  # a closed worker does not start (``Worker.start``)
-        self._idle.put(verifier)
+        """A late verify worker started, then put under the idle ones (last in, first out: the
+        workers that ran last, warm, are taken before it; it is taken when they are all busy)."""
+        self._joining.add(id(verifier))
+        try:
+            if not self._interrupted.is_set() and not self._closing:
+                verifier.start()  # a closed worker does not start (``Worker.start``)
+        finally:
+            self._joining.discard(id(verifier))
+        with self._idle.mutex:
+            self._idle.queue.insert(0, verifier)
+            self._idle.unfinished_tasks += 1
+            self._idle.not_empty.notify()
 
     def _withhold(self, workers: list[Worker]) -> None:
         """``workers`` taken out of the idle ones (the others kept in their order)."""
@@ -265,12 +275,9 @@ class Evaluator:
         made closing a 40-s run take 6-15 s more on an H200 machine."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._starter is not None:  # verify workers still starting are not waited for
+        if self._starter is not None:  # verify workers still starting are killed (``Worker``'s close)
             self._closing = True
             self._starter.shutdown(wait=False, cancel_futures=True)
-            for verifier in self._owned:
-                if verifier.starting:
-                    verifier.abort()
         close_workers([*self._owned, self.worker])
         if self._cache is not None:
             self._cache.remove()
@@ -404,7 +411,7 @@ class Evaluator:
         return [future.result() for future in futures]
 
     def _build_one(self, spec: LaunchSpec) -> Failure | None:
-        verifier = self._idle.get()  # never waits: as many threads as verifiers
+        verifier = self._idle.get()  # waits only while late verifiers start (``start_rest``)
         try:
             if self._stopping.is_set():
                 return None
@@ -451,7 +458,7 @@ class Evaluator:
         """One candidate, in a pool thread: verify on an idle verifier, then time on ``worker``."""
         payload = {"spec": spec.to_json(), "root": self.root, "variant": variant.to_json(), "mode": mode,
                    "input_sets": self.input_sets, "copy_gbps": self.copy_gbps}
-        verifier = self._idle.get()  # never waits: as many threads as verifiers
+        verifier = self._idle.get()  # waits only while late verifiers start (``start_rest``)
         try:
             if self._stopping.is_set():
                 return _Ran(None, None, time.perf_counter() - submitted)
@@ -472,7 +479,7 @@ class Evaluator:
         for future in futures:
             future.cancel()
         for worker in {id(w): w for w in [*self.verifiers, self.worker]}.values():
-            if worker.busy:
+            if worker.busy and id(worker) not in self._joining:  # a late worker's start goes on
                 worker.abort()
         concurrent.futures.wait(futures)
 

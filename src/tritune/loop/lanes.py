@@ -149,9 +149,10 @@ class LocalLane:
         self._owned = evaluator is None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
+            warm = kernel_imports(root)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
-                            cache=cache.path if cache is not None else None, warm=kernel_imports(root))
+                            cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
         self.evaluator = evaluator
         self._target: dict = {}

@@ -270,7 +270,7 @@ class RunResults:
     # The run's fixed costs in seconds (``FIXED_KEYS``): start_s the lanes and workers starting,
     # baselines_s timing the baselines for the ranking, total_s every second before the first key
     # started; of baselines_s, build_s building the launches in the verify workers and rank_time_s
-    # timing them (local lanes' seconds, summed over lanes). ``deadline_s``: the run's deadline.
+    # timing them (the local lane that ranked longest). ``deadline_s``: the run's deadline.
     fixed: dict[str, float] = dataclasses.field(default_factory=dict)
     deadline_s: float | None = None
     wall_s: float | None = None  # the run's seconds so far (written with each update)

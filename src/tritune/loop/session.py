@@ -249,12 +249,16 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
 
 
 def _ranking_split(lanes: list[Lane]) -> dict[str, float]:
-    """The ranking's building and timing seconds (``Evaluator.ranking``), summed over the local
-    lanes (a Ray lane's evaluator is in its actor: none)."""
+    """The ranking's building and timing seconds (``Evaluator.ranking``) of the local lane that
+    spent the most on it (lanes rank at once: their sum would exceed the wall); none when no
+    local lane ranked anything (a Ray lane's evaluator is in its actor; a resumed run reuses
+    its baselines)."""
     splits = [lane.evaluator.ranking for lane in lanes if isinstance(getattr(lane, "evaluator", None), Evaluator)]
+    splits = [s for s in splits if s["launches"]]
     if not splits:
         return {}
-    return {"build_s": sum(s["build_s"] for s in splits), "rank_time_s": sum(s["time_s"] for s in splits)}
+    longest = max(splits, key=lambda s: s["build_s"] + s["time_s"])
+    return {"build_s": longest["build_s"], "rank_time_s": longest["time_s"]}
 
 
 def _warm_parent() -> threading.Thread:

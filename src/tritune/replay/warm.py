@@ -11,17 +11,21 @@ and 9-15 s of each candidate that landed on a fresh worker.
 ``kernel_imports(root)`` lists the modules the capture's kernel files import at their top level
 (absolute imports, in the module body or its top-level ``if``/``try`` blocks), for
 ``Worker(warm=...)``: the workers import them at start, beside each other and the timing worker's
-start, and a failure there is no failure (the job that needs the module reports its own). The
-files are read with ``ast``, never run here. Left out, so that warming never puts another module
-where the kernel expects its own: relative imports, and every name whose top-level package lies
-in a kernel file's folder in the capture or its program's folder (the replay puts the program's
-folder on the path while it loads the kernel, where a sibling ``utils`` is the program's, not a
-package of the same name on the path).
+start; a failure there is no failure (the job that needs the module reports its own), and a
+start that a warm import ends (an exit, a crash, a hang) is tried again without them
+(``worker.pool``). The files are read with ``ast``, never run here. Left out, so that warming
+never puts another module where a kernel expects its own: relative imports, and every name a
+folder holding a kernel file's copy also holds (``helpers.py`` beside ``k.py``: the replay puts
+that folder first on the path while it loads the file, and a ``helpers`` warmed from elsewhere
+would already sit in ``sys.modules``), for every kernel file of the capture, not only the file
+that imports it. A name in the program's own folder needs no such care: the replay puts that
+folder last on the path, where an installed module of the same name wins as it does when warmed.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 from pathlib import Path
 
 from tritune.capture.spec import LaunchSpec, SpecError, confined_source, read_launches
@@ -31,19 +35,26 @@ WARM_MAX = 64  # modules at most: a capture of many files imports the same few l
 
 def kernel_imports(root: str | Path) -> tuple[str, ...]:
     """The modules to warm for the capture in ``root`` (module docstring), in first-seen order;
-    () when it cannot be read (the jobs report that)."""
+    () when it cannot be read (the jobs report that). Never raises: a lane is made with it."""
+    try:
+        return _kernel_imports(root)
+    except Exception:  # noqa: BLE001 - a source too deep for ast (RecursionError, MemoryError), a bad spec...
+        return ()
+
+
+def _kernel_imports(root: str | Path) -> tuple[str, ...]:
     try:
         specs = read_launches(root)
     except (SpecError, OSError, ValueError):
         return ()
-    found: dict[str, None] = {}
-    seen: set[Path] = set()
+    paths: dict[Path, None] = {}
     for spec in specs:
         path = _source(root, spec)
-        if path is None or path in seen:
-            continue
-        seen.add(path)
-        local = _local_names(path.parent) | _local_names(Path(spec.source_file).parent if spec.source_file else None)
+        if path is not None:
+            paths.setdefault(path)
+    local = set().union(*(_local_names(folder) for folder in {path.parent for path in paths}))
+    found: dict[str, None] = {}
+    for path in paths:
         for name in _imports(path):
             if name.split(".")[0] not in local:
                 found.setdefault(name)
@@ -80,12 +91,21 @@ def _imports(path: Path) -> list[str]:
     return names
 
 
-def _local_names(folder: Path | None) -> set[str]:
-    """Top-level module names a folder itself holds (``x.py``, ``x/``)."""
-    if folder is None or not folder.is_dir():
-        return set()
+def _local_names(folder: Path) -> set[str]:
+    """Top-level module names a folder itself holds: ``x.py``, ``x.cpython-312-x86_64-linux-gnu.so``
+    and every other module suffix, ``x/``."""
+    suffixes = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
+    names = set()
     try:
-        return {entry.stem if entry.suffix == ".py" else entry.name for entry in folder.iterdir()
-                if entry.suffix == ".py" or entry.is_dir()}
+        entries = list(folder.iterdir())
     except OSError:
-        return set()
+        return names
+    for entry in entries:
+        if entry.is_dir():
+            names.add(entry.name)
+            continue
+        for suffix in suffixes:
+            if entry.name.endswith(suffix):
+                names.add(entry.name[:-len(suffix)])
+                break
+    return names

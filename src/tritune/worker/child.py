@@ -94,7 +94,7 @@ def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], Non
     for name in settings.get("warm", ()):
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - the job that needs it reports its own failure
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the job that needs it reports its own failure
             print(f"tritune worker: warm import of {name} failed: {from_exception(exc).message}", flush=True)
     outbox.send(("ready", os.getpid()))
     return True

@@ -122,6 +122,8 @@ class Worker:
         self.starts = 0  # how many children this worker has started
         self._child: _Child | None = None
         self._starting: _Child | None = None  # a child whose start (handshake) is under way
+        self._closing = False  # ``_detach`` began: no child is to be started from now on
+        self._start_aborted = False  # ``abort`` killed the start under way: not tried again
         self._lock = threading.Lock()
         self._closed = False
 
@@ -207,6 +209,7 @@ class Worker:
             child.signal_group()
         starting = self._starting
         if starting is not None:  # a start under way ends now, as a failed start (the handshake's EOF)
+            self._start_aborted = True
             starting.signal_group()
 
     def close(self) -> None:
@@ -216,7 +219,12 @@ class Worker:
 
     def _detach(self) -> _Child | None:
         """Closed from now on (calls raise); its child, if any, handed to the caller to stop.
-        Once the call that runs, if any, returned (the lock)."""
+        Once the call that runs, if any, returned (the lock); a start under way is not waited
+        for (its imports can take many seconds): it is killed."""
+        self._closing = True  # a start under way, or about to be, ends now (``_ensure_child``)
+        starting = self._starting
+        if starting is not None:
+            starting.signal_group()
         with self._lock:
             self._closed = True
             child, self._child = self._child, None
@@ -238,10 +246,24 @@ class Worker:
             self._discard()
         if self._child is not None:
             return Outcome(ok=True)
+        self._start_aborted = False
+        started = self._start_child()
+        if not started.ok and self.warm and not self._closing and not self._start_aborted:
+            # A warm import that exits, crashes or hangs the child must not cost the worker: the
+            # start is tried once more without them (a job that imports such a module fails alone).
+            self.warm = ()
+            started = self._start_child()
+        return started
+
+    def _start_child(self) -> Outcome:
         begin = time.perf_counter()
         child = _Child(self.env, self.log_kb, jailed=self.jail is not None, cache=self.cache)
         self.starts += 1
         self._starting = child
+        if self._closing:  # ``_detach`` ran meanwhile (it reads ``_starting`` after setting that)
+            self._starting = None
+            child.kill()
+            return Outcome(ok=False, failure=Failure(CRASH, "not started: the worker is closed"))
         try:
             jail = None
             if self.jail is not None:
@@ -341,7 +363,9 @@ class SharedCache:
     launcher ``.so``, the driver's ``cuda_utils``) the others load rather than build again: the
     ranking's builds in the verify workers are what the timing worker times, and a candidate
     verified in one worker is timed in another. Made by the parent, empty, under the temporary
-    folder; removed by ``remove`` (the evaluator's close) or when this process exits.
+    folder, named with its process id; removed by ``remove`` (the evaluator's close) or when this
+    process exits, and one left by a process that was killed is removed by the next one made
+    (``_sweep_caches``).
 
     Its workers are one trust domain: a job that escaped the allowlist in one of them could write
     a binary another loads, but it could already forge its own worker's verdicts, which is all
@@ -350,12 +374,41 @@ class SharedCache:
     written by a jailed worker."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix=CACHE_PREFIX))
+        _sweep_caches()
+        self.path = Path(tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-"))
         _CACHES.add(self)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
         _CACHES.discard(self)
+
+
+def _sweep_caches(folder: str | None = None) -> None:
+    """Shared caches in the temporary ``folder`` left by processes of this user that no longer run
+    (killed before they could remove them: a Ray actor, an out-of-memory kill)."""
+    root = Path(folder or tempfile.gettempdir())
+    try:
+        entries = list(root.glob(f"{CACHE_PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(CACHE_PREFIX):].split("-", 1)[0]
+        try:
+            mine = entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def close_workers(workers: Iterable[Worker]) -> None:
