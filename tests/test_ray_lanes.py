@@ -114,10 +114,19 @@ def test_a_resumed_key_reuses_the_records_the_driver_ships(local_and_ray, captur
     finally:
         close(lanes)
     assert again.run_id != remote.run_id and len(again.kernels) == len(SMALL)
-    assert all(c["reused"] for k in again.kernels for c in k.candidates)
+    # what the first run evaluated is reused, never evaluated again; the first run's decisions on
+    # sibling keys now seed this one (``search.prior``), so the search's order, and what it gets to
+    # within its 3 candidates, may differ
+    before = {k.id: {c["variant"] for c in k.candidates} for k in remote.kernels}
+    for kernel in again.kernels:
+        assert all(c["reused"] == (c["variant"] in before[kernel.id]) for c in kernel.candidates)
+    assert all(any(c["reused"] for c in k.candidates) for k in again.kernels)
     assert [k.decision for k in again.kernels] == [k.decision for k in remote.kernels]
+    reused = {c["variant"] for k in again.kernels for c in k.candidates if c["reused"]}
     with DecisionStore(ray_out / "decisions.db") as store:
-        assert all(c.run_id == remote.run_id for c in store.candidates())  # unchanged: not written again
+        # the reused ones unchanged: not written again
+        assert {c.run_id for c in store.candidates()} <= {remote.run_id, again.run_id}
+        assert all(c.run_id == remote.run_id for c in store.candidates() if c.variant.describe() in reused)
 
 
 class DieOnce:
