@@ -119,14 +119,13 @@ class Evaluator:
                  copy_gbps: float | None = None, use_ncu: str = "auto",
                  retime: Callable[[LaunchSpec, Variant, float], float] | None = None,
                  worker: Worker | None = None, jobs: int = 1, verifiers: Sequence[Worker] | None = None,
-                 jail: Policy | None = None, shared_cache: bool = True, cache: SharedCache | None = None) -> None:
+                 jail: Policy | None = None, cache: SharedCache | None = None) -> None:
         """``jobs`` workers verify (like ``worker``: same limit, environment, preload, warm
-        imports, jail and cache); ``verifiers`` gives them instead (tests share warm ones; they are not closed here).
-        ``jail``: the policy of the workers made here (``worker.jail``; ``worker`` has its own).
-        Jailed workers made here share one Triton cache (``SharedCache``, removed at ``close``),
-        so that a launch built in one is only loaded in another (``shared_cache=False``: each
-        has its own, for benchmarks); ``cache``: the one ``worker`` was given, removed at
-        ``close`` too."""
+        imports, jail and cache); ``verifiers`` gives them instead (tests share warm ones; they
+        are not closed here). ``jail``: the policy of the workers made here (``worker.jail``;
+        ``worker`` has its own). Jailed workers made here share one Triton cache
+        (``SharedCache``, removed at ``close``), so that a launch built in one is only loaded in
+        another; ``cache``: the one ``worker`` was given, removed at ``close`` too."""
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {jobs}")
         self.root = str(Path(root).absolute())  # workers run in a directory of their own
@@ -134,7 +133,7 @@ class Evaluator:
         self.copy_gbps = copy_gbps
         self.use_ncu = use_ncu
         self.retime = retime  # tests only: (spec, variant, measured_ms) -> ms to use instead
-        if cache is None and worker is None and jail is not None and shared_cache:
+        if cache is None and worker is None and jail is not None:
             cache = SharedCache()
         self._cache = cache
         self.worker = worker or Worker(timeout_s, preload=PRELOAD, jail=jail,
@@ -304,11 +303,11 @@ class Evaluator:
         the timing worker only loads binaries from Triton's cache (jailed, the workers'
         ``SharedCache``; with a cache each, the timing worker built every launch again): the
         build, serial in the one timing worker before, was most of the ranking (resnet50 train,
-        169 keys, ``--jobs 16``: most of a 100 s budget for the ranking). A launch whose build fails, crashes its worker
-        or runs past ``BASELINE_TIMEOUT_S`` is reported with that failure and not sent to the
-        timing worker (where it would fail once more, or crash or hang the batch); a plain
-        ``error`` (an allocation that failed beside 15 other builds) is left to the timing,
-        which reports its own. Builds never run while the batch times: 16 compilers beside a
+        169 keys, ``--jobs 16``: most of a 100 s budget for the ranking). A launch whose build
+        fails, crashes its worker or runs past ``BASELINE_TIMEOUT_S`` is reported with that
+        failure and not sent to the timing worker (where it would fail once more, or crash or
+        hang the batch); a plain ``error`` (an allocation that failed beside 15 other builds) is
+        left to the timing, which reports its own. Builds never run while the batch times: 16 compilers beside a
         timing would delay the host's launches and inflate the times of launch-bound kernels.
 
         Then the rest are timed in as few timing-worker calls as it takes: one per
