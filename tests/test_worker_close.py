@@ -263,5 +263,6 @@ def test_a_shared_cache_left_by_a_killed_process_is_removed_by_the_next(tmp_path
     other = tmp_path / "tritune-worker-cwd-999999999"  # not a cache: left alone
     for folder in (dead, alive, other):
         (folder / "x").mkdir(parents=True)
-    pool._sweep_caches(str(tmp_path))
+    made = pool.process_folder(pool.CACHE_PREFIX, tmp_path)
     assert not dead.exists() and alive.exists() and other.exists()
+    assert made.parent == tmp_path and made.name.startswith(f"{pool.CACHE_PREFIX}{os.getpid()}-")

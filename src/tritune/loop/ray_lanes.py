@@ -70,7 +70,6 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 import threading
 from pathlib import Path, PurePath
 from typing import Any, Callable, Iterator, Sequence
@@ -84,9 +83,9 @@ from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lan
 from tritune.loop.ray_records import records_problem
 from tritune.search.prior import prior_configs
 from tritune.store import DecisionKey, DecisionStore, StoreError
-from tritune.store.db import pid_alive
 from tritune.store.signing import Signer
 from tritune.worker import jail
+from tritune.worker.pool import process_folder
 from tritune.worker.failures import Failure
 
 INSTALL = "pip install 'tritune[ray]'"
@@ -498,13 +497,8 @@ def baselines_problem(reply: Any, sent: Sequence[str]) -> str | None:
 def _folder() -> Path:
     """A new folder for an actor (its capture, its stores), named after its process. A killed actor
     (``RayLane.interrupt``, a hung or dying one) cannot remove its own: the folders of actors whose
-    process is gone are removed here first, by the next lane on the node."""
-    parent = Path(tempfile.gettempdir())
-    for found in parent.glob(f"{FOLDER_PREFIX}*-*"):
-        pid = found.name[len(FOLDER_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(found, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=parent))
+    process is gone are removed here first, by the next lane on the node (``process_folder``)."""
+    return process_folder(FOLDER_PREFIX)
 
 
 def _inside(root: Path, name: str) -> Path | None:

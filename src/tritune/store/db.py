@@ -50,6 +50,7 @@ from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, v
 from tritune.store.remote import RemoteMixin
 from tritune.store.schema import StoreError
 from tritune.store.signing import Signer, local_signer
+from tritune.worker.pool import pid_alive
 
 MAX_ATTEMPTS = 3
 INTERRUPTED = "interrupted"  # failure kind of a candidate the optimizer died on MAX_ATTEMPTS times
@@ -336,11 +337,3 @@ def _failure(failure: Any) -> tuple[str | None, str | None, str | None]:
     return getattr(failure, "kind", None), getattr(failure, "message", None), getattr(failure, "detail", None)
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True

@@ -365,7 +365,7 @@ class SharedCache:
     verified in one worker is timed in another. Made by the parent, empty, under the temporary
     folder, named with its process id; removed by ``remove`` (the evaluator's close) or when this
     process exits, and one left by a process that was killed is removed by the next one made
-    (``_sweep_caches``).
+    (``process_folder``).
 
     Its workers are one trust domain: a job that escaped the allowlist in one of them could write
     a binary another loads, but it could already forge its own worker's verdicts, which is all
@@ -374,8 +374,7 @@ class SharedCache:
     written by a jailed worker."""
 
     def __init__(self) -> None:
-        _sweep_caches()
-        self.path = Path(tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-"))
+        self.path = process_folder(CACHE_PREFIX)
         _CACHES.add(self)
 
     def remove(self) -> None:
@@ -383,30 +382,33 @@ class SharedCache:
         _CACHES.discard(self)
 
 
-def _sweep_caches(folder: str | None = None) -> None:
-    """Shared caches in the temporary ``folder`` left by processes of this user that no longer run
-    (killed before they could remove them: a Ray actor, an out-of-memory kill)."""
-    root = Path(folder or tempfile.gettempdir())
+def process_folder(prefix: str, parent: str | Path | None = None) -> Path:
+    """A new temporary folder named ``prefix`` + this process's id + ``-`` + random, in ``parent``
+    (default the temporary folder), once the folders of that prefix left by this user's processes
+    that no longer run are removed: a process killed before it could remove its own (a Ray actor,
+    an out-of-memory kill) leaves it to the next one."""
+    root = Path(parent or tempfile.gettempdir())
     try:
-        entries = list(root.glob(f"{CACHE_PREFIX}*"))
+        entries = list(root.glob(f"{prefix}*-*"))
     except OSError:
-        return
+        entries = []
     for entry in entries:
-        pid = entry.name[len(CACHE_PREFIX):].split("-", 1)[0]
+        pid = entry.name[len(prefix):].split("-", 1)[0]
         try:
             mine = entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.getuid()
         except OSError:
             continue
-        if mine and pid.isdigit() and not _alive(int(pid)):
+        if mine and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # exists, owned by someone else
         return True
     return True
 
