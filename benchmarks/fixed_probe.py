@@ -13,6 +13,11 @@ For each capture and arm, in this one process, on a fresh lane:
   the ranking) and ``round2_s`` (12), each candidate's ``verify_s``/``time_s``/``wait_s``;
 - ``close_s``: the workers stopped.
 
+``--phases`` adds, before the arms, what a lane's start is made of, in one more fresh jailed worker
+(``phases``): starting it with nothing imported (the interpreter, the jail), then importing torch,
+Triton, tritune's jobs and bringing the GPU up, each timed; and the target job. ``--profile``: the
+ranking's timing call of the first arm runs under cProfile in the timing worker (``ranking_top``).
+
 Arms: ``before``, as main was before this probe's changes (a Triton cache per worker, nothing
 warmed, the lane waiting for all its verify workers); ``after``, the defaults now (one
 ``SharedCache`` for the lane's workers, the capture's libraries imported at start,
@@ -42,10 +47,66 @@ ARMS = {"before": {"shared": False, "warm": False, "staged": False, "jobs": None
         "after-j4": {"shared": True, "warm": True, "staged": True, "jobs": 4}}
 
 
-def probe(capture: pathlib.Path, arm: str) -> dict:
+def import_phases(payload: dict) -> dict:
+    """A job: each import a lane's worker does at its start, timed (seconds), in this order."""
+    import importlib
+
+    found = {}
+    for name in ("torch", "triton", "tritune.loop.jobs", "tritune.bench.run", "tritune.verify",
+                 "tritune.loop.device_ready"):
+        begin = time.perf_counter()
+        importlib.import_module(name)
+        found[name] = round(time.perf_counter() - begin, 3)
+    return found
+
+
+def profiled(payload: dict) -> dict:
+    """A job: ``target`` (a job's name) run on ``payload["body"]`` under cProfile; its wall time and
+    the top functions by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    from tritune.worker.child import resolve
+
+    profiler = cProfile.Profile()
+    begin = time.perf_counter()
+    profiler.enable()
+    try:
+        value = resolve(payload["target"])(payload["body"])
+    finally:
+        profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(50)
+    return {"wall_s": round(time.perf_counter() - begin, 3), "top": text.getvalue()[-14000:],
+            "timed": len(value.get("timings", ())) if isinstance(value, dict) else None}
+
+
+def phases(capture: pathlib.Path) -> dict:
+    """A lane worker's start, part by part (``--phases``)."""
+    from tritune.loop.jobs import TARGET_JOB
+    from tritune.worker import Worker
+    from tritune.worker import jail
+
+    policy = jail.for_workers(capture, untrusted=False)
+    found: dict = {"jailed": policy is not None}
+    begin = time.perf_counter()
+    with Worker(600.0, jail=policy) as worker:
+        outcome = worker.start()
+        found["bare_start_s"] = round(time.perf_counter() - begin, 3)
+        done = worker.call("fixed_probe:import_phases", {})
+        found["imports_s"] = done.value if done.ok else str(done.failure)
+        begin = time.perf_counter()
+        target = worker.call(TARGET_JOB, {})
+        found["target_s"] = round(time.perf_counter() - begin, 3)
+        found["target_ok"] = target.ok and outcome.ok
+    return found
+
+
+def probe(capture: pathlib.Path, arm: str, profile: bool = False) -> dict:
     from tritune.capture.spec import read_launches
     from tritune.loop.evaluate import PRELOAD, Evaluator, default_jobs
-    from tritune.loop.jobs import TARGET_JOB
+    from tritune.loop.jobs import BASELINES_JOB, TARGET_JOB
     from tritune.loop.lanes import FIRST_VERIFIERS, READY_MODULE
     from tritune.replay import Variant
     from tritune.replay.warm import kernel_imports
@@ -77,6 +138,11 @@ def probe(capture: pathlib.Path, arm: str) -> dict:
         evaluator.copy_gbps = (target.value or {}).get("copy_gbps") if target.ok else None
         found["gpu"] = (target.value or {}).get("gpu") if target.ok else None
         begin = time.perf_counter()
+        if profile:  # built as the ranking builds, then its timing call under cProfile
+            evaluator._build(specs, lambda line: None)
+            body = {"target": BASELINES_JOB, "body": evaluator._ranking(specs)}
+            done = worker.call("fixed_probe:profiled", body)
+            found["ranking_profile"] = done.value if done.ok else str(done.failure)
         timings = evaluator.baselines(specs)
         found["ranking_s"] = time.perf_counter() - begin
         found["ranking"] = dict(evaluator.ranking)
@@ -108,11 +174,16 @@ def main() -> None:
     parser.add_argument("captures", nargs="+", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--phases", action="store_true", help="a lane worker's start, part by part, first")
+    parser.add_argument("--profile", action="store_true", help="the first arm's ranking timing under cProfile")
     args = parser.parse_args()
     runs = []
     for capture in args.captures:
-        for arm in args.arms.split(","):
-            found = probe(capture.resolve(), arm)
+        if args.phases:
+            runs.append({"capture": capture.name, "phases": phases(capture.resolve())})
+            print(json.dumps(runs[-1]), flush=True)
+        for i, arm in enumerate(args.arms.split(",")):
+            found = probe(capture.resolve(), arm, profile=args.profile and i == 0)
             runs.append(found)
             print(json.dumps({k: v for k, v in found.items() if not k.endswith("candidates")}), flush=True)
             args.out.write_text(json.dumps({"environment": _common.environment(), "command": " ".join(sys.argv),
