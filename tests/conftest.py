@@ -13,6 +13,8 @@ from tritune.ir import ModuleView, parse_module
 # Stores are signed with a per-user secret under TRITUNE_HOME: the tests (and the programs they
 # start, which inherit the environment) get a home of their own, never the developer's ~/.tritune.
 os.environ["TRITUNE_HOME"] = tempfile.mkdtemp(prefix="tritune-home-")
+# Bytecode for jailed workers (``tritune.worker.bytecode``), where used: never the developer's ~/.cache.
+os.environ["TRITUNE_BYTECODE"] = tempfile.mkdtemp(prefix="tritune-bytecode-")
 
 PTR = "tensor<128x!tt.ptr<f32>>"
 F32 = "tensor<128xf32>"

@@ -60,6 +60,11 @@ tritune's own variables (all optional):
     (``jail_missing()``, read by ``tritune.worker.jail.status``). Unset: every mechanism found
     is used.
 
+``TRITUNE_BYTECODE``
+    The folder of the bytecode tritune compiles for its jailed workers where the installed
+    packages carry none (``bytecode_dir()``, ``tritune.worker.bytecode``). Default
+    ``$XDG_CACHE_HOME/tritune/bytecode`` (``~/.cache/...``); ``off``: none.
+
 Other programs' variables tritune reads or sets:
 
 ``TRITON_INTERPRET``
@@ -84,6 +89,11 @@ Other programs' variables tritune reads or sets:
 ``PYTHONPATH``
     Led by the boot folder for the commands of ``tritune capture`` / ``tritune run``
     (``tritune.boot``), and by tritune's package root for profiled targets.
+``PYTHONPYCACHEPREFIX``
+    Set to ``bytecode_dir()`` for jailed workers where the packages carry no bytecode: they read
+    what the parent compiled there (``tritune.worker.bytecode``).
+``XDG_CACHE_HOME``
+    Where ``bytecode_dir()`` lies by default.
 ``PYTHONUNBUFFERED``
     Set to ``1`` in worker processes, so that a print just before a crash reaches their log.
 ``PATH``
@@ -121,6 +131,9 @@ ENV_OPENAI_KEY = "OPENAI_API_KEY"
 # Secrets no child process gets: a worker runs the code of candidates, a model's among them.
 SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
 ENV_JAIL_MISSING = "TRITUNE_JAIL_MISSING"
+ENV_BYTECODE = "TRITUNE_BYTECODE"
+ENV_PYCACHE_PREFIX = "PYTHONPYCACHEPREFIX"
+ENV_XDG_CACHE = "XDG_CACHE_HOME"
 ENV_INTERPRET = "TRITON_INTERPRET"
 ENV_CACHE_MANAGER = "TRITON_CACHE_MANAGER"
 ENV_TRITON_CACHE = "TRITON_CACHE_DIR"
@@ -309,6 +322,21 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
     else:
         os.chmod(path, 0o700)  # mkdir's mode goes through the umask
     return path
+
+
+def bytecode_dir(environ: Mapping[str, str] | None = None) -> "Path | None":
+    """``TRITUNE_BYTECODE`` (``off``, ``0``, ``no``: None), default ``$XDG_CACHE_HOME/tritune/bytecode``
+    (``~/.cache`` without it), absolute; not made here."""
+    from pathlib import Path
+
+    env = _env(environ)
+    given = env.get(ENV_BYTECODE, "").strip()
+    if given.lower() in {"off", "0", "no", "false"}:
+        return None
+    if given:
+        return Path(given).expanduser().absolute()
+    base = env.get(ENV_XDG_CACHE, "").strip() or os.path.join(user_home(environ) or "~", ".cache")
+    return Path(base).expanduser().absolute() / "tritune" / "bytecode"
 
 
 def gpu_lock_path(name: str, environ: Mapping[str, str] | None = None) -> Path:

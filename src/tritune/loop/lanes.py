@@ -39,6 +39,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import queue
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -54,7 +55,7 @@ from tritune.replay.warm import kernel_imports
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.keys import INTERPRETER_GPU
 from tritune.store.signing import Signer
-from tritune.worker import SharedCache, Worker, jail
+from tritune.worker import SharedCache, Worker, bytecode, jail
 from tritune.worker.jail import Policy
 from tritune.worker.failures import Failure
 
@@ -147,10 +148,16 @@ class LocalLane:
                  jail: Policy | None = None) -> None:
         self.device, self.index, self.signer = device, index, signer
         self._owned = evaluator is None
+        self._bytecode = None  # where its jailed workers read bytecode (``worker.bytecode``), if anywhere
+        self._filling: subprocess.Popen | None = None
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
             warm = kernel_imports(root)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
+            self._bytecode = bytecode.prefix() if jail is not None else None
+            if self._bytecode is not None:
+                env[config.ENV_PYCACHE_PREFIX] = str(self._bytecode)
+                jail = jail.with_read(self._bytecode)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
@@ -195,6 +202,7 @@ class LocalLane:
             target = self._start()
             if self._owned:
                 self.evaluator.start_rest()
+                self._fill_bytecode()
             return target
         except LaneDied:
             self.close()
@@ -211,6 +219,15 @@ class LocalLane:
             self.evaluator.copy_gbps = target.get("copy_gbps")
         self._target = target
         return target
+
+    def _fill_bytecode(self) -> None:
+        """The timing worker's imports compiled for the next run's workers (``worker.bytecode``),
+        in the background; nothing where the packages carry their own bytecode."""
+        if self._bytecode is None:
+            return
+        outcome = self.evaluator.call(bytecode.IMPORTED_JOB, {})
+        if outcome.ok and isinstance(outcome.value, list):
+            self._filling = bytecode.fill(self._bytecode, outcome.value)
 
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
@@ -230,6 +247,9 @@ class LocalLane:
     def close(self) -> None:
         if self._owned:
             self.evaluator.close()
+        if self._filling is not None and self._filling.poll() is None:
+            self._filling.kill()  # what it wrote stays (each file whole); the next run goes on
+            self._filling.wait()
 
     def _guard(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -118,6 +118,10 @@ class Policy:
         """This policy plus the worker's own scratch folder, read-write."""
         return dataclasses.replace(self, read_write=(*self.read_write, str(folder)))
 
+    def with_read(self, folder: str | Path) -> "Policy":
+        """This policy plus ``folder``, read-only (``bytecode.prefix``)."""
+        return dataclasses.replace(self, read=(*self.read, str(folder)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Status:

@@ -1,0 +1,176 @@
+"""Bytecode for jailed workers (``tritune.worker.bytecode``): the parent compiles only what they
+may read already, they read it and cannot write it, and Python loads it. Each check is attacked
+with a payload it must stop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritune import config
+from tritune.worker import Worker, bytecode, jail
+
+TESTS = Path(__file__).parent
+HERE = jail.status()
+needs_jail = pytest.mark.skipif(not HERE.usable, reason=f"this kernel lacks it: {HERE.describe()}")
+TAG = sys.implementation.cache_tag
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A root the workers may read (``lib``, a module in it), a secret outside it, a link from
+    inside to the secret, and an empty bytecode folder."""
+    lib, outside, folder = tmp_path / "lib", tmp_path / "home", tmp_path / "bytecode"
+    for f in (lib, outside, folder):
+        f.mkdir()
+    (lib / "mod.py").write_text("VALUE = 1\n")
+    (lib / "notes.txt").write_text("VALUE = 3\n")
+    (outside / "secret.py").write_text("KEY = 'SENTINEL-SECRET'\n")
+    (lib / "linked.py").symlink_to(outside / "secret.py")
+    return {"lib": lib, "outside": outside, "folder": folder}
+
+
+def compiled(folder: Path, source: Path) -> Path:
+    real = os.path.realpath(source)
+    return Path(str(folder) + os.path.dirname(real)) / f"{Path(real).stem}.{TAG}.pyc"
+
+
+def run_compiler(tree, sources) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tritune.worker.bytecode", str(tree["folder"]), str(tree["lib"])],
+                          input="\n".join(map(str, sources)), text=True, capture_output=True, check=True,
+                          cwd=tree["folder"])
+
+
+def test_only_readable_python_sources_are_eligible(tree):
+    lib, outside = tree["lib"], tree["outside"]
+    planted = [str(outside / "secret.py"),  # outside the roots
+               str(lib / "linked.py"),  # a link from inside to outside
+               str(lib / "notes.txt"),  # not Python
+               "mod.py",  # relative
+               str(lib / "mod.py\0x"),  # a NUL
+               str(lib) + "/../home/secret.py",  # dot-dot out of the root
+               42, None, str(lib)]
+    assert bytecode.eligible([*planted, str(lib / "mod.py"), str(lib / "mod.py")], [str(lib)]) == \
+        [os.path.realpath(lib / "mod.py")]
+
+
+def test_the_compiler_writes_what_python_loads_and_nothing_else(tree):
+    lib, folder = tree["lib"], tree["folder"]
+    run_compiler(tree, [lib / "mod.py", tree["outside"] / "secret.py", lib / "linked.py"])
+    target = compiled(folder, lib / "mod.py")
+    assert target.is_file()
+    written = [p for p in folder.rglob("*") if p.is_file()]
+    assert written == [target]
+    assert not any(b"SENTINEL-SECRET" in p.read_bytes() for p in written)
+    # Python reads it: the source changed to 2 with its time and size kept, the bytecode still says 1
+    stat = (lib / "mod.py").stat()
+    (lib / "mod.py").write_text("VALUE = 2\n")
+    os.utime(lib / "mod.py", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code = "import mod; print(mod.VALUE, mod.__cached__)"
+    env = {**os.environ, config.ENV_PYCACHE_PREFIX: str(folder), "PYTHONPATH": str(lib)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          cwd=tree["outside"])
+    assert done.stdout.split() == ["1", str(target)]
+
+
+def test_current_bytecode_is_not_written_again(tree):
+    lib = tree["lib"]
+    run_compiler(tree, [lib / "mod.py"])
+    target = compiled(tree["folder"], lib / "mod.py")
+    first = target.stat().st_mtime_ns
+    os.utime(target, ns=(first - 10**9, first - 10**9))
+    run_compiler(tree, [lib / "mod.py"])
+    assert target.stat().st_mtime_ns == first - 10**9  # current: left alone
+    (lib / "mod.py").write_text("VALUE = 22\n")  # another size: stale
+    run_compiler(tree, [lib / "mod.py"])
+    assert target.stat().st_mtime_ns != first - 10**9
+
+
+def test_the_parent_compiles_only_its_own_roots(tree, monkeypatch):
+    """``fill`` filters a worker's list by this process's roots before anything runs: a source
+    outside them never reaches the compiler."""
+    monkeypatch.setattr(bytecode, "roots", lambda: [str(tree["lib"])])
+    assert bytecode.fill(tree["folder"], [str(tree["outside"] / "secret.py")]) is None
+    proc = bytecode.fill(tree["folder"], [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")])
+    assert proc is not None and proc.wait(60) == 0
+    assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
+
+
+def test_carried_bytecode_is_found_in_pycache(tmp_path, monkeypatch):
+    package = tmp_path / "pkg_tritune_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not bytecode.carried("pkg_tritune_probe")
+    subprocess.run([sys.executable, "-m", "py_compile", str(package / "__init__.py")], check=True)
+    assert bytecode.carried("pkg_tritune_probe")
+    assert bytecode.carried("no_such_module_tritune")  # not installed: nothing to do
+
+
+def test_prefix_only_where_packages_carry_none(monkeypatch, tmp_path):
+    monkeypatch.setattr(bytecode, "carried", lambda module="torch": True)
+    assert bytecode.prefix() is None
+    monkeypatch.setattr(bytecode, "carried", lambda module="torch": False)
+    monkeypatch.setenv(config.ENV_BYTECODE, str(tmp_path / "bc"))
+    assert bytecode.prefix() == tmp_path / "bc" and (tmp_path / "bc").is_dir()
+    monkeypatch.setenv(config.ENV_BYTECODE, "off")
+    assert bytecode.prefix() is None
+
+
+def test_a_jailed_lanes_workers_read_it_and_an_unjailed_lanes_are_not_given_it(monkeypatch, tmp_path):
+    from tritune.loop.lanes import LocalLane
+
+    capture, folder = tmp_path / "capture", tmp_path / "bytecode"
+    capture.mkdir()
+    folder.mkdir()
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
+    policy = jail.policy(capture)
+    lane = LocalLane(None, capture, jail=policy)
+    try:
+        assert lane.evaluator.worker.env[config.ENV_PYCACHE_PREFIX] == str(folder)
+        assert str(folder) in lane.evaluator.worker.jail.read
+        assert str(folder) not in lane.evaluator.worker.jail.read_write
+    finally:
+        lane.close()
+    lane = LocalLane(None, capture, jail=None)
+    try:
+        assert config.ENV_PYCACHE_PREFIX not in lane.evaluator.worker.env
+    finally:
+        lane.close()
+
+
+@needs_jail
+def test_a_jailed_worker_reads_the_folder_and_cannot_write_it(tree):
+    (tree["folder"] / "present.txt").write_text("readable")
+    policy = jail.for_workers(tree["lib"], untrusted=True, program_dirs=()).with_read(tree["folder"])
+    with Worker(30, jail=policy, env={"PYTHONPATH": str(TESTS)}) as worker:
+        assert worker.call("jail_jobs:read_file", str(tree["folder"] / "present.txt")).value == b"readable"
+        wrote = worker.call("jail_jobs:write_file", str(tree["folder"] / "planted.pyc"))
+        assert not wrote.ok and "PermissionError" in wrote.failure.message
+    assert not (tree["folder"] / "planted.pyc").exists()
+
+
+@needs_jail
+def test_a_started_lane_compiles_its_timing_workers_imports(monkeypatch, tmp_path):
+    """``LocalLane.start``: the timing worker's imports (tritune's jobs among them) compiled into
+    the folder for the next run's workers."""
+    from tritune.loop.lanes import LocalLane
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    capture, folder = tmp_path / "capture", tmp_path / "bytecode"
+    capture.mkdir()
+    folder.mkdir()
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
+    lane = LocalLane(None, capture, jobs=1, jail=jail.for_workers(capture, untrusted=False))
+    try:
+        lane.start()
+        assert lane._filling is not None and lane._filling.wait(120) == 0
+    finally:
+        lane.close()
+    import tritune.loop.jobs
+
+    assert compiled(folder, Path(tritune.loop.jobs.__file__)).is_file()
