@@ -498,3 +498,73 @@ def test_a_mixed_host_goes_on_when_every_lane_of_one_kind_dies_in_the_ranking(ca
                                             r"off the bus; GPU B: its GPU fell off the bus\); run the same"):
         planted_run(captured, tmp_path / "all", [DiesRanking(0, gpu="GPU A"), DiesRanking(1, gpu="GPU B")],
                     log=lambda line: None)
+
+
+# ------------------------------------------------------------ the next key's baseline, ahead
+
+class AheadEvaluator(Evaluator):
+    """Baselines answered at once (full timings), each call kept with its thread; ``failing``:
+    the spec ids whose timing fails."""
+
+    def __init__(self, failing=()):
+        super().__init__(".", worker=object())
+        self.calls, self.failing = [], set(failing)
+
+    def baseline(self, spec):
+        from tritune.worker.failures import Failure
+
+        self.calls.append((spec.id, threading.current_thread().name.startswith("tritune-ahead")))
+        if spec.id in self.failing:
+            return None, Failure("crash", "planted")
+        return {"time_ms": 1.0 + spec.grid[0], "noise": 0.01, "methods": ["median", "graph"]}, None
+
+    def profile(self, spec, timing, variant=None, budget_s=None):
+        return {"source": "timing+static", "note": "planted"}
+
+
+def _ahead_jobs(tmp_path):
+    from tritune.capture.spec import LaunchSpec
+    from tritune.loop.lanes import KeyJob
+    from tritune.store import key_for
+
+    specs = [LaunchSpec(kernel=f"k{g}", kind="jit", module="m", source_file="k.py", source="sources/k.py",
+                        source_hash=str(g), args=[], constexprs={}, options={}, grid=[g, 1, 1]) for g in (1, 2, 3)]
+    store = tmp_path / "decisions.db"
+    with DecisionStore(store) as db:
+        run_id = db.start_run({}, "test")
+
+    def job(spec, next_spec=None):
+        return KeyJob(spec, key_for(spec, gpu="GPU", capability=90, triton_version=triton.__version__),
+                      settings=LoopSettings(budget_s=5.0), run_id=run_id, store_path=str(store), root=".",
+                      next_spec=next_spec, families=[])
+    return specs, job
+
+
+def test_a_lane_times_the_next_keys_baseline_while_this_key_runs(tmp_path):
+    specs, job = _ahead_jobs(tmp_path)
+    evaluator = AheadEvaluator()
+    lane = LocalLane(None, ".", evaluator=evaluator)
+    try:
+        first = lane.run_key(job(specs[0], next_spec=specs[1]))
+        second = lane.run_key(job(specs[1], next_spec=specs[2]))
+        assert first["baseline_ms"] == 2.0 and second["baseline_ms"] == 3.0
+        # the first key timed its own; the second's was timed ahead, in the lane's thread, once
+        assert evaluator.calls[:2] == [(specs[0].id, False), (specs[1].id, True)]
+        third = lane.run_key(job(specs[0]))  # not the key timed ahead (specs[2]): timed by its loop
+        assert third["baseline_ms"] == 2.0
+        assert evaluator.calls[2:] == [(specs[2].id, True), (specs[0].id, False)]
+    finally:
+        lane.close()
+
+
+def test_a_failed_timing_ahead_is_timed_again_by_the_loop(tmp_path):
+    specs, job = _ahead_jobs(tmp_path)
+    evaluator = AheadEvaluator(failing={specs[1].id})
+    lane = LocalLane(None, ".", evaluator=evaluator)
+    try:
+        lane.run_key(job(specs[0], next_spec=specs[1]))
+        second = lane.run_key(job(specs[1]))
+        assert evaluator.calls == [(specs[0].id, False), (specs[1].id, True), (specs[1].id, False)]
+        assert second["failure"] == "crash"  # its own timing's failure, as before
+    finally:
+        lane.close()

@@ -309,3 +309,26 @@ def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_o
     assert sum(culprit in ids for ids in sent) == 2  # the batch, then itself alone
     assert sent == [[s.id for s in specs], *[[s.id] for s in specs[:4]], [specs[4].id, specs[5].id]]
     assert found[culprit][1].kind == "timeout" and all(found[s.id][0] for s in specs if s.id != culprit)
+
+
+def test_the_next_key_is_timed_ahead_only_where_its_loop_would_time_it():
+    """``take``'s hint to a lane (``KeyJob.next_spec``): the queue's next key, when the ranking
+    timed it with one median; not one timed fully (a resumed run's), failed, done, or none left."""
+    from tritune.capture.spec import LaunchSpec
+    from tritune.loop.session import _Kind, _next_untimed
+    from tritune.store import key_for
+    from tritune.worker.failures import Failure
+
+    specs = [LaunchSpec(kernel=f"k{g}", kind="jit", module="m", source_file="k.py", source="sources/k.py",
+                        source_hash=str(g), args=[], constexprs={}, options={}, grid=[g, 1, 1]) for g in (1, 2)]
+    keys = [key_for(s, gpu="GPU", capability=90, triton_version="3.6.0") for s in specs]
+    kind = _Kind({"gpu": "GPU"}, [], items=list(zip(specs, keys)), pending=[1])
+    kind.timings = {keys[1].sha: ({"time_ms": 1.0, "methods": ["median"]}, None)}
+    assert _next_untimed(kind, {}) is specs[1]
+    assert _next_untimed(kind, {keys[1].sha: {}}) is None  # done in an earlier run
+    kind.timings = {keys[1].sha: ({"time_ms": 1.0, "methods": ["median", "graph"]}, None)}
+    assert _next_untimed(kind, {}) is None  # timed fully: the loop starts from it
+    kind.timings = {keys[1].sha: (None, Failure("crash", "x"))}
+    assert _next_untimed(kind, {}) is None
+    kind.pending = []
+    assert _next_untimed(kind, {}) is None

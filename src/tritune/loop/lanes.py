@@ -48,7 +48,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 from tritune import config
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
-from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
+from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB, full_timing
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
 from tritune.replay.warm import kernel_imports
@@ -93,7 +93,10 @@ class KeyJob:
     sibling_timeouts: dict[str, str] | None = None
     # The store's configs for the key (``search.prior``): None, the lane's store has them.
     prior: tuple[dict, ...] | None = None
-    # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
+    # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines;
+    # ``next_spec``: the key the session will hand out next, whose baseline a ``LocalLane`` times
+    # while this key's first candidates build, when the ranking timed it with one median only).
+    next_spec: LaunchSpec | None = None
     families: list | None = None
     llm: Any = None
     log: Callable[[str], None] | None = None
@@ -150,6 +153,9 @@ class LocalLane:
         self._owned = evaluator is None
         self._bytecode = None  # where its jailed workers read bytecode (``worker.bytecode``), if anywhere
         self._filling: subprocess.Popen | None = None
+        # the next key's baseline, timed ahead (``run_key``): its spec id and the timing to come
+        self._ahead: tuple[str, concurrent.futures.Future] | None = None
+        self._ahead_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tritune-ahead")
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
             warm = kernel_imports(root)
@@ -234,12 +240,41 @@ class LocalLane:
         return self._guard(self.evaluator.baselines, specs, log=log)
 
     def run_key(self, job: KeyJob) -> dict:
+        """The key's ``KernelLoop``. Its full baseline (two medians and the graph time, ~0.3 s of
+        the timing worker) was its time to a first candidate on every key, while the verify
+        workers waited: measured on an H200, 8 keys of a 40-s run spent ~2.5 s so. So once this
+        key's baseline is known, the timing worker times the next key's (``job.next_spec``) in
+        the background, between this key's candidates' timings (each call holds the GPU alone, as
+        every timing does), and that key's loop starts from it. A timing ahead that failed, or
+        was for a key this lane did not get, is dropped: the loop times its baseline itself."""
+        baseline = job.baseline if job.baseline is not None else self._timed_ahead(job.spec)
+        ahead = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
-                              baseline=job.baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
-                              prior=job.prior)
+                              baseline=baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
+                              prior=job.prior, after_baseline=ahead)
             return self._guard(loop.run)
+
+    def _time_ahead(self, spec: LaunchSpec) -> None:
+        if self._ahead is None or self._ahead[0] != spec.id:
+            self._ahead = (spec.id, self._ahead_pool.submit(self._baseline_quietly, spec))
+
+    def _baseline_quietly(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:
+        try:
+            return self.evaluator.baseline(spec)
+        except Exception:  # noqa: BLE001 - a lost worker or an interrupt: the loop that needs it finds out itself
+            return None
+
+    def _timed_ahead(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:
+        """The baseline timed ahead for ``spec``, waited for; None when there is none or it failed."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or ahead[0] != spec.id:
+            return None
+        found = ahead[1].result()
+        if found is None or found[1] is not None or not full_timing(found[0]):
+            return None
+        return found
 
     def interrupt(self) -> None:
         self.evaluator.interrupt()
@@ -247,6 +282,7 @@ class LocalLane:
     def close(self) -> None:
         if self._owned:
             self.evaluator.close()
+        self._ahead_pool.shutdown(wait=True)  # a timing ahead returns once its worker is closed
         if self._filling is not None and self._filling.poll() is None:
             self._filling.kill()  # what it wrote stays (each file whole); the next run goes on
             self._filling.wait()

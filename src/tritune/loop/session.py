@@ -359,7 +359,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
             results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
-                         baseline=loop_baseline(kind.timings.get(key.sha)),
+                         baseline=loop_baseline(kind.timings.get(key.sha)), next_spec=_next_untimed(kind, done),
                          families=families(spec) if families is not None else None, llm=kind.llm, log=log)
             return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
         return None
@@ -456,6 +456,18 @@ def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dic
     if found is None or found[1] is not None or full_timing(found[0]):
         return found
     return None
+
+
+def _next_untimed(kind: _Kind, done: dict) -> LaunchSpec | None:
+    """The key ``take`` would hand out next, when its loop would time its baseline itself (the
+    ranking timed it with one median): a lane times it ahead (``LocalLane.run_key``)."""
+    if not kind.pending:
+        return None
+    spec, key = kind.items[kind.pending[0]]
+    found = kind.timings.get(key.sha)
+    if key.sha in done or found is None or loop_baseline(found) is not None:
+        return None
+    return spec
 
 
 def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None, *,
