@@ -519,7 +519,26 @@ class AheadEvaluator(Evaluator):
         return {"time_ms": 1.0 + spec.grid[0], "noise": 0.01, "methods": ["median", "graph"]}, None
 
     def profile(self, spec, timing, variant=None, budget_s=None):
+        self.calls.append(("profile", spec.id))
         return {"source": "timing+static", "note": "planted"}
+
+    def candidates(self, spec, items, verify_timeout_s=None):
+        from tritune.loop.evaluate import Evaluated
+        from tritune.search.proposers import Trial
+
+        self.calls.append(("candidates", spec.id))
+        for variant, _ in items:
+            yield Evaluated(Trial(variant, ok=False, failure="compile_error", message="planted"))
+
+
+class OneCandidate:
+    """Proposes one variant, once."""
+
+    name = "planted"
+
+    def propose(self, spec, trials, limit):
+        variant = Variant(name="planted", options={"num_warps": 2})
+        return [] if trials else [variant]
 
 
 def _ahead_jobs(tmp_path):
@@ -534,9 +553,11 @@ def _ahead_jobs(tmp_path):
         run_id = db.start_run({}, "test")
 
     def job(spec, next_spec=None):
+        from tritune.loop.families import Family
+
         return KeyJob(spec, key_for(spec, gpu="GPU", capability=90, triton_version=triton.__version__),
                       settings=LoopSettings(budget_s=5.0), run_id=run_id, store_path=str(store), root=".",
-                      next_spec=next_spec, families=[])
+                      next_spec=next_spec, families=[Family("planted", OneCandidate(), lambda v: "tolerance")])
     return specs, job
 
 
@@ -548,11 +569,15 @@ def test_a_lane_times_the_next_keys_baseline_while_this_key_runs(tmp_path):
         first = lane.run_key(job(specs[0], next_spec=specs[1]))
         second = lane.run_key(job(specs[1], next_spec=specs[2]))
         assert first["baseline_ms"] == 2.0 and second["baseline_ms"] == 3.0
-        # the first key timed its own; the second's was timed ahead, in the lane's thread, once
-        assert evaluator.calls[:2] == [(specs[0].id, False), (specs[1].id, True)]
+        # the first key timed its own; the second's was timed ahead, in the lane's thread, once,
+        # as the first key's candidates went out (not before its profile: that would have waited)
+        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
+        assert calls[:2] == [(specs[0].id, False), (specs[1].id, True)]
+        assert evaluator.calls.index(("profile", specs[0].id)) < evaluator.calls.index((specs[1].id, True))
         third = lane.run_key(job(specs[0]))  # not the key timed ahead (specs[2]): timed by its loop
         assert third["baseline_ms"] == 2.0
-        assert evaluator.calls[2:] == [(specs[2].id, True), (specs[0].id, False)]
+        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
+        assert calls[2:] == [(specs[2].id, True), (specs[0].id, False)]
     finally:
         lane.close()
 
@@ -564,7 +589,8 @@ def test_a_failed_timing_ahead_is_timed_again_by_the_loop(tmp_path):
     try:
         lane.run_key(job(specs[0], next_spec=specs[1]))
         second = lane.run_key(job(specs[1]))
-        assert evaluator.calls == [(specs[0].id, False), (specs[1].id, True), (specs[1].id, False)]
+        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
+        assert calls == [(specs[0].id, False), (specs[1].id, True), (specs[1].id, False)]
         assert second["failure"] == "crash"  # its own timing's failure, as before
     finally:
         lane.close()

@@ -111,16 +111,16 @@ class KernelLoop:
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
                  baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
                  sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None,
-                 after_baseline: Callable[[], None] | None = None) -> None:
+                 on_first_candidate: Callable[[], None] | None = None) -> None:
         """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set.
         ``sibling_timeouts``: what ``store.timed_out_on_siblings`` would say, when ``store`` holds
         this key alone (a Ray lane's: ``loop.ray_lanes``); None: asked of ``store``. ``prior``:
         likewise, what ``search.prior.prior_configs`` would find in the run's store.
-        ``after_baseline``: called once the baseline is known, before anything else (a lane times
-        the next key's baseline then, while this key's candidates build: ``LocalLane.run_key``)."""
+        ``on_first_candidate``: called once, as the first candidates go to the evaluator (a lane
+        times the next key's baseline then, while they build: ``LocalLane.run_key``)."""
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
         self.baseline = baseline  # (timing, failure) when the session timed it already
-        self.after_baseline = after_baseline
+        self.on_first_candidate = on_first_candidate
         self.evaluator, self.settings, self.category = evaluator, settings, category
         if families is None:
             families = [family for family in families_for(spec, settings.fast_math, evaluator.root, llm=llm,
@@ -161,8 +161,6 @@ class KernelLoop:
         result = self._result()
         with self._timing("baseline_s"):
             timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
-        if self.after_baseline is not None:
-            self.after_baseline()
         if failure is not None or not timing or not timing.get("time_ms"):
             why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
             result.update(failure=failure.kind if failure is not None else "error",
@@ -381,6 +379,8 @@ class KernelLoop:
         begin, done = time.monotonic(), []
         if work and self._first is None:
             self._first = begin - self._start
+            if self.on_first_candidate is not None:
+                self.on_first_candidate()
         items = [(variant, family.mode(variant)) for variant, family in work]
         limit = max(CANDIDATE_FLOOR_S, self.settings.budget_s - (begin - self._start))
         with contextlib.closing(self.evaluator.candidates(self.spec, items, verify_timeout_s=limit)) as results:

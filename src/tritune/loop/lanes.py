@@ -242,10 +242,12 @@ class LocalLane:
     def run_key(self, job: KeyJob) -> dict:
         """The key's ``KernelLoop``. Its full baseline (two medians and the graph time, ~0.3 s of
         the timing worker) was its time to a first candidate on every key, while the verify
-        workers waited: measured on an H200, 8 keys of a 40-s run spent ~2.5 s so. So once this
-        key's baseline is known, the timing worker times the next key's (``job.next_spec``) in
-        the background, between this key's candidates' timings (each call holds the GPU alone, as
-        every timing does), and that key's loop starts from it. A timing ahead that failed, or
+        workers waited: measured on an H200, 8 keys of a 40-s run spent ~2.5 s so. So as this
+        key's first candidates go to the verify workers, the timing worker times the next key's
+        baseline (``job.next_spec``) in the background, while they build and verify (before, it
+        waited for them; after its profile, which the timing worker runs too: started earlier,
+        it made the profile wait), and that key's loop starts from it. Each timing holds the
+        GPU alone, as every timing does. A timing ahead that failed, or
         was for a key this lane did not get, is dropped: the loop times its baseline itself."""
         baseline = job.baseline if job.baseline is not None else self._timed_ahead(job.spec)
         ahead = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None
@@ -253,7 +255,7 @@ class LocalLane:
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
                               baseline=baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
-                              prior=job.prior, after_baseline=ahead)
+                              prior=job.prior, on_first_candidate=ahead)
             return self._guard(loop.run)
 
     def _time_ahead(self, spec: LaunchSpec) -> None:
