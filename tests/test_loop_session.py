@@ -332,3 +332,22 @@ def test_the_next_key_is_timed_ahead_only_where_its_loop_would_time_it():
     assert _next_untimed(kind, {}) is None
     kind.pending = []
     assert _next_untimed(kind, {}) is None
+
+
+def test_the_parent_warms_inductors_heuristics_only_for_a_capture_of_inductors_kernels(monkeypatch):
+    """The first proposal for an Inductor kernel imports its heuristics (its max-autotune seeds):
+    imported while the lanes start, not in the first key's time to its first candidate."""
+    from tritune.capture.spec import LaunchSpec
+    from tritune.loop import session
+
+    seen = []
+    monkeypatch.setattr(session, "_import_quietly", seen.append)
+
+    def spec(kind):
+        return LaunchSpec(kernel="k", kind=kind, module="m", source_file="k.py", source="sources/k.py",
+                          source_hash="0", args=[], constexprs={}, options={}, grid=[1, 1, 1])
+
+    session._warm_parent([spec("jit")]).join()
+    session._warm_parent([spec("jit"), spec("inductor")]).join()
+    assert seen == [session.WARM_MODULES, session.WARM_MODULES + session.INDUCTOR_WARM_MODULES]
+    assert "torch._inductor.runtime.triton_heuristics" in session.INDUCTOR_WARM_MODULES

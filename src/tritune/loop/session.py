@@ -67,6 +67,8 @@ DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's k
 RANK_CHUNK = 64  # keys ranked per Evaluator.baselines call (built in parallel, then timed), saved after each
 FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
 WARM_MODULES = ("torch", "triton.runtime.jit")  # imported in the background while the lanes start (``_warm_parent``)
+# and, for a capture of Inductor's kernels, Inductor's autotune heuristics (their max-autotune seeds)
+INDUCTOR_WARM_MODULES = ("torch._inductor.runtime.triton_heuristics",)
 class OptimizeError(RuntimeError):
     """The run cannot start (no launches, no usable target); the message names the problem."""
 
@@ -184,7 +186,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     store_path = Path(store_path) if store_path else out / "decisions.db"
     pool = LanePool(lanes)
     fixed = {}  # the run's fixed costs (``RunResults.fixed``)
-    warm = _warm_parent()
+    warm = _warm_parent(specs)
     try:
         kinds = _start_lanes(pool, log)
         fixed["start_s"] = time.monotonic() - started
@@ -261,12 +263,15 @@ def _ranking_split(lanes: list[Lane]) -> dict[str, float]:
     return {"build_s": longest["build_s"], "rank_time_s": longest["time_s"]}
 
 
-def _warm_parent() -> threading.Thread:
+def _warm_parent(specs: list[LaunchSpec]) -> threading.Thread:
     """A thread importing what a key's first proposal imports in this process (torch, through
-    Triton's type mangling in the rewrites' launch facts: 3-8 s), started while the lanes start,
-    so that the first key's time to its first candidate does not pay for it. Joined at the end:
+    Triton's type mangling in the rewrites' launch facts: 3-8 s; for Inductor's kernels its
+    heuristics too, ``search.inductor_configs``: 2 s here, and on an H200 host 5.2 s of the
+    Llama step's first key's time to its first candidate), started while the lanes start, so
+    that the first key's time to its first candidate does not pay for it. Joined at the end:
     no import is left running while the interpreter exits."""
-    thread = threading.Thread(target=_import_quietly, args=(WARM_MODULES,), name="tritune-warm", daemon=True)
+    names = WARM_MODULES + (INDUCTOR_WARM_MODULES if any(s.kind == "inductor" for s in specs) else ())
+    thread = threading.Thread(target=_import_quietly, args=(names,), name="tritune-warm", daemon=True)
     thread.start()
     return thread
 
