@@ -319,3 +319,17 @@ def test_a_write_into_an_inputs_memory_outside_its_view_is_caught(tmp_path, work
     result = check("direct", worker, payload(tmp_path, spill, SLICED_SPEC))
     assert result["failure"] == "wrong_result", result["message"]
     assert "run() writes into the memory of its input x outside x" in result["message"]
+
+
+def test_any_kernel_counts_launches_as_the_gpu_hook_reports_them():
+    """On a GPU the launch hook calls ``seen(name, stream, expected)`` (``replay.launches``); the
+    generated module's counter took ``seen(name)`` only, so every generated kernel failed its
+    check on a GPU with a TypeError (H200, 2026-11-29), while the interpreter's one-argument call
+    passed on the CPU."""
+    from tritune.generate.check import _AnyKernel
+
+    counter = _AnyKernel(interpreted=False)
+    counter.seen("any_name", 7, 7)  # as ``_gpu_launches``' hook calls it
+    counter.seen(None, 8, 7)  # another stream than the replay's
+    counter.seen("interpreted")  # as the interpreter's does
+    assert (counter.count, counter.off_stream) == (3, 1)
