@@ -90,12 +90,12 @@ def test_current_bytecode_is_not_written_again(tree):
     assert target.stat().st_mtime_ns != first - 10**9
 
 
-def test_the_parent_compiles_only_its_own_roots(tree, monkeypatch):
-    """``fill`` filters a worker's list by this process's roots before anything runs: a source
-    outside them never reaches the compiler."""
-    monkeypatch.setattr(bytecode, "roots", lambda: [str(tree["lib"])])
-    assert bytecode.fill(tree["folder"], [str(tree["outside"] / "secret.py")]) is None
-    proc = bytecode.fill(tree["folder"], [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")])
+def test_the_parent_compiles_only_what_the_jail_lets_workers_read(tree):
+    """``fill`` filters a worker's list by the folders it is given (the jail's read-only ones)
+    before anything runs: a source outside them never reaches the compiler."""
+    allowed = [str(tree["lib"])]
+    assert bytecode.fill(tree["folder"], [str(tree["outside"] / "secret.py")], allowed) is None
+    proc = bytecode.fill(tree["folder"], [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")], allowed)
     assert proc is not None and proc.wait(60) == 0
     assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
 
@@ -141,6 +141,28 @@ def test_a_jailed_lanes_workers_read_it_and_an_unjailed_lanes_are_not_given_it(m
         assert config.ENV_PYCACHE_PREFIX not in lane.evaluator.worker.env
     finally:
         lane.close()
+
+
+def test_a_folder_no_worker_may_see_is_not_granted(tmp_path, monkeypatch):
+    """``TRITUNE_BYTECODE`` pointed at ``TRITUNE_HOME`` (the signing key), the home, or a folder
+    holding one: the lane gives its workers no bytecode folder, and the jail grants nothing."""
+    from tritune.loop.lanes import LocalLane
+
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    policy = jail.policy(capture)
+    home = config.home()
+    for folder in (home, home.parent, Path(config.user_home())):
+        assert policy.with_read(folder) == policy
+        monkeypatch.setattr(bytecode, "prefix", lambda environ=None, folder=folder: folder)
+        lane = LocalLane(None, capture, jail=policy)
+        try:
+            assert config.ENV_PYCACHE_PREFIX not in lane.evaluator.worker.env
+            assert lane.evaluator.worker.jail.read == policy.read
+        finally:
+            lane.close()
+    granted = policy.with_read(tmp_path)
+    assert granted.read[-1] == os.path.realpath(tmp_path)  # the control: an ordinary folder is granted
 
 
 @needs_jail

@@ -160,10 +160,11 @@ class LocalLane:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
             warm = kernel_imports(root)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
-            self._bytecode = bytecode.prefix() if jail is not None else None
-            if self._bytecode is not None:
-                env[config.ENV_PYCACHE_PREFIX] = str(self._bytecode)
-                jail = jail.with_read(self._bytecode)
+            folder = bytecode.prefix() if jail is not None else None
+            readable = jail.with_read(folder) if folder is not None else jail
+            if len(readable.read) > len(jail.read):  # a folder the jail grants (``Policy.with_read``)
+                self._bytecode, jail = folder, readable
+                env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
@@ -232,8 +233,8 @@ class LocalLane:
         if self._bytecode is None:
             return
         outcome = self.evaluator.call(bytecode.IMPORTED_JOB, {})
-        if outcome.ok and isinstance(outcome.value, list):
-            self._filling = bytecode.fill(self._bytecode, outcome.value)
+        if outcome.ok and isinstance(outcome.value, list):  # only what the workers' jail lets them read
+            self._filling = bytecode.fill(self._bytecode, outcome.value, self.evaluator.worker.jail.read)
 
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
                   ) -> dict[str, tuple[dict | None, Failure | None]]:

@@ -16,9 +16,11 @@ jobs and the capture's libraries) and compiles them there in a subprocess of its
 the next run's workers load them. The first run is as fast as before, no faster.
 
 Why this holds (the jail's rules stay as they were): the parent never runs what it is told to
-compile, and compiles only files under the folders every jailed worker may read already
-(``roots``: the interpreter's prefixes, site-packages, tritune's package; ``eligible``), so the
-bytecode holds nothing a worker could not read. The list comes from a worker, so it is checked
+compile, and compiles only files under the folders the workers' jail lets them read already
+(``Policy.read``: the interpreter, site-packages, tritune's package, the capture...;
+``eligible``), so the bytecode holds nothing a worker could not read. The folder itself is
+granted through the jail's own filter (``Policy.with_read``): never ``TRITUNE_HOME``, the home,
+a folder holding either, or one inside ``TRITUNE_HOME``. The list comes from a worker, so it is checked
 here, path by path (a source elsewhere, a link out of those folders, a name that is not a ``.py``
 file: left out). No jailed process writes the folder; an unjailed worker is never given it (its
 code could write bytecode a later jailed worker loads); the parent never reads it. Python checks
@@ -77,17 +79,6 @@ def prefix(environ=None) -> Path | None:
     return folder
 
 
-def roots() -> list[str]:
-    """The folders whose sources may be compiled: what every jailed worker reads already
-    (``jail.policy``), less the parent's ``sys.path`` entries (a program's folder may be one)."""
-    import site
-
-    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])]
-    if hasattr(site, "getsitepackages"):
-        found += list(site.getsitepackages())
-    return sorted({os.path.realpath(p) for p in found if p})
-
-
 def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
     """Of ``files`` (a worker's list), the real paths of regular ``.py`` files under ``allowed``,
     each once, at most ``MAX_FILES``."""
@@ -115,15 +106,17 @@ def imported_job(payload: dict) -> list[str]:
     return found
 
 
-def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
-    """Compile the eligible ``files`` into ``folder``, in a subprocess of this process (its
-    compiles hold no lock of ours); the process, for the caller to wait for or end, or None when
-    nothing needs it. Only this process's ``roots`` are eligible; the subprocess checks again."""
-    sources = eligible(files, roots())
+def fill(folder: Path, files: Iterable[object], allowed: Iterable[str]) -> subprocess.Popen | None:
+    """Compile the ``files`` under ``allowed`` (the workers' jail's read-only folders:
+    ``Policy.read``) into ``folder``, in a subprocess of this process (its compiles hold no lock
+    of ours); the process, for the caller to wait for or end, or None when nothing needs it. The
+    subprocess checks the list again."""
+    allowed = [str(a) for a in allowed]
+    sources = eligible(files, allowed)
     if not sources:
         return None
     # run in ``folder``: ``-m`` puts the working directory first on the path, and that one is ours
-    proc = subprocess.Popen([sys.executable, "-m", "tritune.worker.bytecode", str(folder), *roots()],
+    proc = subprocess.Popen([sys.executable, "-m", "tritune.worker.bytecode", str(folder), *allowed],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=folder, env=config.environment({config.ENV_PYCACHE_PREFIX: None}))
     try:

@@ -119,8 +119,10 @@ class Policy:
         return dataclasses.replace(self, read_write=(*self.read_write, str(folder)))
 
     def with_read(self, folder: str | Path) -> "Policy":
-        """This policy plus ``folder``, read-only (``bytecode.prefix``)."""
-        return dataclasses.replace(self, read=(*self.read, str(folder)))
+        """This policy plus ``folder``, read-only (``bytecode.prefix``), unless it is a folder no
+        jailed worker may see (``TRITUNE_HOME``, the user's home, one holding either, one inside
+        ``TRITUNE_HOME``): then this policy as it is."""
+        return dataclasses.replace(self, read=tuple(dict.fromkeys((*self.read, *_allowed([folder], _forbidden())))))
 
 
 @dataclasses.dataclass(frozen=True)
