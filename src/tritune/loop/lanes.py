@@ -161,9 +161,8 @@ class LocalLane:
             warm = kernel_imports(root)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
             folder = bytecode.prefix() if jail is not None else None
-            readable = jail.with_read(folder) if folder is not None else jail
-            if len(readable.read) > len(jail.read):  # a folder the jail grants (``Policy.with_read``)
-                self._bytecode, jail = folder, readable
+            if folder is not None and len(jail.with_read(folder).read) > len(jail.read):  # granted (``with_read``)
+                self._bytecode, jail = folder, jail.with_read(folder)
                 env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
