@@ -58,12 +58,13 @@ def test_only_readable_python_sources_are_eligible(tree):
         [os.path.realpath(lib / "mod.py")]
 
 
+@needs_jail
 def test_the_compiler_writes_what_python_loads_and_nothing_else(tree):
     lib, folder = tree["lib"], tree["folder"]
     run_compiler(tree, [lib / "mod.py", tree["outside"] / "secret.py", lib / "linked.py"])
     target = compiled(folder, lib / "mod.py")
     assert target.is_file()
-    written = [p for p in folder.rglob("*") if p.is_file()]
+    written = [p for p in folder.rglob("*") if p.is_file() and p.name != bytecode.FILLED]
     assert written == [target]
     assert not any(b"SENTINEL-SECRET" in p.read_bytes() for p in written)
     # Python reads it: the source changed to 2 with its time and size kept, the bytecode still says 1
@@ -77,6 +78,7 @@ def test_the_compiler_writes_what_python_loads_and_nothing_else(tree):
     assert done.stdout.split() == ["1", str(target)]
 
 
+@needs_jail
 def test_current_bytecode_is_not_written_again(tree):
     lib = tree["lib"]
     run_compiler(tree, [lib / "mod.py"])
@@ -90,14 +92,66 @@ def test_current_bytecode_is_not_written_again(tree):
     assert target.stat().st_mtime_ns != first - 10**9
 
 
-def test_the_parent_compiles_only_what_the_jail_lets_workers_read(tree):
-    """``fill`` filters a worker's list by the folders it is given (the jail's read-only ones)
-    before anything runs: a source outside them never reaches the compiler."""
-    allowed = [str(tree["lib"])]
-    assert bytecode.fill(tree["folder"], [str(tree["outside"] / "secret.py")], allowed) is None
-    proc = bytecode.fill(tree["folder"], [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")], allowed)
+@needs_jail
+def test_the_parent_compiles_only_under_the_roots_every_run_shares(tree, monkeypatch):
+    """``fill`` filters a worker's list by ``roots`` (the interpreter, site-packages, tritune:
+    never a program's folder, which another run's workers may not read) before anything runs:
+    a source outside them never reaches the compiler; one fill of a folder at a time."""
+    monkeypatch.setattr(bytecode, "roots", lambda: [str(tree["lib"])])
+    assert bytecode.fill(tree["folder"], [str(tree["outside"] / "secret.py")]) is None
+    proc = bytecode.fill(tree["folder"], [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")])
     assert proc is not None and proc.wait(60) == 0
     assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
+    assert bytecode.filled(tree["folder"])
+
+
+def test_the_roots_are_the_same_for_every_run(monkeypatch, tmp_path):
+    """A program's folder on ``sys.path`` (and the working folder) is no root: its bytecode would
+    be read by the workers of another run, whose jail does not let them read its sources."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    found = bytecode.roots()
+    assert not any(os.path.realpath(tmp_path).startswith(r.rstrip("/") + "/") or r == os.path.realpath(tmp_path)
+                   for r in found)
+    assert os.path.realpath(sys.base_prefix) in found
+
+
+@needs_jail
+@pytest.mark.parametrize("jailed", [True, False])
+def test_the_compilers_jail_refuses_what_the_check_let_through(tree, jailed):
+    """The compiler's own jail is a second wall: with its list check defeated (as a link swapped
+    after the check would), the jailed compiler still cannot read a source outside its roots.
+    The control, without the jail, compiles it: the harness sees a leak when nothing stops it."""
+    script = ("import sys; from tritune.worker import bytecode, jail\n"
+              "bytecode.eligible = lambda files, allowed: [f for f in files if f]\n"
+              + ("" if jailed else "jail.enter = lambda policy: None\n")
+              + "sys.exit(bytecode.main(sys.argv[1:]))\n")
+    sources = [tree["lib"] / "mod.py", tree["outside"] / "secret.py"]
+    subprocess.run([sys.executable, "-c", script, str(tree["folder"]), str(tree["lib"])],
+                   input="\n".join(map(str, sources)), text=True, capture_output=True, check=True,
+                   cwd=tree["folder"])
+    leaked = compiled(tree["folder"], tree["outside"] / "secret.py").exists()
+    assert compiled(tree["folder"], tree["lib"] / "mod.py").exists()
+    assert leaked is not jailed
+
+
+@pytest.mark.parametrize("planted", ["foreign", "writable", "link"])
+def test_a_folder_tritune_cannot_trust_is_not_used(tmp_path, monkeypatch, planted):
+    """``TRITUNE_BYTECODE`` naming a folder that holds other files (``/etc``, a shared folder), one
+    others may write, or a link: no bytecode folder."""
+    monkeypatch.setattr(bytecode, "carried", lambda module="torch": False)
+    folder = tmp_path / "bc"
+    if planted == "link":
+        (tmp_path / "real").mkdir()
+        folder.symlink_to(tmp_path / "real")
+    else:
+        folder.mkdir()
+        (folder / "passwd").write_text("x") if planted == "foreign" else folder.chmod(0o777)
+    monkeypatch.setenv(config.ENV_BYTECODE, str(folder))
+    assert bytecode.prefix() is None
+    control = tmp_path / "fresh"
+    monkeypatch.setenv(config.ENV_BYTECODE, str(control))
+    assert bytecode.prefix() == control and (control / bytecode.MARKER).is_file()
 
 
 def test_carried_bytecode_is_found_in_pycache(tmp_path, monkeypatch):
@@ -129,6 +183,13 @@ def test_a_jailed_lanes_workers_read_it_and_an_unjailed_lanes_are_not_given_it(m
     folder.mkdir()
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
     policy = jail.policy(capture)
+    lane = LocalLane(None, capture, jail=policy)
+    try:  # not filled yet: an empty prefix would make the workers compile what __pycache__ holds
+        assert config.ENV_PYCACHE_PREFIX not in lane.evaluator.worker.env
+        assert str(folder) not in lane.evaluator.worker.jail.read
+    finally:
+        lane.close()
+    (folder / bytecode.FILLED).touch()
     lane = LocalLane(None, capture, jail=policy)
     try:
         assert lane.evaluator.worker.env[config.ENV_PYCACHE_PREFIX] == str(folder)
@@ -177,9 +238,9 @@ def test_a_jailed_worker_reads_the_folder_and_cannot_write_it(tree):
 
 
 @needs_jail
-def test_a_started_lane_compiles_its_timing_workers_imports(monkeypatch, tmp_path):
-    """``LocalLane.start``: the timing worker's imports (tritune's jobs among them) compiled into
-    the folder for the next run's workers."""
+def test_a_lane_compiles_its_timing_workers_imports_after_the_ranking(monkeypatch, tmp_path):
+    """``LocalLane.baselines``: then the timing worker's imports (tritune's jobs among them) are
+    compiled into the folder for the next run's workers."""
     from tritune.loop.lanes import LocalLane
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -190,9 +251,11 @@ def test_a_started_lane_compiles_its_timing_workers_imports(monkeypatch, tmp_pat
     lane = LocalLane(None, capture, jobs=1, jail=jail.for_workers(capture, untrusted=False))
     try:
         lane.start()
+        assert lane._filling is None  # not before the ranking: the timing worker imports more for it
+        lane.baselines([])
         assert lane._filling is not None and lane._filling.wait(120) == 0
     finally:
         lane.close()
     import tritune.loop.jobs
 
-    assert compiled(folder, Path(tritune.loop.jobs.__file__)).is_file()
+    assert compiled(folder, Path(tritune.loop.jobs.__file__)).is_file() and bytecode.filled(folder)

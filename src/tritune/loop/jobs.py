@@ -124,10 +124,16 @@ def prepare_launch(compiled: Any) -> None:
     GPU and its launcher (a C module per signature, built with the host's compiler, ~0.27 s) built
     into the cache. Measured on an H200: with the ranking's launches only compiled by the verify
     workers, the timing worker built 8 launchers for 10 launches, 2.2 s of its 3.5 s. Nothing is
-    launched. A Triton without the step (its private ``_init_handles``) is left to launch as it does."""
+    launched. A Triton without the step (its private ``_init_handles``) is left to launch as it
+    does, and so is a load that fails here (CUDA out of memory beside the other builds: the
+    build itself succeeded, and the timing reports what it finds)."""
     init = getattr(compiled, "_init_handles", None)
-    if callable(init):
+    if not callable(init):
+        return
+    try:
         init()
+    except Exception:  # noqa: BLE001 - the timing worker loads it again and reports its own failure
+        return
 
 
 def exclusive_job(payload: dict) -> Any:

@@ -162,8 +162,10 @@ class LocalLane:
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
             folder = bytecode.prefix() if jail is not None else None
             if folder is not None and len(jail.with_read(folder).read) > len(jail.read):  # granted (``with_read``)
-                self._bytecode, jail = folder, jail.with_read(folder)
-                env[config.ENV_PYCACHE_PREFIX] = str(folder)
+                self._bytecode = folder  # filled after the ranking; read once filled (``bytecode.FILLED``)
+                if bytecode.filled(folder):
+                    jail = jail.with_read(folder)
+                    env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
@@ -208,7 +210,6 @@ class LocalLane:
             target = self._start()
             if self._owned:
                 self.evaluator.start_rest()
-                self._fill_bytecode()
             return target
         except LaneDied:
             self.close()
@@ -227,17 +228,26 @@ class LocalLane:
         return target
 
     def _fill_bytecode(self) -> None:
-        """The timing worker's imports compiled for the next run's workers (``worker.bytecode``),
-        in the background; nothing where the packages carry their own bytecode."""
-        if self._bytecode is None:
+        """What the timing worker and this process imported, compiled for the next run's workers
+        (``worker.bytecode``) in the background; nothing where the packages carry their own
+        bytecode. Optional: a failure of it is no failure of the lane."""
+        if self._bytecode is None or self._filling is not None:
             return
-        outcome = self.evaluator.call(bytecode.IMPORTED_JOB, {})
-        if outcome.ok and isinstance(outcome.value, list):  # only what the workers' jail lets them read
-            self._filling = bytecode.fill(self._bytecode, outcome.value, self.evaluator.worker.jail.read)
+        try:
+            outcome = self.evaluator.call(bytecode.IMPORTED_JOB, {})
+            files = list(outcome.value) if outcome.ok and isinstance(outcome.value, list) else []
+            self._filling = bytecode.fill(self._bytecode, files + bytecode.imported())
+        except Exception:  # noqa: BLE001 - a lost worker's next call says so; a folder gone: no bytecode
+            return
 
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
-        return self._guard(self.evaluator.baselines, specs, log=log)
+        """The ranking (``Evaluator.baselines``); then, the timing worker having imported what
+        timing needs, the bytecode fill (``_fill_bytecode``)."""
+        found = self._guard(self.evaluator.baselines, specs, log=log)
+        if self._owned:
+            self._fill_bytecode()
+        return found
 
     def run_key(self, job: KeyJob) -> dict:
         """The key's ``KernelLoop``. Its full baseline (two medians and the graph time, ~0.3 s of
@@ -247,15 +257,20 @@ class LocalLane:
         baseline (``job.next_spec``) in the background, while they build and verify (before, it
         waited for them; after its profile, which the timing worker runs too: started earlier,
         it made the profile wait), and that key's loop starts from it. Each timing holds the
-        GPU alone, as every timing does. A timing ahead that failed, or
+        GPU alone, as every timing does; the host's CPUs are busy building this key's candidates
+        meanwhile, as they are when those candidates are timed, and an acceptance is confirmed
+        by timing baseline and candidate again, interleaved (``arbiter.confirm``). With several
+        lanes of one kind the session gives no ``next_spec``: the next key would mostly go to
+        another lane. A timing ahead that failed, or
         was for a key this lane did not get, is dropped: the loop times its baseline itself."""
-        baseline = job.baseline if job.baseline is not None else self._timed_ahead(job.spec)
-        ahead = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None
+        ahead = self._timed_ahead(job.spec)  # taken in any case: never left for a later key
+        baseline = job.baseline if job.baseline is not None else ahead
+        later = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
                               baseline=baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
-                              prior=job.prior, on_first_candidate=ahead)
+                              prior=job.prior, on_first_candidate=later)
             return self._guard(loop.run)
 
     def _time_ahead(self, spec: LaunchSpec) -> None:

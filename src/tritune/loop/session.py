@@ -364,7 +364,8 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
             results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
-                         baseline=loop_baseline(kind.timings.get(key.sha)), next_spec=_next_untimed(kind, done),
+                         baseline=loop_baseline(kind.timings.get(key.sha)),
+                         next_spec=_next_untimed(kind, done) if sum(ln in pool.live for ln in kind.lanes) == 1 else None,
                          families=families(spec) if families is not None else None, llm=kind.llm, log=log)
             return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
         return None
@@ -465,7 +466,8 @@ def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dic
 
 def _next_untimed(kind: _Kind, done: dict) -> LaunchSpec | None:
     """The key ``take`` would hand out next, when its loop would time its baseline itself (the
-    ranking timed it with one median): a lane times it ahead (``LocalLane.run_key``)."""
+    ranking timed it with one median): a lane times it ahead (``LocalLane.run_key``; asked only
+    where the kind has one live lane)."""
     if not kind.pending:
         return None
     spec, key = kind.items[kind.pending[0]]

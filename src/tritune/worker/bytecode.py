@@ -1,37 +1,48 @@
-"""Bytecode for jailed workers where the installed packages carry none: the parent compiles it,
+"""Bytecode for jailed workers where the installed packages carry none: the parent has it compiled,
 the workers only read it.
 
 Where packages were installed without bytecode (``pip --no-compile``, ``PYTHONDONTWRITEBYTECODE``,
 a read-only environment: containers often are), every fresh Python process compiles what it
 imports from source. A jailed worker cannot write bytecode anywhere that outlives it, so each
 one paid that at every start: on an H200 host, torch's import took 3.8 s in each lane worker
-(1.7-2 s where the bytecode is there), and the Liger stack's imports (peft, transformers,
-sklearn: 1013 modules) 9-18 s.
+(2.6 s with this folder filled), and the Liger stack's imports (peft, transformers, sklearn:
+1013 modules) 9-18 s.
 
-Here (``prefix``: only when torch's own bytecode is missing, ``carried``), a lane's jailed
-workers run with ``PYTHONPYCACHEPREFIX`` set to a folder of tritune's (``config.bytecode_dir``)
-that their jail lets them read and not write. After a lane's timing worker started, the parent
-asks it which source files its modules came from (``imported_job``: torch, Triton, tritune's
-jobs and the capture's libraries) and compiles them there in a subprocess of its own (``fill``):
-the next run's workers load them. The first run is as fast as before, no faster.
+Here (only when torch's own bytecode is missing, ``carried``), once a lane has ranked its keys
+the parent asks its timing worker which source files its modules came from (``imported_job``:
+torch, Triton, tritune's jobs, the capture's libraries), adds its own, and has them compiled
+into a folder of tritune's (``config.bytecode_dir``) by a jailed subprocess of its own
+(``fill``), at the lowest priority. The next run's jailed workers run with
+``PYTHONPYCACHEPREFIX`` set to it, which their jail lets them read and not write. Not before it
+was filled once (``FILLED``): with the prefix set, Python ignores every ``__pycache__``, so an
+empty folder would make a first run slower than without it.
 
-Why this holds (the jail's rules stay as they were): the parent never runs what it is told to
-compile, and compiles only files under the folders the workers' jail lets them read already
-(``Policy.read``: the interpreter, site-packages, tritune's package, the capture...;
-``eligible``), so the bytecode holds nothing a worker could not read. The folder itself is
-granted through the jail's own filter (``Policy.with_read``): never ``TRITUNE_HOME``, the home,
-a folder holding either, or one inside ``TRITUNE_HOME``. The list comes from a worker, so it is checked
-here, path by path (a source elsewhere, a link out of those folders, a name that is not a ``.py``
-file: left out). No jailed process writes the folder; an unjailed worker is never given it (its
-code could write bytecode a later jailed worker loads); the parent never reads it. Python checks
-each file against its source's time and size, so an upgraded package's stale bytecode is not
-used.
+Why this holds (the jail's rules stay as they were):
+
+- What is compiled: only sources under the folders that are the same for every run and that
+  every jailed worker may read (``roots``: the interpreter's prefixes, site-packages, tritune's
+  package, each as the jail admits it). Never a program's folder, the capture or the parent's
+  ``sys.path``: another run's workers (another capture, a model's code) read this folder.
+- Who compiles: a subprocess in a jail of its own (Landlock: read those roots, write only the
+  folder; seccomp; capabilities dropped), so a file is refused when it is opened, not only when
+  the list is checked (a link swapped in between, a root parent's right to read any file).
+  The parent never runs what it is told to compile; the list comes from a worker, so it is
+  checked path by path as well (``eligible``).
+- The folder: granted to workers through the jail's own filter (``Policy.with_read``: never
+  ``TRITUNE_HOME``, the home, a folder holding either, or one inside ``TRITUNE_HOME``); used
+  only when it is a real folder of this user, writable by no one else, that tritune made
+  (``MARKER``) or that was empty. No jailed process writes it; an unjailed worker is never
+  given it (its code could write bytecode a later jailed worker loads); the parent never reads
+  it. Python checks each file against its source's time and size, so an upgraded package's
+  stale bytecode is not used.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +51,10 @@ from typing import Iterable
 from tritune import config
 
 MAX_FILES = 20000  # a worker's list, bounded: more is not a list of imports
-FILL_TIMEOUT_S = 300.0
-_HEADER = 16  # magic, flags, source mtime, source size (PEP 552)
+MARKER = ".tritune-bytecode"  # in a folder tritune made for this
+FILLED = ".tritune-filled"  # written once a fill finished: workers read the folder from then on
 IMPORTED_JOB = "tritune.worker.bytecode:imported_job"
+_FILLING: dict[str, subprocess.Popen] = {}  # folder -> the fill under way (one at a time per folder)
 
 
 def carried(module: str = "torch") -> bool:
@@ -64,9 +76,9 @@ def carried(module: str = "torch") -> bool:
 
 
 def prefix(environ=None) -> Path | None:
-    """The folder jailed workers read bytecode from, made (mode 0700) if missing; None where the
-    packages carry their own bytecode, where ``TRITUNE_BYTECODE`` says off, or where it cannot be
-    made."""
+    """The folder for bytecode, made (mode 0700, with ``MARKER``) if missing; None where the
+    packages carry their own bytecode, where ``TRITUNE_BYTECODE`` says off, or where the folder
+    cannot be trusted (``_own``) or made."""
     if carried():
         return None
     folder = config.bytecode_dir(environ)
@@ -74,23 +86,57 @@ def prefix(environ=None) -> Path | None:
         return None
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _own(folder):
+            return None
+        (folder / MARKER).touch(mode=0o600, exist_ok=True)
     except OSError:
         return None
     return folder
 
 
+def filled(folder: Path) -> bool:
+    """Whether a fill of ``folder`` finished once (workers read it from then on)."""
+    return (folder / FILLED).is_file()
+
+
+def _own(folder: Path) -> bool:
+    """A real folder (no link) of this user that no one else may write, and tritune's (its
+    ``MARKER``) or empty: not ``/etc`` or a shared folder that ``TRITUNE_BYTECODE`` named."""
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        return False
+    return (folder / MARKER).is_file() or not any(folder.iterdir())
+
+
+def roots() -> list[str]:
+    """The folders whose sources may be compiled: the same for every run, and readable by every
+    jailed worker (the interpreter's prefixes, site-packages, tritune's package, as the jail
+    admits them: ``jail.readable``)."""
+    import site
+
+    from tritune.worker import jail
+
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])]
+    if hasattr(site, "getsitepackages"):
+        found += list(site.getsitepackages())
+    return list(jail.readable(found))
+
+
 def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
-    """Of ``files`` (a worker's list), the real paths of regular ``.py`` files under ``allowed``,
-    each once, at most ``MAX_FILES``."""
+    """Of ``files`` (a worker's list; at most ``4 * MAX_FILES`` looked at), the real paths of
+    regular ``.py`` files under ``allowed``, each once, at most ``MAX_FILES``."""
     tops = [a.rstrip(os.sep) + os.sep for a in allowed]
     kept: dict[str, None] = {}
-    for name in files:
+    for name in itertools.islice(files, 4 * MAX_FILES):
         if len(kept) >= MAX_FILES:
             break
         if not isinstance(name, str) or not name.endswith(".py") or not os.path.isabs(name) or "\0" in name:
             continue
-        real = os.path.realpath(name)
-        if not real.endswith(".py") or not any(real.startswith(top) for top in tops) or not os.path.isfile(real):
+        try:
+            real = os.path.realpath(name)
+            if not real.endswith(".py") or not any(real.startswith(top) for top in tops) or not os.path.isfile(real):
+                continue
+        except OSError:  # a path it may not resolve (another user's /proc entry)
             continue
         kept[real] = None
     return list(kept)
@@ -98,6 +144,11 @@ def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
 
 def imported_job(payload: dict) -> list[str]:
     """A worker's job: the source file of every module it has imported."""
+    return imported()
+
+
+def imported() -> list[str]:
+    """The source file of every module this process has imported."""
     found = []
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)
@@ -106,24 +157,32 @@ def imported_job(payload: dict) -> list[str]:
     return found
 
 
-def fill(folder: Path, files: Iterable[object], allowed: Iterable[str]) -> subprocess.Popen | None:
-    """Compile the ``files`` under ``allowed`` (the workers' jail's read-only folders:
-    ``Policy.read``) into ``folder``, in a subprocess of this process (its compiles hold no lock
-    of ours); the process, for the caller to wait for or end, or None when nothing needs it. The
-    subprocess checks the list again."""
-    allowed = [str(a) for a in allowed]
+def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
+    """Compile the ``files`` under ``roots`` into ``folder``, in a jailed subprocess of this process
+    at the lowest priority (its compiles hold no lock of ours); the process, for the caller to end
+    if it must, or None when nothing needs it or a fill of the folder is under way."""
+    running = _FILLING.get(str(folder))
+    if running is not None and running.poll() is None:
+        return None
+    allowed = roots()
     sources = eligible(files, allowed)
     if not sources:
         return None
-    # run in ``folder``: ``-m`` puts the working directory first on the path, and that one is ours
-    proc = subprocess.Popen([sys.executable, "-m", "tritune.worker.bytecode", str(folder), *allowed],
+    # -P and the root folder as its working directory: nothing on its path but the interpreter's
+    # and PYTHONPATH's (a folder named ``tritune`` in the bytecode folder is never imported)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "tritune.worker.bytecode", str(folder), *allowed],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=folder, env=config.environment({config.ENV_PYCACHE_PREFIX: None}))
+                            cwd="/", env=config.environment({config.ENV_PYCACHE_PREFIX: None}))
+    try:
+        os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
+    except OSError:
+        pass
     try:
         proc.stdin.write("\n".join(sources).encode())
         proc.stdin.close()
     except OSError:
         pass
+    _FILLING[str(folder)] = proc
     return proc
 
 
@@ -139,7 +198,8 @@ def compile_into(folder: str, sources: Iterable[str], allowed: Iterable[str]) ->
         if _current(target, source):
             continue
         try:
-            py_compile.compile(source, cfile=target, doraise=True)
+            py_compile.compile(source, cfile=target, doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
         except (py_compile.PyCompileError, OSError, ValueError, SyntaxError):
             continue
         written += 1
@@ -150,20 +210,32 @@ def _current(target: str, source: str) -> bool:
     """Whether ``target`` is bytecode of ``source`` as it is now (its header's time and size)."""
     try:
         with open(target, "rb") as f:
-            header = f.read(_HEADER)
-        stat = os.stat(source)
+            header = f.read(16)
+        info = os.stat(source)
     except OSError:
         return False
-    return (len(header) == _HEADER and header[:4] == importlib.util.MAGIC_NUMBER
+    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
             and int.from_bytes(header[4:8], "little") == 0
-            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+            and int.from_bytes(header[8:12], "little") == int(info.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == info.st_size & 0xFFFFFFFF)
 
 
 def main(argv: list[str]) -> int:
+    """The fill process: jailed first (read the roots, write the folder), then the list from stdin
+    compiled, then ``FILLED`` written."""
+    from tritune.worker import jail
+
     folder, *allowed = argv
+    sources = sys.stdin.read().splitlines()
+    import py_compile  # noqa: F401 - what compiling imports, imported before the jail
+    import tokenize  # noqa: F401
+
     os.umask(0o077)
-    compile_into(folder, sys.stdin.read().splitlines(), allowed)
+    if not jail.status().usable:
+        return 1  # unconfined, a swapped link could make it compile what a worker may not read
+    jail.enter(jail.Policy(read=tuple(allowed), read_write=(folder,)))
+    compile_into(folder, sources, allowed)
+    Path(folder, FILLED).touch()
     return 0
 
 

@@ -122,7 +122,7 @@ class Policy:
         """This policy plus ``folder``, read-only (``bytecode.prefix``), unless it is a folder no
         jailed worker may see (``TRITUNE_HOME``, the user's home, one holding either, one inside
         ``TRITUNE_HOME``): then this policy as it is."""
-        return dataclasses.replace(self, read=tuple(dict.fromkeys((*self.read, *_allowed([folder], _forbidden())))))
+        return dataclasses.replace(self, read=tuple(dict.fromkeys((*self.read, *readable([folder])))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,6 +262,12 @@ def _site_packages() -> list[str]:
     found = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
     user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
     return found + ([user] if isinstance(user, str) else [])
+
+
+def readable(paths: Iterable[str | Path]) -> tuple[str, ...]:
+    """``paths`` resolved, less those no jailed worker may see (a forbidden folder, one holding
+    one, one inside ``TRITUNE_HOME``) and those missing: what a policy may grant of them."""
+    return _allowed(paths, _forbidden())
 
 
 def _forbidden() -> list[str]:
