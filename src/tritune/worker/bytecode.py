@@ -172,7 +172,9 @@ def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
     # and PYTHONPATH's (a folder named ``tritune`` in the bytecode folder is never imported)
     proc = subprocess.Popen([sys.executable, "-P", "-m", "tritune.worker.bytecode", str(folder), *allowed],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd="/", env=config.environment({config.ENV_PYCACHE_PREFIX: None}))
+                            cwd="/", env=config.environment({
+                                config.ENV_PYCACHE_PREFIX: None,  # its own imports: not into the folder
+                                config.ENV_PYTHONPATH: config.python_path_first(str(Path(__file__).resolve().parents[2]))}))
     try:
         os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
     except OSError:
