@@ -9,7 +9,9 @@ it and every process it starts:
   parent's ``sys.path`` (never the user's home itself, nor a folder holding it or
   ``TRITUNE_HOME``), tritune's package, the system's libraries and tools (``/usr``, ``/lib``,
   ``/bin``... and a few files of ``/etc``), ``/proc`` and ``/sys``, the capture directory and
-  the program's own folder; read and write only its scratch folder (``HOME``, ``TMPDIR``, and a
+  the program's own folder, and where the packages carry no bytecode the folder tritune's
+  jailed compiler filled for them (``bytecode``, ``Policy.with_read``); read and write only its
+  scratch folder (``HOME``, ``TMPDIR``, and a
   Triton and Inductor cache of its own there: a jailed job cannot poison the user's Triton cache
   whose launcher ``.so`` files other processes load) or, for an evaluator's workers, one Triton
   cache they share and nothing else loads (``pool.SharedCache``: one trust domain, which says
