@@ -101,7 +101,8 @@ def time_job(payload: dict) -> dict:
 def compile_job(payload: dict) -> dict:
     """``{"spec", "root"}`` -> ``{"compiled": bool, "lock_wait_s"}``: the captured launch built and
     not launched, so that Triton's on-disk cache holds its binary and its launcher
-    (``prepare_launch``; False: the interpreter builds nothing; the kernel's file is still imported, so a source that does not load fails here). The
+    (``prepare_launch``). False: the interpreter builds nothing; the kernel's file is still
+    imported, so a source that does not load fails here. The
     inputs its specialization is read from (pointer alignment) are made as ``bench_spec`` makes
     them, on the GPU, holding the lock shared; the build itself holds nothing."""
     spec = LaunchSpec.from_json(payload["spec"])

@@ -28,8 +28,8 @@ recorded, and the run is left resumable as before.
 
 Which GPUs (``lane_devices``): one lane per GPU this host shows, counted by a worker that asks
 the CUDA driver (``jobs.DEVICES_JOB``) so that the parent never initialises CUDA; ``--devices``
-picks them by index (counted within ``CUDA_VISIBLE_DEVICES`` when that is set); ``--workers N`` takes the
-first N. Under ``TRITON_INTERPRET=1`` there is no GPU: one lane by default, ``--workers N`` runs
+picks them by index (counted within ``CUDA_VISIBLE_DEVICES`` when that is set); ``--workers N``
+takes the first N. Under ``TRITON_INTERPRET=1`` there is no GPU: one lane by default, ``--workers N`` runs
 N interpreter lanes (CI tests the scheduling so). A lone lane without ``--devices`` sets no
 ``CUDA_VISIBLE_DEVICES``: its workers see what the parent sees, as before.
 """
@@ -250,19 +250,20 @@ class LocalLane:
         return found
 
     def run_key(self, job: KeyJob) -> dict:
-        """The key's ``KernelLoop``. Its full baseline (two medians and the graph time, ~0.3 s of
-        the timing worker) was its time to a first candidate on every key, while the verify
-        workers waited: measured on an H200, 8 keys of a 40-s run spent ~2.5 s so. So as this
-        key's first candidates go to the verify workers, the timing worker times the next key's
-        baseline (``job.next_spec``) in the background, while they build and verify (before, it
-        waited for them; after its profile, which the timing worker runs too: started earlier,
-        it made the profile wait), and that key's loop starts from it. Each timing holds the
-        GPU alone, as every timing does; the host's CPUs are busy building this key's candidates
-        meanwhile, as they are when those candidates are timed, and an acceptance is confirmed
-        by timing baseline and candidate again, interleaved (``arbiter.confirm``). With several
-        lanes of one kind the session gives no ``next_spec``: the next key would mostly go to
-        another lane. A timing ahead that failed, or
-        was for a key this lane did not get, is dropped: the loop times its baseline itself."""
+        """The key's ``KernelLoop``, and the next key's baseline timed ahead.
+
+        A key's full baseline (two medians and the graph time, ~0.3 s of the timing worker) was
+        its whole time to a first candidate, the verify workers idle meanwhile: ~2.5 s of a 40-s
+        run of 8 keys on an H200. So as this key's first candidates go to the verify workers
+        (after its profile, which the timing worker runs too and which waited 0.28 s a key when
+        this started earlier), the timing worker times the next key's baseline
+        (``job.next_spec``) in the background, and that key's loop starts from it. Each timing
+        holds the GPU alone, as every timing does; the host's CPUs build candidates meanwhile,
+        as they do when candidates are timed, and an acceptance is confirmed by timing baseline
+        and candidate again, interleaved (``arbiter.confirm``). With several lanes of one kind
+        the session gives no ``next_spec`` (the next key would mostly go to another lane). A
+        timing ahead that failed, or was for a key this lane did not get, is dropped: the loop
+        times its baseline itself."""
         ahead = self._timed_ahead(job.spec)  # taken in any case: never left for a later key
         baseline = job.baseline if job.baseline is not None else ahead
         later = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None

@@ -357,15 +357,15 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
                 kind.blocked = "deadline"
                 return None
             kind.pending.pop(0)
+            live = [lane for lane in kind.lanes if lane in pool.live]
             budget = budget_for(part, kind.left, settings.budget_s, floor_s,
-                                None if deadline_s is None else deadline_s - elapsed,
-                                lanes=sum(lane in pool.live for lane in kind.lanes))
+                                None if deadline_s is None else deadline_s - elapsed, lanes=len(live))
             kind.running[index] = part
             results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
                          baseline=loop_baseline(kind.timings.get(key.sha)),
-                         next_spec=_next_untimed(kind, done) if sum(ln in pool.live for ln in kind.lanes) == 1 else None,
+                         next_spec=_next_untimed(kind, done) if len(live) == 1 else None,
                          families=families(spec) if families is not None else None, llm=kind.llm, log=log)
             return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
         return None

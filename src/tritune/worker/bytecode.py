@@ -169,12 +169,13 @@ def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
     if not sources:
         return None
     # -P and the root folder as its working directory: nothing on its path but the interpreter's
-    # and PYTHONPATH's (a folder named ``tritune`` in the bytecode folder is never imported)
+    # and PYTHONPATH's, led by tritune's (a folder named ``tritune`` in the bytecode folder is
+    # never imported); its own imports' bytecode does not go to the folder
+    path = config.python_path_first(str(Path(__file__).resolve().parents[2]))
+    env = config.environment({config.ENV_PYCACHE_PREFIX: None, config.ENV_PYTHONPATH: path})
     proc = subprocess.Popen([sys.executable, "-P", "-m", "tritune.worker.bytecode", str(folder), *allowed],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd="/", env=config.environment({
-                                config.ENV_PYCACHE_PREFIX: None,  # its own imports: not into the folder
-                                config.ENV_PYTHONPATH: config.python_path_first(str(Path(__file__).resolve().parents[2]))}))
+                            cwd="/", env=env)
     try:
         os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
     except OSError:
