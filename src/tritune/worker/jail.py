@@ -11,12 +11,11 @@ it and every process it starts:
   ``/bin``... and a few files of ``/etc``), ``/proc`` and ``/sys``, the capture directory and
   the program's own folder, and where the packages carry no bytecode the folder tritune's
   jailed compiler filled for them (``bytecode``, ``Policy.with_read``); read and write only its
-  scratch folder (``HOME``, ``TMPDIR``, and a
-  Triton and Inductor cache of its own there: a jailed job cannot poison the user's Triton cache
-  whose launcher ``.so`` files other processes load) or, for an evaluator's workers, one Triton
-  cache they share and nothing else loads (``pool.SharedCache``: one trust domain, which says
-  why), the GPU's device files (ioctl too) and
-  ``/dev/null`` and its kind; open and lock the GPU lock files of ``TRITUNE_HOME/locks`` that
+  scratch folder (``HOME``, ``TMPDIR``, and a Triton and Inductor cache of its own there: a
+  jailed job cannot poison the user's Triton cache whose launcher ``.so`` files other processes
+  load) or, for an evaluator's workers, one Triton cache they share and nothing else loads
+  (``pool.SharedCache``: one trust domain, which says why), the GPU's device files (ioctl too)
+  and ``/dev/null`` and its kind; open and lock the GPU lock files of ``TRITUNE_HOME/locks`` that
   the parent made for it (``lock_files``: the CPU's and each of this machine's GPUs'), create
   none there. Not ``TRITUNE_HOME`` (``store.key``), not a store, not the user's home. Not
   ``/dev/shm``: a file left there outlives the worker (a channel to later processes, the
