@@ -307,8 +307,9 @@ class Evaluator:
         fails, crashes its worker or runs past ``BASELINE_TIMEOUT_S`` is reported with that
         failure and not sent to the timing worker (where it would fail once more, or crash or
         hang the batch); a plain ``error`` (an allocation that failed beside 15 other builds) is
-        left to the timing, which reports its own. Builds never run while the batch times: 16 compilers beside a
-        timing would delay the host's launches and inflate the times of launch-bound kernels.
+        left to the timing, which reports its own. Builds never run while the batch times: 16
+        compilers beside a timing would delay the host's launches and inflate the times of
+        launch-bound kernels.
 
         Then the rest are timed in as few timing-worker calls as it takes: one per
         ``PROGRESS_S`` of timing (``log`` says how far it is in between), another when a

@@ -161,10 +161,11 @@ class LocalLane:
             warm = kernel_imports(root)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
             folder = bytecode.prefix() if jail is not None else None
-            if folder is not None and len(jail.with_read(folder).read) > len(jail.read):  # granted (``with_read``)
+            granted = jail.with_read(folder) if folder is not None else None
+            if granted is not None and granted.read != jail.read:  # the jail may grant it (``with_read``)
                 self._bytecode = folder  # filled after the ranking; read once filled (``bytecode.FILLED``)
                 if bytecode.filled(folder):
-                    jail = jail.with_read(folder)
+                    jail = granted
                     env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
@@ -281,7 +282,7 @@ class LocalLane:
     def _baseline_quietly(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:
         try:
             return self.evaluator.baseline(spec)
-        except Exception:  # noqa: BLE001 - a lost worker or an interrupt: the loop that needs it finds out itself
+        except Exception:  # noqa: BLE001 - a lost worker, an interrupt: the loop that needs it finds out
             return None
 
     def _timed_ahead(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:

@@ -66,7 +66,6 @@ cluster connected: this module imports without it, and ``import_ray`` says how t
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
 import socket

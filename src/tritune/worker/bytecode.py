@@ -134,7 +134,8 @@ def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
             continue
         try:
             real = os.path.realpath(name)
-            if not real.endswith(".py") or not any(real.startswith(top) for top in tops) or not os.path.isfile(real):
+            inside = real.endswith(".py") and any(real.startswith(top) for top in tops)
+            if not inside or not os.path.isfile(real):
                 continue
         except OSError:  # a path it may not resolve (another user's /proc entry)
             continue
