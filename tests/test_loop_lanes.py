@@ -155,7 +155,7 @@ class Planted:
     def target(self) -> dict:
         return self._target if self.started else {}
 
-    def start(self) -> dict:
+    def start(self, prebuild=()) -> dict:
         self.started = True
         return self._target
 
@@ -500,26 +500,34 @@ def test_a_mixed_host_goes_on_when_every_lane_of_one_kind_dies_in_the_ranking(ca
                     log=lambda line: None)
 
 
-# ------------------------------------------------------------ the next key's baseline, ahead
+# ----------------------------------------- a key's full baseline, timed as its candidates build
 
-class AheadEvaluator(Evaluator):
-    """Baselines answered at once (full timings), each call kept with its thread; ``failing``:
-    the spec ids whose timing fails."""
+RANKING = {"time_ms": 5.0, "methods": ["median"]}  # the ranking's one median (``RANK_METHODS``)
+WAIT_S = 5.0  # a planted step waits this long for the other: a serial loop fails, never hangs
 
-    def __init__(self, failing=()):
+
+class BaselineEvaluator(Evaluator):
+    """Full baselines of 1 + grid ms, each call kept (with whether the candidates had been asked
+    for by then); a candidate timed at ``candidate_ms``. The full timing waits for the candidates
+    to be asked for, and they wait for it: a loop that timed it before submitting them records
+    ``asked`` False, after WAIT_S. ``failing``: the spec ids whose full timing fails."""
+
+    def __init__(self, failing=(), candidate_ms=3.0):
         super().__init__(".", worker=object())
-        self.calls, self.failing = [], set(failing)
+        self.calls, self.failing, self.candidate_ms = [], set(failing), candidate_ms
+        self.asked, self.timed = threading.Event(), threading.Event()
 
     def baseline(self, spec):
         from tritune.worker.failures import Failure
 
-        self.calls.append((spec.id, threading.current_thread().name.startswith("tritune-ahead")))
+        self.calls.append(("baseline", spec.id, self.asked.wait(WAIT_S)))
+        self.timed.set()
         if spec.id in self.failing:
             return None, Failure("crash", "planted")
-        return {"time_ms": 1.0 + spec.grid[0], "noise": 0.01, "methods": ["median", "graph"]}, None
+        return {"time_ms": 1.0 + spec.grid[0], "noise": 0.01, "roofline": 0.5, "methods": ["median", "graph"]}, None
 
     def profile(self, spec, timing, variant=None, budget_s=None):
-        self.calls.append(("profile", spec.id))
+        self.calls.append(("profile", spec.id, timing["time_ms"]))
         return {"source": "timing+static", "note": "planted"}
 
     def candidates(self, spec, items, verify_timeout_s=None):
@@ -527,21 +535,31 @@ class AheadEvaluator(Evaluator):
         from tritune.search.proposers import Trial
 
         self.calls.append(("candidates", spec.id))
+        self.asked.set()
+        self.timed.wait(WAIT_S)
         for variant, _ in items:
-            yield Evaluated(Trial(variant, ok=False, failure="compile_error", message="planted"))
+            yield Evaluated(Trial(variant, ok=True, time_ms=self.candidate_ms), verification={"ok": True},
+                            timing={"time_ms": self.candidate_ms})
+
+    def judge(self, *args, **kwargs):
+        self.calls.append(("judge",))
+        raise AssertionError("judged against the ranking's median")
 
 
 class OneCandidate:
-    """Proposes one variant, once."""
+    """Proposes one variant, once; ``none``: nothing."""
 
     name = "planted"
 
+    def __init__(self, none=False):
+        self.none = none
+
     def propose(self, spec, trials, limit):
         variant = Variant(name="planted", options={"num_warps": 2})
-        return [] if trials else [variant]
+        return [] if trials or self.none else [variant]
 
 
-def _ahead_jobs(tmp_path):
+def _baseline_jobs(tmp_path):
     from tritune.capture.spec import LaunchSpec
     from tritune.loop.lanes import KeyJob
     from tritune.store import key_for
@@ -552,46 +570,64 @@ def _ahead_jobs(tmp_path):
     with DecisionStore(store) as db:
         run_id = db.start_run({}, "test")
 
-    def job(spec, next_spec=None):
+    def job(spec, baseline=(RANKING, None), none=False):
         from tritune.loop.families import Family
 
         return KeyJob(spec, key_for(spec, gpu="GPU", capability=90, triton_version=triton.__version__),
                       settings=LoopSettings(budget_s=5.0), run_id=run_id, store_path=str(store), root=".",
-                      next_spec=next_spec, families=[Family("planted", OneCandidate(), lambda v: "tolerance")])
+                      baseline=baseline, families=[Family("planted", OneCandidate(none), lambda v: "tolerance")])
     return specs, job
 
 
-def test_a_lane_times_the_next_keys_baseline_while_this_key_runs(tmp_path):
-    specs, job = _ahead_jobs(tmp_path)
-    evaluator = AheadEvaluator()
+def test_a_key_starts_from_the_rankings_median_and_is_judged_against_its_full_baseline(tmp_path):
+    specs, job = _baseline_jobs(tmp_path)
+    evaluator = BaselineEvaluator(candidate_ms=3.0)
     lane = LocalLane(None, ".", evaluator=evaluator)
     try:
-        first = lane.run_key(job(specs[0], next_spec=specs[1]))
-        second = lane.run_key(job(specs[1], next_spec=specs[2]))
-        assert first["baseline_ms"] == 2.0 and second["baseline_ms"] == 3.0
-        # the first key timed its own; the second's was timed ahead, in the lane's thread, once,
-        # as the first key's candidates went out (not before its profile: that would have waited)
-        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
-        assert calls[:2] == [(specs[0].id, False), (specs[1].id, True)]
-        assert evaluator.calls.index(("profile", specs[0].id)) < evaluator.calls.index((specs[1].id, True))
-        lane._ahead_pool.submit(lambda: None).result()  # the timing ahead of specs[2] is done
-        third = lane.run_key(job(specs[0]))  # not the key timed ahead (specs[2]): timed by its loop
-        assert third["baseline_ms"] == 2.0
-        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
-        assert calls[2:] == [(specs[2].id, True), (specs[0].id, False)]
+        result = lane.run_key(job(specs[1]))
     finally:
         lane.close()
+    # profiled on the ranking's 5 ms; the full baseline (3 ms) timed once, as the candidate built
+    assert evaluator.calls == [("profile", specs[1].id, 5.0), ("candidates", specs[1].id),
+                               ("baseline", specs[1].id, True)] or \
+        evaluator.calls == [("profile", specs[1].id, 5.0), ("baseline", specs[1].id, True),
+                            ("candidates", specs[1].id)]
+    # the candidate (3 ms) beats the ranking's 5 ms but not the full 3 ms: never judged
+    assert result["baseline_ms"] == 3.0 and result["speedup"] == 1.0 and result["roofline_before"] == 0.5
+    assert result["timed_candidates"] == 1 and result["split"]["to_first_s"] < WAIT_S
 
 
-def test_a_failed_timing_ahead_is_timed_again_by_the_loop(tmp_path):
-    specs, job = _ahead_jobs(tmp_path)
-    evaluator = AheadEvaluator(failing={specs[1].id})
+def test_a_full_baseline_that_fails_is_the_keys_failure(tmp_path):
+    specs, job = _baseline_jobs(tmp_path)
+    evaluator = BaselineEvaluator(failing={specs[0].id})
     lane = LocalLane(None, ".", evaluator=evaluator)
     try:
-        lane.run_key(job(specs[0], next_spec=specs[1]))
-        second = lane.run_key(job(specs[1]))
-        calls = [c for c in evaluator.calls if c[0] not in ("candidates", "profile")]
-        assert calls == [(specs[0].id, False), (specs[1].id, True), (specs[1].id, False)]
-        assert second["failure"] == "crash"  # its own timing's failure, as before
+        result = lane.run_key(job(specs[0]))
     finally:
         lane.close()
+    assert result["failure"] == "crash" and result["message"] == "baseline could not be timed: planted"
+    assert len(result["candidates"]) == 1 and ("judge",) not in evaluator.calls
+
+
+def test_what_the_session_knows_is_not_timed_again(tmp_path):
+    """A full timing (a resumed run's) or a failure is the loop's start; a key that submits no
+    candidate keeps the ranking's median; given nothing, the loop times its baseline first."""
+    from tritune.worker.failures import Failure
+
+    specs, job = _baseline_jobs(tmp_path)
+    evaluator = BaselineEvaluator(candidate_ms=100.0)  # slower than every baseline: never judged
+    evaluator.asked.set()  # nothing waits: these loops time their baseline first, or not at all
+    evaluator.timed.set()
+    lane = LocalLane(None, ".", evaluator=evaluator)
+    try:
+        full = lane.run_key(job(specs[0], baseline=({"time_ms": 7.0, "methods": ["median", "graph"]}, None)))
+        failed = lane.run_key(job(specs[0], baseline=(None, Failure("compile_error", "planted"))))
+        idle = lane.run_key(job(specs[2], none=True))
+        assert [c for c in evaluator.calls if c[0] == "baseline"] == []
+        own = lane.run_key(job(specs[1], baseline=None))
+    finally:
+        lane.close()
+    assert full["baseline_ms"] == 7.0 and failed["failure"] == "compile_error" and idle["baseline_ms"] == 5.0
+    assert own["baseline_ms"] == 3.0
+    assert evaluator.calls[-3:] == [("baseline", specs[1].id, True), ("profile", specs[1].id, 3.0),
+                                    ("candidates", specs[1].id)]

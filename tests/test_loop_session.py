@@ -18,9 +18,10 @@ from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import file_hash, read_launches
 from tritune.loop import LoopSettings, optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_BENCH_MS, RANK_METHODS
+from tritune.loop.jobs import (BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_BENCH_MS, RANK_METHODS,
+                               full_timing)
 from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
-from tritune.loop.session import budget_for, loop_baseline, timing_to_key
+from tritune.loop.session import budget_for, timing_to_key
 from tritune.replay import Variant
 from tritune.report import summarize, write_report
 from tritune.worker import Worker
@@ -125,7 +126,37 @@ def test_the_verify_workers_build_the_baselines_and_the_ranking_is_unchanged(ful
     results, _ = full  # one job: built and timed by the one worker
     keys = {t.id: SimpleNamespace(sha=t.key_sha) for t in results.timed}
     assert shares([timing_to_key(s, keys[s.id], found[s.id]) for s in specs]) == results.timed
-    assert all(loop_baseline(found[s.id]) is None for s in specs)  # the loop times its own noise and graph
+    assert not any(full_timing(found[s.id][0]) for s in specs)  # the loop times its own noise and graph
+
+
+def test_launches_built_as_the_lane_starts_are_not_built_again(captured, worker, verifiers):
+    """``Evaluator.prebuild`` (a lone lane's, while its target job runs): the ranking takes each
+    one's outcome; a launch it did not prebuild is built then."""
+    for w in [worker, *verifiers]:
+        w.calls.clear()
+    specs = read_launches(captured)
+    evaluator = Evaluator(captured, retime=by_grid, worker=worker, verifiers=verifiers)
+    evaluator.prebuild(specs[:1])
+    evaluator.prebuild(specs[:1])  # asked twice: built once
+    found = evaluator.baselines(specs)
+    assert [c for w in verifiers for c in w.calls] == [COMPILE_JOB] * len(specs)
+    assert all(found[s.id][0]["time_ms"] for s in specs) and not evaluator._prebuilt
+
+
+def test_a_lone_lane_prebuilds_the_plans_launches_unless_a_resumed_run_keeps_its_baselines(captured, tmp_path):
+    from tritune.loop.session import BASELINES_FILE, _prebuild
+
+    specs = read_launches(captured)
+    one, two = [object()], [object(), object()]
+    built = _prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=False)
+    assert sorted(s.id for s in built) == sorted(s.id for s in specs)
+    assert _prebuild(specs, two, tmp_path, kernels=(), sample=None, fresh=False) == []  # each lane ranks its part
+    assert [s.kernel for s in _prebuild(specs, one, tmp_path, kernels=(specs[0].kernel,), sample=None,
+                                        fresh=False)] == [specs[0].kernel] * len(
+        [s for s in specs if s.kernel == specs[0].kernel])
+    (tmp_path / BASELINES_FILE).write_text("{}")
+    assert _prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=False) == []  # kept: none to build
+    assert len(_prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=True)) == len(specs)
 
 
 def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_path, worker, verifiers):
@@ -157,7 +188,6 @@ def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_
     assert found[crash.id][0] is None and found[crash.id][1].kind == "crash"
     assert found[broken.id][0] is None and found[broken.id][1].kind == "compile_error"
     assert "broken.py" in found[broken.id][1].message and len(found) == 4
-    assert loop_baseline(found[broken.id]) == found[broken.id]  # the loop is told, and times nothing
     for spec in (small, large):
         timing, failure = found[spec.id]
         assert failure is None and timing["time_ms"] == pytest.approx(by_grid(spec, Variant(), 0.0))
@@ -309,29 +339,6 @@ def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_o
     assert sum(culprit in ids for ids in sent) == 2  # the batch, then itself alone
     assert sent == [[s.id for s in specs], *[[s.id] for s in specs[:4]], [specs[4].id, specs[5].id]]
     assert found[culprit][1].kind == "timeout" and all(found[s.id][0] for s in specs if s.id != culprit)
-
-
-def test_the_next_key_is_timed_ahead_only_where_its_loop_would_time_it():
-    """``take``'s hint to a lane (``KeyJob.next_spec``): the queue's next key, when the ranking
-    timed it with one median; not one timed fully (a resumed run's), failed, done, or none left."""
-    from tritune.capture.spec import LaunchSpec
-    from tritune.loop.session import _Kind, _next_untimed
-    from tritune.store import key_for
-    from tritune.worker.failures import Failure
-
-    specs = [LaunchSpec(kernel=f"k{g}", kind="jit", module="m", source_file="k.py", source="sources/k.py",
-                        source_hash=str(g), args=[], constexprs={}, options={}, grid=[g, 1, 1]) for g in (1, 2)]
-    keys = [key_for(s, gpu="GPU", capability=90, triton_version="3.6.0") for s in specs]
-    kind = _Kind({"gpu": "GPU"}, [], items=list(zip(specs, keys)), pending=[1])
-    kind.timings = {keys[1].sha: ({"time_ms": 1.0, "methods": ["median"]}, None)}
-    assert _next_untimed(kind, {}) is specs[1]
-    assert _next_untimed(kind, {keys[1].sha: {}}) is None  # done in an earlier run
-    kind.timings = {keys[1].sha: ({"time_ms": 1.0, "methods": ["median", "graph"]}, None)}
-    assert _next_untimed(kind, {}) is None  # timed fully: the loop starts from it
-    kind.timings = {keys[1].sha: (None, Failure("crash", "x"))}
-    assert _next_untimed(kind, {}) is None
-    kind.pending = []
-    assert _next_untimed(kind, {}) is None
 
 
 def test_the_parent_warms_inductors_heuristics_only_for_a_capture_of_inductors_kernels(monkeypatch):

@@ -8,10 +8,13 @@ first job: the evaluator then tries the start again and, failing, gives the lane
 context here costs nothing extra: the first job would make it anyway (~0.3-1 s), now outside its
 time limit. Nothing is launched (an allocation is no kernel), so a timing on the same GPU in
 another process is not disturbed. Triton's hash of itself, which its first compile would pay, is
-taken here too. Under the interpreter it does nothing.
+waited for here: ``triton_hash``, preloaded first, takes it in a thread while torch imports.
+Under the interpreter it does nothing.
 """
 
 from __future__ import annotations
+
+from tritune.worker import triton_hash
 
 
 def bring_up() -> None:
@@ -24,17 +27,7 @@ def bring_up() -> None:
     torch.cuda.init()
     torch.empty(1, device="cuda")
     torch.cuda.synchronize()
-    _hash_triton()
-
-
-def _hash_triton() -> None:
-    """Triton hashes its own sources once per process, at its first compile (~0.4 s of the
-    ranking's first timing call on an H200): done here, outside any job's time."""
-    try:
-        from triton.runtime.cache import triton_key
-    except ImportError:  # another Triton: its first compile pays it
-        return
-    triton_key()
+    triton_hash.wait()
 
 
 bring_up()

@@ -161,6 +161,7 @@ class Evaluator:
         self._starter: concurrent.futures.ThreadPoolExecutor | None = None  # ``start_verifiers``
         self._late: list[Worker] = []  # verify workers left to ``start_rest``
         self._joining: set[int] = set()  # ids of late verify workers starting now (``_join``)
+        self._prebuilt: dict[str, concurrent.futures.Future] = {}  # spec id -> its build (``prebuild``)
         self._closing = False
         self._stopping = threading.Event()
         self._interrupted = threading.Event()
@@ -324,7 +325,8 @@ class Evaluator:
         runs, not 25 + 100): a share to a few percent is all the rank needs. The second
         median (the noise) and the CUDA-graph time (launch-bound or not) were taken for every
         key too, though only ``KernelLoop`` reads them, and only for the keys it runs on: those
-        now time their baseline fully once more, for themselves (``session.loop_baseline``).
+        now time their baseline fully once more, for themselves, as their first candidates build
+        (``KernelLoop``).
         Counted per key: before, 1 build + 2 medians + 1 graph in the timing worker; now 1
         build in a verify worker + 1 median, and 2 medians + 1 graph more for each key the loop
         runs on. By do_bench's budget (>= 125 ms a median) and the graph's (~30 replays of
@@ -393,12 +395,22 @@ class Evaluator:
             timing["time_ms"] = self.retime(spec, Variant(), timing["time_ms"])
         return timing, Failure.from_json(failure) if failure is not None else None
 
+    def prebuild(self, specs: Sequence[LaunchSpec]) -> None:
+        """``specs`` given to the idle verify workers to build now, in the background; a later
+        ``baselines`` takes each one's outcome instead of building it again (``LocalLane.start``:
+        they build while the timing worker runs the target job)."""
+        self._stopping.clear()
+        for spec in specs:
+            if spec.id not in self._prebuilt:
+                self._prebuilt[spec.id] = self._threads().submit(self._build_one, spec)
+
     def _build(self, specs: list[LaunchSpec], say: Callable[[str], None]) -> list[Failure | None]:
         """Each spec's launch built by an idle verify worker (one spec a call: a crash or a hang
-        costs only that spec); each spec's failure, or None. ``say`` is told how far it is every
-        ``PROGRESS_S``."""
+        costs only that spec), or taken from ``prebuild``; each spec's failure, or None. ``say``
+        is told how far it is every ``PROGRESS_S``."""
         self._stopping.clear()
-        futures = [self._threads().submit(self._build_one, spec) for spec in specs]
+        futures = [self._prebuilt.pop(spec.id, None) or self._threads().submit(self._build_one, spec)
+                   for spec in specs]
         try:
             while True:
                 done, running = concurrent.futures.wait(futures, timeout=self.progress_s or None)

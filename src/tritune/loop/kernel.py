@@ -1,7 +1,9 @@
 """The loop for one kernel: TritonForge's Algorithm 1 with model-free proposers.
 
     baseline  <- bench(captured launch)                       (do_bench median twice: the noise;
-                                                               a graph: launch-bound or not)
+                                                               a graph: launch-bound or not; from
+                                                               the ranking's median until the first
+                                                               candidates go out, see below)
     profile   <- the store's for the key, else ncu where it costs at most a tenth of the key's
                  budget (``Evaluator.profile``), else timing + static analysis; classify the bottleneck
     repeat, at most ``max_rounds`` times:
@@ -27,6 +29,14 @@ benchmark time (the descent's position); acceptance is the arbiter's, against th
 launch, and a later acceptance must beat the earlier one's confirmed ratio by more than the
 noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
 
+A key the session ranked with one median (``Evaluator.baselines``) starts from that median: its
+profile, the roofline's verdict and the first round's proposals take it, and its full baseline
+(two medians, the graph time: ~0.3 s of the timing worker on a GPU, more for a slow kernel) is
+timed in a thread of the loop's as the first candidates go to the verify workers, which build
+them meanwhile; the first round is judged against the full one. Timed first, it was the whole of
+a key's time to its first candidate, with the verify workers idle. A key that submits no
+candidate (at its roofline) keeps the ranking's median as its baseline.
+
 Where a key's time goes is in its result's ``split`` (``_split``): seconds from its start to its
 first candidate's submission (``to_first_s``), timing the baseline, profiling, the candidates'
 verification (their build included) and timing, the arbiter's re-timing, and what is left
@@ -35,6 +45,7 @@ verification (their build included) and timing, the arbiter's re-timing, and wha
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -44,6 +55,7 @@ from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
 from tritune.loop.families import Context, Family, families_for, order_of
+from tritune.loop.jobs import full_timing
 from tritune.profile import Facts, hints_from_delta
 from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
@@ -110,17 +122,19 @@ class KernelLoop:
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
                  baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
-                 sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None,
-                 on_first_candidate: Callable[[], None] | None = None) -> None:
-        """``llm``: the run's ``llm.family.LLMSession`` when ``settings.llm`` is set.
-        ``sibling_timeouts``: what ``store.timed_out_on_siblings`` would say, when ``store`` holds
-        this key alone (a Ray lane's: ``loop.ray_lanes``); None: asked of ``store``. ``prior``:
-        likewise, what ``search.prior.prior_configs`` would find in the run's store.
-        ``on_first_candidate``: called once, as the first candidates go to the evaluator (a lane
-        times the next key's baseline then, while they build: ``LocalLane.run_key``)."""
+                 sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None) -> None:
+        """``baseline``: ``(timing, failure)`` as the session has it: a failure, a full timing
+        (a resumed run's), or the ranking's one median, which the loop starts from (see the
+        module doc); None: the loop times it first. ``llm``: the run's
+        ``llm.family.LLMSession`` when ``settings.llm`` is set. ``sibling_timeouts``: what
+        ``store.timed_out_on_siblings`` would say, when ``store`` holds this key alone (a Ray
+        lane's: ``loop.ray_lanes``); None: asked of ``store``. ``prior``: likewise, what
+        ``search.prior.prior_configs`` would find in the run's store."""
         self.spec, self.key, self.store, self.run_id = spec, key, store, run_id
-        self.baseline = baseline  # (timing, failure) when the session timed it already
-        self.on_first_candidate = on_first_candidate
+        self.baseline = baseline
+        self._timer: concurrent.futures.ThreadPoolExecutor | None = None  # times the full baseline (``_evaluate``)
+        self._full: concurrent.futures.Future | None = None  # the full baseline, timed as the first candidates build
+        self._provisional = False  # base_ms is the ranking's median until the full baseline is in
         self.evaluator, self.settings, self.category = evaluator, settings, category
         if families is None:
             families = [family for family in families_for(spec, settings.fast_math, evaluator.root, llm=llm,
@@ -158,15 +172,20 @@ class KernelLoop:
     def run(self) -> dict:
         start = self._start = time.monotonic()
         self.split, self._first = dict.fromkeys(SPLIT_PARTS, 0.0), None  # a second run() starts afresh
+        self._full, self._provisional = None, False
         result = self._result()
+        try:
+            return self._run(start, result)
+        finally:
+            if self._timer is not None:  # an exception may have left the timing unread: not waited for
+                self._timer.shutdown(wait=False)
+                self._timer = None
+
+    def _run(self, start: float, result: dict) -> dict:
         with self._timing("baseline_s"):
-            timing, failure = self.baseline if self.baseline is not None else self.evaluator.baseline(self.spec)
+            timing, failure = self._starting_baseline()
         if failure is not None or not timing or not timing.get("time_ms"):
-            why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
-            result.update(failure=failure.kind if failure is not None else "error",
-                          message=f"baseline could not be timed: {why}", wall_s=time.monotonic() - start,
-                          split=self._split(time.monotonic() - start))
-            return result
+            return self._untimed(result, start, timing, failure)
         base_ms, noise = float(timing["time_ms"]), timing.get("noise")
         self.base_ms = base_ms
         result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
@@ -181,7 +200,8 @@ class KernelLoop:
         best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
                 "facts": profile.get("facts") or {}}
         self._resume_decision(best)
-        descent_ms = min([base_ms] + [t.time_ms for t in self.trials if t.ok and t.time_ms])
+        known = [t.time_ms for t in self.trials if t.ok and t.time_ms]  # an interrupted run's
+        descent_ms = min([base_ms] + known)
         history: list[Round] = []
         step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
         hints: list[dict] = []
@@ -208,6 +228,17 @@ class KernelLoop:
                 continue
             done = self._evaluate(proposals)
             done += self._wait_for_held(start)
+            if self._provisional and self._full is not None:  # judged against the full baseline
+                timing, failure = self._full_baseline()
+                if failure is not None or not timing or not timing.get("time_ms"):
+                    return self._untimed(result, start, timing, failure, candidates=True)
+                base_ms, noise = float(timing["time_ms"]), timing.get("noise")
+                self.base_ms = base_ms
+                result.update(baseline_ms=base_ms, roofline_before=timing.get("roofline"),
+                              roofline_after=timing.get("roofline"))
+                best.update(ms=base_ms if best["ratio"] is None else base_ms / best["ratio"],
+                            roofline=timing.get("roofline") if best["ratio"] is None else best["roofline"])
+                descent_ms = min([base_ms] + known)
             unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
             if unsafe is not None:  # every comparison with this baseline is void: decide nothing
                 self.log(f"{self.spec.kernel}: not optimized: {unsafe.message}")
@@ -379,8 +410,9 @@ class KernelLoop:
         begin, done = time.monotonic(), []
         if work and self._first is None:
             self._first = begin - self._start
-            if self.on_first_candidate is not None:
-                self.on_first_candidate()
+            if self._provisional:  # timed while the verify workers build the round
+                self._timer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tritune-baseline")
+                self._full = self._timer.submit(self.evaluator.baseline, self.spec)
         items = [(variant, family.mode(variant)) for variant, family in work]
         limit = max(CANDIDATE_FLOOR_S, self.settings.budget_s - (begin - self._start))
         with contextlib.closing(self.evaluator.candidates(self.spec, items, verify_timeout_s=limit)) as results:
@@ -488,6 +520,34 @@ class KernelLoop:
             record["status"], record["failure"] = "rejected", verdict.code
 
     # ------------------------------------------------------------------------------ helpers
+
+    def _starting_baseline(self) -> tuple[dict | None, Failure | None]:
+        """What the loop starts from: the session's failure or full timing, the ranking's median
+        (``_provisional``: the full one is timed as the first candidates go out), or, given
+        nothing, the full baseline timed now."""
+        if self.baseline is None:
+            return self.evaluator.baseline(self.spec)
+        timing, failure = self.baseline
+        self._provisional = failure is None and bool(timing) and bool(timing.get("time_ms")) \
+            and not full_timing(timing)
+        return timing, failure
+
+    def _full_baseline(self) -> tuple[dict | None, Failure | None]:
+        """The full baseline timed as the first candidates went out, waited for."""
+        self._provisional = False
+        with self._timing("baseline_s"):
+            return self._full.result()  # a lost worker raises here, as the loop's own timing would
+
+    def _untimed(self, result: dict, start: float, timing: dict | None, failure: Failure | None,
+                 candidates: bool = False) -> dict:
+        """The result of a key whose baseline could not be timed: nothing is judged against it."""
+        why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
+        wall_s = time.monotonic() - start
+        result.update(failure=failure.kind if failure is not None else "error",
+                      message=f"baseline could not be timed: {why}", wall_s=wall_s, split=self._split(wall_s))
+        if candidates:
+            result.update(candidates=self.records, timed_candidates=self._timed_count())
+        return result
 
     def _profile(self, timing: dict) -> dict:
         """The baseline's profile: the store's when it holds one (no cost: ``note`` says it was

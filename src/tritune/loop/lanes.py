@@ -48,7 +48,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 from tritune import config
 from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
-from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB, full_timing
+from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
 from tritune.replay.warm import kernel_imports
@@ -60,6 +60,7 @@ from tritune.worker.jail import Policy
 from tritune.worker.failures import Failure
 
 READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
+HASH_MODULE = "tritune.worker.triton_hash"  # preloaded first: Triton's self-hash taken while torch imports
 # verify workers a lane waits for at its start (``LocalLane.start``): a round's candidates
 # (``LoopSettings.per_round``); the others start after, in the background
 FIRST_VERIFIERS = 4
@@ -88,15 +89,14 @@ class KeyJob:
     store_path: str
     root: str  # the capture's folder (the lane's evaluator was made for it)
     category: str = "other"
-    baseline: tuple[dict | None, Failure | None] | None = None  # ``session.loop_baseline``
+    # The ranking's (timing, failure): a failure, the one median the loop starts from, or a full
+    # timing a resumed run kept (``KernelLoop``'s ``baseline``); None: the loop times it first.
+    baseline: tuple[dict | None, Failure | None] | None = None
     # The key's siblings' timeouts (``KernelLoop``'s ``sibling_timeouts``): None, the lane's store has them.
     sibling_timeouts: dict[str, str] | None = None
     # The store's configs for the key (``search.prior``): None, the lane's store has them.
     prior: tuple[dict, ...] | None = None
-    # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines;
-    # ``next_spec``: the key the session will hand out next, whose baseline a ``LocalLane`` times
-    # while this key's first candidates build, when the ranking timed it with one median only).
-    next_spec: LaunchSpec | None = None
+    # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
     families: list | None = None
     llm: Any = None
     log: Callable[[str], None] | None = None
@@ -122,8 +122,9 @@ class Lane(Protocol):
         """What ``jobs.target_job`` reports from the lane's own worker (gpu, capability,
         triton_version, copy_gbps, meaningful, ...); ``{}`` before ``start``."""
 
-    def start(self) -> dict:
-        """Find the target (decisions are keyed by its GPU name and capability) and return it."""
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
+        """Find the target (decisions are keyed by its GPU name and capability) and return it.
+        ``prebuild``: launches the ranking will ask for, which the lane may start building."""
 
     def baselines(self, specs: list[LaunchSpec], log: Callable[[str], None] | None = None
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
@@ -153,9 +154,6 @@ class LocalLane:
         self._owned = evaluator is None
         self._bytecode = None  # where its jailed workers read bytecode (``worker.bytecode``), if anywhere
         self._filling: subprocess.Popen | None = None
-        # the next key's baseline, timed ahead (``run_key``): its spec id and the timing to come
-        self._ahead: tuple[str, concurrent.futures.Future] | None = None
-        self._ahead_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tritune-ahead")
         if evaluator is None:
             env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
             warm = kernel_imports(root)
@@ -167,7 +165,7 @@ class LocalLane:
                 if bytecode.filled(folder):
                     jail = granted
                     env[config.ENV_PYCACHE_PREFIX] = str(folder)
-            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=PRELOAD + (READY_MODULE,), jail=jail,
+            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
         self.evaluator = evaluator
@@ -193,11 +191,13 @@ class LocalLane:
     def target(self) -> dict:
         return self._target
 
-    def start(self) -> dict:
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
         """The target, from the timing worker (``TARGET_JOB``). Its first ``FIRST_VERIFIERS``
         verify workers start beside the timing worker's start (``Evaluator.start_verifiers``),
         not after it at the ranking's first build, and the target job waits for them: the copy
-        bandwidth it measures is not measured while they bring the GPU up. The others start
+        bandwidth it measures is not measured while they bring the GPU up. Then they build
+        ``prebuild`` (``Evaluator.prebuild``: compiles, and each binary loaded, no launch) while
+        the target job runs: ~0.4 s of a short run's fixed costs. The others start
         after the target job, in the background (``Evaluator.start_rest``), and take work as
         each is ready. A start that fails is tried again by the first call that needs the
         worker, as before (for the timing worker that is one try more: the target's call tries
@@ -208,6 +208,8 @@ class LocalLane:
             if starting:
                 self.evaluator.worker.start()
                 concurrent.futures.wait(starting)
+            if self._owned and prebuild:
+                self.evaluator.prebuild(prebuild)
             target = self._start()
             if self._owned:
                 self.evaluator.start_rest()
@@ -251,49 +253,12 @@ class LocalLane:
         return found
 
     def run_key(self, job: KeyJob) -> dict:
-        """The key's ``KernelLoop``, and the next key's baseline timed ahead.
-
-        A key's full baseline (two medians and the graph time, ~0.3 s of the timing worker) was
-        its whole time to a first candidate, the verify workers idle meanwhile: ~2.5 s of a 40-s
-        run of 8 keys on an H200. So as this key's first candidates go to the verify workers
-        (after its profile, which the timing worker runs too and which waited 0.28 s a key when
-        this started earlier), the timing worker times the next key's baseline
-        (``job.next_spec``) in the background, and that key's loop starts from it. Each timing
-        holds the GPU alone, as every timing does; the host's CPUs build candidates meanwhile,
-        as they do when candidates are timed, and an acceptance is confirmed by timing baseline
-        and candidate again, interleaved (``arbiter.confirm``). With several lanes of one kind
-        the session gives no ``next_spec`` (the next key would mostly go to another lane). A
-        timing ahead that failed, or was for a key this lane did not get, is dropped: the loop
-        times its baseline itself."""
-        ahead = self._timed_ahead(job.spec)  # taken in any case: never left for a later key
-        baseline = job.baseline if job.baseline is not None else ahead
-        later = (lambda: self._time_ahead(job.next_spec)) if job.next_spec is not None else None
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,
-                              baseline=baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
-                              prior=job.prior, on_first_candidate=later)
+                              baseline=job.baseline, llm=job.llm, sibling_timeouts=job.sibling_timeouts,
+                              prior=job.prior)
             return self._guard(loop.run)
-
-    def _time_ahead(self, spec: LaunchSpec) -> None:
-        if self._ahead is None or self._ahead[0] != spec.id:
-            self._ahead = (spec.id, self._ahead_pool.submit(self._baseline_quietly, spec))
-
-    def _baseline_quietly(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:
-        try:
-            return self.evaluator.baseline(spec)
-        except Exception:  # noqa: BLE001 - a lost worker, an interrupt: the loop that needs it finds out
-            return None
-
-    def _timed_ahead(self, spec: LaunchSpec) -> tuple[dict | None, Failure | None] | None:
-        """The baseline timed ahead for ``spec``, waited for; None when there is none or it failed."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is None or ahead[0] != spec.id:
-            return None
-        found = ahead[1].result()
-        if found is None or found[1] is not None or not full_timing(found[0]):
-            return None
-        return found
 
     def interrupt(self) -> None:
         self.evaluator.interrupt()
@@ -301,7 +266,6 @@ class LocalLane:
     def close(self) -> None:
         if self._owned:
             self.evaluator.close()
-        self._ahead_pool.shutdown(wait=True)  # a timing ahead returns once its worker is closed
         if self._filling is not None and self._filling.poll() is None:
             self._filling.kill()  # what it wrote stays (each file whole); the next run goes on
             self._filling.wait()
@@ -461,15 +425,16 @@ class LanePool:
                 self.interrupt()
             raise
 
-    def start(self) -> list[tuple[Lane, LaneDied]]:
-        """Every lane's ``start``, at once; the lanes that could not start, with why."""
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> list[tuple[Lane, LaneDied]]:
+        """Every lane's ``start``, at once (``prebuild`` passed on); the lanes that could not
+        start, with why."""
         waiting, failed = list(self.live), []
 
         def take(lane: Lane) -> Task | None:
             if lane not in waiting:
                 return None
             waiting.remove(lane)
-            return Task(None, lambda lane: lane.start())
+            return Task(None, lambda lane: lane.start(prebuild))
 
         self.drive(take, lambda lane, task, value: None, lambda lane, task, exc: failed.append((lane, exc)))
         for lane in self.live:

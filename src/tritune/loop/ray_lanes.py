@@ -238,7 +238,9 @@ class RayLane:
         """Its verify workers (as its actor made them, once started)."""
         return self._jobs
 
-    def start(self) -> dict:
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
+        """The actor made and started; ``prebuild`` is not sent (its launches travel with the
+        ranking's chunk, ``baselines``)."""
         ray = import_ray()
         resources = {"num_gpus": 1} if self.uses_gpu else {"num_cpus": 1}
         self._actor = ray.remote(_LaneActor).options(max_restarts=0, max_task_retries=0,

@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Sequence
 from tritune.capture.spec import LaunchSpec, read_launches
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import TARGET_JOB, full_timing
+from tritune.loop.jobs import TARGET_JOB
 from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LanePool, LocalLane, Task, close_lanes,
                                 lane_devices, local_lanes)
@@ -188,7 +188,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     fixed = {}  # the run's fixed costs (``RunResults.fixed``)
     warm = _warm_parent(specs)
     try:
-        kinds = _start_lanes(pool, log)
+        kinds = _start_lanes(pool, log, _prebuild(specs, lanes, out, kernels=kernels, sample=sample, fresh=fresh))
         fixed["start_s"] = time.monotonic() - started
         for kind in kinds:
             kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
@@ -284,9 +284,21 @@ def _import_quietly(names: tuple[str, ...]) -> None:
             return
 
 
-def _start_lanes(pool: LanePool, log) -> list[_Kind]:
-    """Every lane started (its target, from its own worker), grouped by kind of GPU, in lane order."""
-    failed = pool.start()
+def _prebuild(specs: list[LaunchSpec], lanes: Sequence[Lane], out: Path, *, kernels, sample, fresh) -> list[LaunchSpec]:
+    """The launches the ranking will build first, for a lone lane to build as it starts
+    (``LocalLane.start``): the plan's (its keys do not depend on the target's values), at most
+    ``RANK_CHUNK``; none for several lanes (each ranks its own part) or where a resumed run
+    keeps its baselines."""
+    if len(lanes) != 1 or (not fresh and (out / BASELINES_FILE).exists()):
+        return []
+    anywhere = {"gpu": "", "capability": 0, "triton_version": ""}
+    return [spec for spec, _ in plan(specs, anywhere, kernels=kernels, sample=sample).items[:RANK_CHUNK]]
+
+
+def _start_lanes(pool: LanePool, log, prebuild: Sequence[LaunchSpec] = ()) -> list[_Kind]:
+    """Every lane started (its target, from its own worker), grouped by kind of GPU, in lane
+    order; ``prebuild`` passed on (``LocalLane.start``)."""
+    failed = pool.start(prebuild)
     if not pool.live:
         if len(failed) == 1:
             raise OptimizeError(str(failed[0][1]))
@@ -364,8 +376,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
             results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
             job = KeyJob(spec, key, settings=dataclasses.replace(settings, budget_s=budget), run_id=run_id,
                          store_path=str(store.path), root=str(root), category=category_of(spec, root),
-                         baseline=loop_baseline(kind.timings.get(key.sha)),
-                         next_spec=_next_untimed(kind, done) if len(live) == 1 else None,
+                         baseline=kind.timings.get(key.sha),
                          families=families(spec) if families is not None else None, llm=kind.llm, log=log)
             return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
         return None
@@ -453,28 +464,6 @@ def ranked(items: list[tuple[LaunchSpec, DecisionKey]], timed: list[KeyTime], *,
     position = {t.key_sha: i for i, t in enumerate(timed)}
     chosen = sorted(items, key=lambda item: position.get(item[1].sha, len(position)))
     return chosen[:max_kernels] if max_kernels is not None else chosen
-
-
-def loop_baseline(found: tuple[dict | None, Failure | None] | None) -> tuple[dict | None, Failure | None] | None:
-    """What ``KernelLoop`` starts from: a failure, or a full timing as a resumed run may keep it;
-    None for the ranking's one median, so the loop times its baseline fully (noise, graph time)
-    for itself (``Evaluator.baselines`` says why)."""
-    if found is None or found[1] is not None or full_timing(found[0]):
-        return found
-    return None
-
-
-def _next_untimed(kind: _Kind, done: dict) -> LaunchSpec | None:
-    """The key ``take`` would hand out next, when its loop would time its baseline itself (the
-    ranking timed it with one median): a lane times it ahead (``LocalLane.run_key``; asked only
-    where the kind has one live lane)."""
-    if not kind.pending:
-        return None
-    spec, key = kind.items[kind.pending[0]]
-    found = kind.timings.get(key.sha)
-    if key.sha in done or found is None or loop_baseline(found) is not None:
-        return None
-    return spec
 
 
 def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, Failure | None] | None, *,
