@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     from tritune.capture.spec import read_launches
     from tritune.loop.evaluate import PRELOAD
-    from tritune.loop.lanes import READY_MODULE
+    from tritune.loop.lanes import HASH_MODULE, READY_MODULE
     from tritune.worker import SharedCache, Worker, jail
 
     runs = []
@@ -108,7 +108,7 @@ def main() -> None:
         payload = {"spec": spec.to_json(), "root": str(capture)}
         row: dict = {"capture": capture.parent.name, "kernel": spec.kernel, "jailed": policy is not None}
         try:
-            with Worker(600, preload=PRELOAD + (READY_MODULE,), jail=policy, cache=cache.path) as first:
+            with Worker(600, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=policy, cache=cache.path) as first:
                 begin = time.perf_counter()
                 first.start()
                 row["start_s"] = round(time.perf_counter() - begin, 3)
@@ -116,7 +116,7 @@ def main() -> None:
                     outcome = first.call("first_job:phases", {**payload, "profile": profile})
                     row[name] = outcome.value if outcome.ok else {"failure": str(outcome.failure)[:2000]}
                     row[name + "_s"] = round(outcome.seconds, 3)
-            with Worker(600, preload=PRELOAD + (READY_MODULE,), jail=policy, cache=cache.path) as second:
+            with Worker(600, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=policy, cache=cache.path) as second:
                 second.start()
                 outcome = second.call("first_job:phases", payload)
                 row["cold_shared_cache"] = outcome.value if outcome.ok else {"failure": str(outcome.failure)[:2000]}

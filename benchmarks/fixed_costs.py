@@ -46,7 +46,8 @@ def summarize(body: dict) -> dict:
              "to_first_s": (k.get("split") or {}).get("to_first_s"),
              "profile_s": (k.get("split") or {}).get("profile_s"), "profile_source": k.get("profile_source"),
              "profile_note": k.get("profile_note"), "timed_candidates": k.get("timed_candidates", 0),
-             "speedup": k.get("speedup"), "accepted": k.get("accepted")} for k in kernels]
+             "speedup": k.get("speedup"), "accepted": k.get("accepted"), "split": k.get("split") or {}}
+            for k in kernels]
     untimed = [{"kernel": t.get("kernel"), "failure": t.get("failure"), "message": t.get("message")}
                for t in body.get("timed") or [] if t.get("baseline_ms") is None]
     return {"deadline_s": body.get("deadline_s"), "wall_s": body.get("wall_s"), "fixed": fixed,

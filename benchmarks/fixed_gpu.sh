@@ -29,11 +29,12 @@ PY
 } > "$out/env.txt" 2>&1
 for run in 1 2; do
   from=(); [ "$run" = 2 ] && from=(--launches "$state/run1/capture")
-  python3 benchmarks/fixed_costs.py --out "$state/run$run" --arms defaults --deadline-s 40 "${from[@]}" > "$out/run$run.txt" 2>&1
+  { echo "run $run"; python3 benchmarks/fixed_costs.py --out "$state/run$run" --arms defaults --deadline-s 40 \
+      "${from[@]}" 2>&1; grep -E "lane|built|timed|fixed|tritune optimize:" "$state/run$run/defaults.log" | head -20
+  } >> "$out/logs.txt"
   cp "$state/run$run/fixed_costs.json" "$out/run${run}_fixed_costs.json"
-  { echo "run $run"; grep -E "lane|built|timed|fixed|tritune optimize:" "$state/run$run/defaults.log" | head -20; } >> "$out/logs.txt"
 done
 cp "$state/run2/defaults/optimize.json" "$out/run2_optimize.json"
 python3 benchmarks/fixed_probe.py --out "$out/probe.json" --arms after --phases --profile "$state/run1/capture" \
-    > "$out/probe.txt" 2>&1
-ls "$out"
+    >> "$out/logs.txt" 2>&1
+ls "$out"  # 6 files: the device returns 8 at most

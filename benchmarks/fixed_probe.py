@@ -52,8 +52,8 @@ def import_phases(payload: dict) -> dict:
     import importlib
 
     found = {}
-    for name in ("torch", "triton", "tritune.loop.jobs", "tritune.bench.run", "tritune.verify",
-                 "tritune.loop.device_ready"):
+    for name in ("tritune.worker.triton_hash", "torch", "triton", "tritune.loop.jobs", "tritune.bench.run",
+                 "tritune.verify", "tritune.loop.device_ready"):
         begin = time.perf_counter()
         importlib.import_module(name)
         found[name] = round(time.perf_counter() - begin, 3)
@@ -83,15 +83,20 @@ def profiled(payload: dict) -> dict:
 
 
 def phases(capture: pathlib.Path) -> dict:
-    """A lane worker's start, part by part (``--phases``)."""
+    """A lane worker's start, part by part (``--phases``): its jail and environment (the
+    bytecode folder where a run filled it) as a lane makes them, its preloads one by one."""
+    from tritune import config
     from tritune.loop.jobs import TARGET_JOB
+    from tritune.loop.lanes import LocalLane
     from tritune.worker import Worker
     from tritune.worker import jail
 
-    policy = jail.for_workers(capture, untrusted=False)
-    found: dict = {"jailed": policy is not None}
+    lane = LocalLane(None, capture, jail=jail.for_workers(capture, untrusted=False))  # made, not started
+    made = lane.evaluator.worker
+    lane.close()
+    found: dict = {"jailed": made.jail is not None, "bytecode": config.ENV_PYCACHE_PREFIX in made.env}
     begin = time.perf_counter()
-    with Worker(600.0, jail=policy) as worker:
+    with Worker(600.0, env=made.env, jail=made.jail) as worker:
         outcome = worker.start()
         found["bare_start_s"] = round(time.perf_counter() - begin, 3)
         done = worker.call("fixed_probe:import_phases", {})
@@ -107,7 +112,7 @@ def probe(capture: pathlib.Path, arm: str, profile: bool = False) -> dict:
     from tritune.capture.spec import read_launches
     from tritune.loop.evaluate import PRELOAD, Evaluator, default_jobs
     from tritune.loop.jobs import BASELINES_JOB, TARGET_JOB
-    from tritune.loop.lanes import FIRST_VERIFIERS, READY_MODULE
+    from tritune.loop.lanes import FIRST_VERIFIERS, HASH_MODULE, READY_MODULE
     from tritune.replay import Variant
     from tritune.replay.warm import kernel_imports
     from tritune.worker import SharedCache, Worker
@@ -118,7 +123,7 @@ def probe(capture: pathlib.Path, arm: str, profile: bool = False) -> dict:
     policy = jail.for_workers(capture, untrusted=False)
     cache = SharedCache() if how["shared"] and policy is not None else None
     warm = kernel_imports(capture) if how["warm"] else ()
-    worker = Worker(600.0, preload=PRELOAD + (READY_MODULE,), jail=policy,
+    worker = Worker(600.0, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=policy,
                     cache=cache.path if cache is not None else None, warm=warm)
     evaluator = Evaluator(str(capture), jobs=jobs, worker=worker, cache=cache)
     specs = read_launches(capture)
