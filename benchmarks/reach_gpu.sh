@@ -6,6 +6,8 @@
 #   bash benchmarks/reach_gpu.sh faroff     # ~2 min: the far-off planted kernels at a 40-s deadline (faroff.py)
 #   bash benchmarks/reach_gpu.sh suite10    # ~5-8 min: the suite, --budget-s 10 --cover 1; resumable
 #   bash benchmarks/reach_gpu.sh llama      # ~8-9.5 min: the Llama step, capture + 200-s optimize + ABAB
+#   bash benchmarks/reach_gpu.sh llama2     # ~6 min: the Llama step optimized twice on one machine (the
+#                                           # second run reads the bytecode the first compiled), no ABAB
 #   bash benchmarks/reach_gpu.sh generate   # ~9 min a call, 2-3 calls: tritune generate's table, default budget
 #
 # The "before" arm of llama and suite10 (another checkout's tritune, same GPU, same command):
@@ -26,7 +28,7 @@
 # 48 s; use LIMIT_S=560 and timeout 600); generate ~180 s a spec at 120 s, 6 specs: three calls
 # (~25 min; GEN_SPECS="softmax swiglu" for one call).
 set -uo pipefail
-stage=${1:?stage: faroff | suite10 | llama | generate}
+stage=${1:?stage: faroff | suite10 | llama | llama2 | generate}
 out=${OUT:-runs}
 state=${STATE:-gpu_state/reach}
 mkdir -p "$out" "$state"
@@ -128,6 +130,20 @@ if cover:
           f"{cover.get('improved')} improved, coverage {cover.get('share')}; {cover.get('stopped') or ''}")
 EOF
   ;;
+llama2)  # a first and a second 200-s run on one machine: what a first run's missing bytecode costs
+  python3 benchmarks/e2e.py llama --tasks optimize:default --optimize-s 200 --limit-s "${LIMIT_S:-300}" \
+      --state "$state/e2e-twice" --out "$out/twice" 2>&1 | tail -3 | tee -a "$log"
+  capture="$state/e2e-twice/llama/opt/capture"
+  echo "\$ tritune optimize --launches \$STATE/e2e-twice/llama/opt/capture --out \$STATE/llama-second --deadline-s 200 --fresh" | tee -a "$log"
+  python3 -m tritune optimize --launches "$capture" --out "$state/llama-second" --deadline-s 200 --fresh \
+      --no-report 2>&1 | tail -4 | tee -a "$log"
+  python3 benchmarks/reach_summary.py first="$state/e2e-twice/llama/opt/optimize.json" \
+      second="$state/llama-second/optimize.json" --json "$out/llama2_reach.json" --markdown "$out/llama2_reach.md" \
+      2>&1 | head -8 | tee -a "$log"
+  cp "$state/e2e-twice/llama/opt/optimize.json" "$out/llama-first-optimize.json" 2>/dev/null
+  cp "$state/llama-second/optimize.json" "$out/llama-second-optimize.json" 2>/dev/null
+  rm -rf "$out/twice"  # its state archive holds the signing key; the device returns 8 files
+  ;;
 generate)  # tritune generate's table against torch.compile, its default budget (120 s); resumable
   # a spec starts only before LIMIT_S and is killed at SPEC_TIMEOUT_S: their sum stays under 600 s
   # (its per-spec copies are many files: the device returns 8, so they travel as one archive)
@@ -136,6 +152,6 @@ generate)  # tritune generate's table against torch.compile, its default budget 
   cp "$state/generate-out/generate.md" "$state/generate-out/generate.json" "$out/" 2>/dev/null
   tar czf "$out/generate.tgz" -C "$state" generate-out
   ;;
-*) echo "unknown stage $stage: faroff | suite10 | llama | generate" >&2; exit 2 ;;
+*) echo "unknown stage $stage: faroff | suite10 | llama | llama2 | generate" >&2; exit 2 ;;
 esac
 ls -la "$out"
