@@ -589,12 +589,47 @@ def test_a_key_starts_from_the_rankings_median_and_is_judged_against_its_full_ba
         lane.close()
     # profiled on the ranking's 5 ms; the full baseline (3 ms) timed once, as the candidate built
     assert evaluator.calls == [("profile", specs[1].id, 5.0), ("candidates", specs[1].id),
-                               ("baseline", specs[1].id, True)] or \
-        evaluator.calls == [("profile", specs[1].id, 5.0), ("baseline", specs[1].id, True),
-                            ("candidates", specs[1].id)]
+                               ("baseline", specs[1].id, True)]
     # the candidate (3 ms) beats the ranking's 5 ms but not the full 3 ms: never judged
     assert result["baseline_ms"] == 3.0 and result["speedup"] == 1.0 and result["roofline_before"] == 0.5
     assert result["timed_candidates"] == 1 and result["split"]["to_first_s"] < WAIT_S
+    assert result["candidates"][0]["speedup"] == 1.0  # its record re-based on the full baseline too
+
+
+def test_a_round_whose_candidates_were_all_evaluated_before_is_judged_against_the_full_baseline(tmp_path):
+    """The same key again on the same store (a resumed run, another lane after one died): its
+    candidate comes from the store, nothing goes out to build, and the full baseline is timed
+    before the round is judged, not left at the ranking's median."""
+    specs, job = _baseline_jobs(tmp_path)
+    evaluator = BaselineEvaluator(candidate_ms=3.0)
+    lane = LocalLane(None, ".", evaluator=evaluator)
+    try:
+        lane.run_key(job(specs[1]))
+        evaluator.calls.clear()
+        again = lane.run_key(job(specs[1]))
+    finally:
+        lane.close()
+    assert ("candidates", specs[1].id) not in evaluator.calls  # reused from the store
+    assert ("baseline", specs[1].id, True) in evaluator.calls and ("judge",) not in evaluator.calls
+    assert again["baseline_ms"] == 3.0 and again["speedup"] == 1.0
+
+
+def test_a_key_at_its_roofline_by_the_rankings_median_is_checked_on_its_full_baseline(tmp_path):
+    specs, job = _baseline_jobs(tmp_path)
+    evaluator = BaselineEvaluator(candidate_ms=100.0)  # full baselines at 50% of the roofline
+    evaluator.asked.set()
+    evaluator.timed.set()
+    lane = LocalLane(None, ".", evaluator=evaluator)
+    try:
+        checked = lane.run_key(job(specs[1], baseline=({"time_ms": 5.0, "roofline": 0.95, "methods": ["median"]},
+                                                       None)))
+        full = lane.run_key(job(specs[2], baseline=({"time_ms": 4.0, "roofline": 0.95,
+                                                     "methods": ["median", "graph"]}, None)))
+    finally:
+        lane.close()
+    assert checked["roofline_before"] == 0.5 and checked["timed_candidates"] == 1  # searched after all
+    assert full["finish"] == "roofline" and full["timed_candidates"] == 0  # a full timing's verdict stands
+    assert [c[1] for c in evaluator.calls if c[0] == "baseline"] == [specs[1].id]
 
 
 def test_a_full_baseline_that_fails_is_the_keys_failure(tmp_path):
@@ -607,6 +642,7 @@ def test_a_full_baseline_that_fails_is_the_keys_failure(tmp_path):
         lane.close()
     assert result["failure"] == "crash" and result["message"] == "baseline could not be timed: planted"
     assert len(result["candidates"]) == 1 and ("judge",) not in evaluator.calls
+    assert result["baseline_ms"] is None and result["roofline_before"] is None  # not the ranking's median
 
 
 def test_what_the_session_knows_is_not_timed_again(tmp_path):
@@ -625,9 +661,11 @@ def test_what_the_session_knows_is_not_timed_again(tmp_path):
         idle = lane.run_key(job(specs[2], none=True))
         assert [c for c in evaluator.calls if c[0] == "baseline"] == []
         own = lane.run_key(job(specs[1], baseline=None))
+        calls = list(evaluator.calls)
+        timeless = lane.run_key(job(specs[0], baseline=({"methods": ["median"]}, None)))  # a median with no time
     finally:
         lane.close()
     assert full["baseline_ms"] == 7.0 and failed["failure"] == "compile_error" and idle["baseline_ms"] == 5.0
-    assert own["baseline_ms"] == 3.0
-    assert evaluator.calls[-3:] == [("baseline", specs[1].id, True), ("profile", specs[1].id, 3.0),
-                                    ("candidates", specs[1].id)]
+    assert own["baseline_ms"] == 3.0 and timeless["baseline_ms"] == 2.0
+    assert calls[-3:] == [("baseline", specs[1].id, True), ("profile", specs[1].id, 3.0), ("candidates", specs[1].id)]
+    assert evaluator.calls[len(calls)] == ("baseline", specs[0].id, True)  # timed first, as with none

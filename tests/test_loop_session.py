@@ -138,25 +138,45 @@ def test_launches_built_as_the_lane_starts_are_not_built_again(captured, worker,
     evaluator = Evaluator(captured, retime=by_grid, worker=worker, verifiers=verifiers)
     evaluator.prebuild(specs[:1])
     evaluator.prebuild(specs[:1])  # asked twice: built once
+    evaluator._prebuilt[specs[0].id].result()  # built before the ranking asks
+    assert [c for w in verifiers for c in w.calls] == [COMPILE_JOB] and worker.calls == []
     found = evaluator.baselines(specs)
     assert [c for w in verifiers for c in w.calls] == [COMPILE_JOB] * len(specs)
     assert all(found[s.id][0]["time_ms"] for s in specs) and not evaluator._prebuilt
+    alone = Evaluator(captured, worker=worker)  # the timing worker verifies too: it builds nothing early
+    alone.prebuild(specs)
+    assert not alone._prebuilt and worker.calls == [BASELINES_JOB]
 
 
-def test_a_lone_lane_prebuilds_the_plans_launches_unless_a_resumed_run_keeps_its_baselines(captured, tmp_path):
+def test_a_lone_lane_prebuilds_the_plans_launches_unless_the_out_folder_holds_baselines(captured, tmp_path):
     from tritune.loop.session import BASELINES_FILE, _prebuild
 
     specs = read_launches(captured)
     one, two = [object()], [object(), object()]
-    built = _prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=False)
-    assert sorted(s.id for s in built) == sorted(s.id for s in specs)
-    assert _prebuild(specs, two, tmp_path, kernels=(), sample=None, fresh=False) == []  # each lane ranks its part
-    assert [s.kernel for s in _prebuild(specs, one, tmp_path, kernels=(specs[0].kernel,), sample=None,
-                                        fresh=False)] == [specs[0].kernel] * len(
-        [s for s in specs if s.kernel == specs[0].kernel])
-    (tmp_path / BASELINES_FILE).write_text("{}")
-    assert _prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=False) == []  # kept: none to build
-    assert len(_prebuild(specs, one, tmp_path, kernels=(), sample=None, fresh=True)) == len(specs)
+    assert sorted(s.id for s in _prebuild(specs, one, tmp_path, kernels=(), sample=None)) == \
+        sorted(s.id for s in specs)
+    assert _prebuild(specs, two, tmp_path, kernels=(), sample=None) == []  # each lane ranks its part
+    first = specs[0].kernel
+    assert {s.kernel for s in _prebuild(specs, one, tmp_path, kernels=(first,), sample=None)} == {first}
+    (tmp_path / BASELINES_FILE).write_text("{}")  # kept even by --fresh when they match: none to build
+    assert _prebuild(specs, one, tmp_path, kernels=(), sample=None) == []
+
+
+def test_a_lane_hands_its_verify_workers_the_launches_to_build_before_its_target_job(tmp_path, monkeypatch):
+    from tritune.loop.lanes import LocalLane
+
+    lane = LocalLane(None, tmp_path, jobs=2)  # its own evaluator, whose workers are made, not started
+    order = []
+    monkeypatch.setattr(lane.evaluator, "start_verifiers", lambda first=None: [])
+    monkeypatch.setattr(lane.evaluator, "start_rest", lambda: None)
+    monkeypatch.setattr(lane.evaluator, "prebuild", lambda specs: order.append(("prebuild", list(specs))))
+    monkeypatch.setattr(lane, "_start", lambda: order.append(("target",)) or {"gpu": "planted"})
+    try:
+        lane.start(prebuild=["a", "b"])
+        lane.start()  # nothing to build: not asked
+    finally:
+        lane.close()
+    assert order == [("prebuild", ["a", "b"]), ("target",), ("target",)]
 
 
 def test_a_build_that_fails_or_crashes_is_that_keys_failure_alone(captured, tmp_path, worker, verifiers):

@@ -273,6 +273,9 @@ class Evaluator:
         stop window for all, not one each: ~8 s a lane on a GPU, one worker after another). A
         verify worker still starting (``start_rest``) is killed, not waited for: its imports
         made closing a 40-s run take 6-15 s more on an H200 machine."""
+        if self._prebuilt:  # a lane that could not start: its builds are killed, not waited for
+            self._abandon(list(self._prebuilt.values()))
+            self._prebuilt = {}
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self._starter is not None:  # verify workers still starting are killed (``Worker``'s close)
@@ -339,6 +342,7 @@ class Evaluator:
         for spec, failure in zip(specs, self._build(specs, say)):
             if failure is not None and failure.kind in BUILD_FINAL:
                 found[spec.id] = (None, failure)
+        self._drop_prebuilt()
         built = time.perf_counter()
         self.ranking["build_s"] += built - began
         try:
@@ -398,11 +402,22 @@ class Evaluator:
     def prebuild(self, specs: Sequence[LaunchSpec]) -> None:
         """``specs`` given to the idle verify workers to build now, in the background; a later
         ``baselines`` takes each one's outcome instead of building it again (``LocalLane.start``:
-        they build while the timing worker runs the target job)."""
+        they build while the timing worker runs the target job), and drops the ones it did not
+        ask for. Nothing when the timing worker is the only verifier (``jobs`` 1): it would
+        build instead of running the target job."""
+        if all(verifier is self.worker for verifier in self.verifiers):
+            return
         self._stopping.clear()
         for spec in specs:
             if spec.id not in self._prebuilt:
                 self._prebuilt[spec.id] = self._threads().submit(self._build_one, spec)
+
+    def _drop_prebuilt(self) -> None:
+        """Prebuilt launches the ranking did not ask for: not started ones cancelled (a running
+        build ends by itself; its binary stays in the cache)."""
+        left, self._prebuilt = list(self._prebuilt.values()), {}
+        for future in left:
+            future.cancel()
 
     def _build(self, specs: list[LaunchSpec], say: Callable[[str], None]) -> list[Failure | None]:
         """Each spec's launch built by an idle verify worker (one spec a call: a crash or a hang

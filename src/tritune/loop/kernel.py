@@ -30,12 +30,14 @@ launch, and a later acceptance must beat the earlier one's confirmed ratio by mo
 noise (``arbiter.beats_held``, which ``tritune store import`` applies too).
 
 A key the session ranked with one median (``Evaluator.baselines``) starts from that median: its
-profile, the roofline's verdict and the first round's proposals take it, and its full baseline
-(two medians, the graph time: ~0.3 s of the timing worker on a GPU, more for a slow kernel) is
-timed in a thread of the loop's as the first candidates go to the verify workers, which build
-them meanwhile; the first round is judged against the full one. Timed first, it was the whole of
-a key's time to its first candidate, with the verify workers idle. A key that submits no
-candidate (at its roofline) keeps the ranking's median as its baseline.
+profile and the first round's proposals take it, and its full baseline (two medians, the graph
+time: ~0.3 s of the timing worker on a GPU, more for a slow kernel) is timed in a thread of the
+loop's as the first candidates go to the verify workers, which build them meanwhile (timed first,
+it was the whole of a key's time to its first candidate, with the verify workers idle). Nothing
+is judged against the median: the first round waits for the full baseline (timed then, when the
+round sent nothing to build: its candidates came from the store), and a key the median puts at
+its roofline is timed fully before it finishes there. A key that proposes nothing keeps the
+median as its baseline.
 
 Where a key's time goes is in its result's ``split`` (``_split``): seconds from its start to its
 first candidate's submission (``to_first_s``), timing the baseline, profiling, the candidates'
@@ -123,9 +125,9 @@ class KernelLoop:
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
                  baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
                  sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None) -> None:
-        """``baseline``: ``(timing, failure)`` as the session has it: a failure, a full timing
-        (a resumed run's), or the ranking's one median, which the loop starts from (see the
-        module doc); None: the loop times it first. ``llm``: the run's
+        """``baseline``: ``(timing, failure)`` as the session has it: a failure, the ranking's
+        one median, which the loop starts from (see the module doc), or a full timing; None or
+        no time: the loop times it first. ``llm``: the run's
         ``llm.family.LLMSession`` when ``settings.llm`` is set. ``sibling_timeouts``: what
         ``store.timed_out_on_siblings`` would say, when ``store`` holds this key alone (a Ray
         lane's: ``loop.ray_lanes``); None: asked of ``store``. ``prior``: likewise, what
@@ -204,6 +206,13 @@ class KernelLoop:
         descent_ms = min([base_ms] + known)
         history: list[Round] = []
         step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+        if step.finished and self._provisional:  # at the roofline by the ranking's median: checked on the full one
+            timing, failure = self._settle_baseline(result, best)
+            if failure is not None:
+                return self._untimed(result, start, timing, failure)
+            base_ms, noise = float(timing["time_ms"]), timing.get("noise")
+            descent_ms = min([base_ms] + known)
+            step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
         hints: list[dict] = []
         arbiter, costly = self.settings.arbiter, not any(not f.costly for f in self.families)
         if costly:
@@ -228,16 +237,11 @@ class KernelLoop:
                 continue
             done = self._evaluate(proposals)
             done += self._wait_for_held(start)
-            if self._provisional and self._full is not None:  # judged against the full baseline
-                timing, failure = self._full_baseline()
-                if failure is not None or not timing or not timing.get("time_ms"):
+            if self._provisional:  # the round is judged against the full baseline
+                timing, failure = self._settle_baseline(result, best)
+                if failure is not None:
                     return self._untimed(result, start, timing, failure, candidates=True)
                 base_ms, noise = float(timing["time_ms"]), timing.get("noise")
-                self.base_ms = base_ms
-                result.update(baseline_ms=base_ms, roofline_before=timing.get("roofline"),
-                              roofline_after=timing.get("roofline"))
-                best.update(ms=base_ms if best["ratio"] is None else base_ms / best["ratio"],
-                            roofline=timing.get("roofline") if best["ratio"] is None else best["roofline"])
                 descent_ms = min([base_ms] + known)
             unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
             if unsafe is not None:  # every comparison with this baseline is void: decide nothing
@@ -478,6 +482,8 @@ class KernelLoop:
     def _arbitrate(self, timed: list[Evaluated], base_ms: float, noise: float | None,
                    best: dict[str, Any]) -> Evaluated | None:
         """Fastest first: the first candidate the arbiter accepts becomes the decision."""
+        if self._provisional:  # never against the ranking's median: _run re-bases first
+            raise RuntimeError(f"{self.spec.id}: judged before its full baseline was timed")
         settings = self.settings.arbiter
         for evaluated in timed:
             trial = evaluated.trial
@@ -523,20 +529,45 @@ class KernelLoop:
 
     def _starting_baseline(self) -> tuple[dict | None, Failure | None]:
         """What the loop starts from: the session's failure or full timing, the ranking's median
-        (``_provisional``: the full one is timed as the first candidates go out), or, given
-        nothing, the full baseline timed now."""
-        if self.baseline is None:
+        (``_provisional``: the full one is timed as the first candidates go out), or, given no
+        time, the full baseline timed now."""
+        timing, failure = self.baseline if self.baseline is not None else (None, None)
+        if failure is not None or full_timing(timing):
+            return timing, failure
+        if not timing or not timing.get("time_ms"):
             return self.evaluator.baseline(self.spec)
-        timing, failure = self.baseline
-        self._provisional = failure is None and bool(timing) and bool(timing.get("time_ms")) \
-            and not full_timing(timing)
-        return timing, failure
+        self._provisional = True
+        return timing, None
 
     def _full_baseline(self) -> tuple[dict | None, Failure | None]:
-        """The full baseline timed as the first candidates went out, waited for."""
+        """The full baseline timed as the first candidates went out, waited for; timed now when
+        none went out (every candidate of the round was reused from the store or held by
+        another run)."""
         self._provisional = False
         with self._timing("baseline_s"):
+            if self._full is None:
+                return self.evaluator.baseline(self.spec)
             return self._full.result()  # a lost worker raises here, as the loop's own timing would
+
+    def _settle_baseline(self, result: dict, best: dict) -> tuple[dict | None, Failure | None]:
+        """The full baseline (``_full_baseline``) in place of the ranking's median: in
+        ``result``, ``best`` and the candidates' records (their speedups were taken against the
+        median). A timing with no time comes back as a failure."""
+        timing, failure = self._full_baseline()
+        if failure is not None or not timing or not timing.get("time_ms"):
+            why = (timing or {}).get("message") or "no time"
+            return timing, failure or Failure("error", why)
+        base_ms = self.base_ms = float(timing["time_ms"])
+        for record in self.records:
+            if record["speedup"] is not None and record["time_ms"]:
+                record["speedup"] = base_ms / record["time_ms"]
+        result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
+                      roofline_before=timing.get("roofline"), roofline_after=timing.get("roofline"))
+        if best["ratio"] is None:
+            best.update(ms=base_ms, roofline=timing.get("roofline"))
+        else:  # a decision of an earlier run, its time scaled from this run's baseline
+            best["ms"] = base_ms / best["ratio"]
+        return timing, None
 
     def _untimed(self, result: dict, start: float, timing: dict | None, failure: Failure | None,
                  candidates: bool = False) -> dict:
@@ -544,7 +575,8 @@ class KernelLoop:
         why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
         wall_s = time.monotonic() - start
         result.update(failure=failure.kind if failure is not None else "error",
-                      message=f"baseline could not be timed: {why}", wall_s=wall_s, split=self._split(wall_s))
+                      message=f"baseline could not be timed: {why}", wall_s=wall_s, split=self._split(wall_s),
+                      baseline_ms=None, bytes=None, floor_ms=None, roofline_before=None, roofline_after=None)
         if candidates:
             result.update(candidates=self.records, timed_candidates=self._timed_count())
         return result

@@ -89,8 +89,8 @@ class KeyJob:
     store_path: str
     root: str  # the capture's folder (the lane's evaluator was made for it)
     category: str = "other"
-    # The ranking's (timing, failure): a failure, the one median the loop starts from, or a full
-    # timing a resumed run kept (``KernelLoop``'s ``baseline``); None: the loop times it first.
+    # The ranking's (timing, failure) (``KernelLoop``'s ``baseline``): a failure, or the one
+    # median the loop starts from; None: the loop times it first.
     baseline: tuple[dict | None, Failure | None] | None = None
     # The key's siblings' timeouts (``KernelLoop``'s ``sibling_timeouts``): None, the lane's store has them.
     sibling_timeouts: dict[str, str] | None = None

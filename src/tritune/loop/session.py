@@ -188,7 +188,7 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     fixed = {}  # the run's fixed costs (``RunResults.fixed``)
     warm = _warm_parent(specs)
     try:
-        kinds = _start_lanes(pool, log, _prebuild(specs, lanes, out, kernels=kernels, sample=sample, fresh=fresh))
+        kinds = _start_lanes(pool, log, _prebuild(specs, lanes, out, kernels=kernels, sample=sample))
         fixed["start_s"] = time.monotonic() - started
         for kind in kinds:
             kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
@@ -284,12 +284,13 @@ def _import_quietly(names: tuple[str, ...]) -> None:
             return
 
 
-def _prebuild(specs: list[LaunchSpec], lanes: Sequence[Lane], out: Path, *, kernels, sample, fresh) -> list[LaunchSpec]:
+def _prebuild(specs: list[LaunchSpec], lanes: Sequence[Lane], out: Path, *, kernels, sample) -> list[LaunchSpec]:
     """The launches the ranking will build first, for a lone lane to build as it starts
     (``LocalLane.start``): the plan's (its keys do not depend on the target's values), at most
-    ``RANK_CHUNK``; none for several lanes (each ranks its own part) or where a resumed run
-    keeps its baselines."""
-    if len(lanes) != 1 or (not fresh and (out / BASELINES_FILE).exists()):
+    ``RANK_CHUNK``; none for several lanes (each ranks its own part) or where the out folder
+    holds baselines (an earlier run's, kept even by ``--fresh`` when they match:
+    ``_kept_baselines``)."""
+    if len(lanes) != 1 or (out / BASELINES_FILE).exists():
         return []
     anywhere = {"gpu": "", "capability": 0, "triton_version": ""}
     return [spec for spec, _ in plan(specs, anywhere, kernels=kernels, sample=sample).items[:RANK_CHUNK]]
