@@ -66,7 +66,12 @@ def capture(out: pathlib.Path, only: str, small: bool = False) -> pathlib.Path:
     env = {**os.environ, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="tritune-fixed-capture-")}
     cmd = [sys.executable, "-m", "tritune", "capture", "--out", str(folder), "--", sys.executable,
            str(REPO / "benchmarks" / "suite" / "run.py"), "--only", only, *(["--small"] if small else [])]
+    begin = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    # its seconds and what it said (on a machine whose packages carry no bytecode, the first
+    # capture waits for the workers' bytecode: ``bytecode.filled_meanwhile``)
+    (out / "capture.log").write_text(f"capture: {time.monotonic() - begin:.1f} s, exit {done.returncode}\n"
+                                     + done.stdout[-4000:] + done.stderr[-4000:])
     if done.returncode != 0:
         sys.exit(f"capture failed: {(done.stdout + done.stderr).strip().splitlines()[-1:]}")
     return folder

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A short run's fixed costs on the GPU machine (issue 24, section 1), one device call (~4 min):
 # the environment's bytecode facts, then two 40-s `tritune optimize` runs of the 10-kernel suite
-# file one after the other (the first on an empty tritune bytecode folder, which it fills where
-# the packages carry none; the second reads it), then a lane worker's start part by part
+# file one after the other (the first after the capture, which fills an empty tritune bytecode
+# folder with torch, Triton and tritune where the packages carry no bytecode, and which that run
+# tops up; the second reads it), then a lane worker's start part by part
 # (fixed_probe.py --phases, --profile). Repository root:
 #
 #   export PYTHONPATH=$PWD/src CC=/opt/gcc/bin/gcc
@@ -33,6 +34,7 @@ for run in 1 2; do
       "${from[@]}" 2>&1; grep -E "lane|built|timed|fixed|tritune optimize:" "$state/run$run/defaults.log" | head -20
   } >> "$out/logs.txt"
   cp "$state/run$run/fixed_costs.json" "$out/run${run}_fixed_costs.json"
+  [ -f "$state/run$run/capture.log" ] && cat "$state/run$run/capture.log" >> "$out/logs.txt"
 done
 cp "$state/run2/defaults/optimize.json" "$out/run2_optimize.json"
 python3 benchmarks/fixed_probe.py --out "$out/probe.json" --arms after --phases --profile "$state/run1/capture" \

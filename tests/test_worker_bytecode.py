@@ -259,3 +259,106 @@ def test_a_lane_compiles_its_timing_workers_imports_after_the_ranking(monkeypatc
     import tritune.loop.jobs
 
     assert compiled(folder, Path(tritune.loop.jobs.__file__)).is_file() and bytecode.filled(folder)
+
+
+# ------------------------------------------------------- a capture compiles it for the first run
+
+def test_a_packages_sources_are_listed_without_importing_it(tmp_path, monkeypatch):
+    package = tmp_path / "site" / "plantedpkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__pycache__").mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (package / "sub" / "mod.py").write_text("X = 1\n")
+    (package / "__pycache__" / "stray.py").write_text("")
+    (package / "data.txt").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    found = bytecode.package_sources(["plantedpkg", "no_such_package_here"])
+    assert sorted(found) == [str(package / "__init__.py"), str(package / "sub" / "mod.py")]
+    assert "plantedpkg" not in sys.modules
+
+
+@needs_jail
+def test_a_capture_compiles_the_workers_packages_while_its_program_runs(tree, monkeypatch):
+    """``filled_meanwhile``: the fill runs during the block (the program), through the same
+    jailed compiler and the same roots as a lane's; the block's end waits for it, and the
+    folder is then filled for the first run's workers. A source outside the roots is not
+    compiled, here too."""
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tree["folder"])
+    monkeypatch.setattr(bytecode, "roots", lambda: [str(tree["lib"])])
+    monkeypatch.setattr(bytecode, "package_sources",
+                        lambda names: [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")])
+    said = []
+    with bytecode.filled_meanwhile(said.append):
+        assert bytecode._FILLING[str(tree["folder"])].args[3] == "tritune.worker.bytecode"  # under way
+    assert bytecode.filled(tree["folder"])
+    assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
+    assert len(said) in (0, 2)  # told only when it had to wait
+
+
+def test_nothing_is_compiled_where_packages_carry_bytecode_or_the_folder_is_filled(tmp_path, monkeypatch):
+    def refused(folder, files):
+        raise AssertionError("filled")
+
+    monkeypatch.setattr(bytecode, "fill", refused)
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)  # carried, or TRITUNE_BYTECODE off
+    with bytecode.filled_meanwhile(print):
+        pass
+    (tmp_path / bytecode.FILLED).touch()
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    with bytecode.filled_meanwhile(print):
+        pass
+
+
+def test_a_fill_still_going_is_waited_for_and_an_interrupted_capture_kills_it(tmp_path, monkeypatch):
+    procs = []
+
+    def planted(folder, files):
+        procs.append(subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({procs and 60 or 0.5})"]))
+        return procs[-1]
+
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "fill", planted)
+    said = []
+    with bytecode.filled_meanwhile(said.append):
+        pass
+    assert procs[0].returncode == 0 and len(said) == 2 and "once" in said[0] and said[1].startswith("compiled in")
+    with pytest.raises(KeyboardInterrupt):
+        with bytecode.filled_meanwhile(said.append):
+            raise KeyboardInterrupt
+    assert procs[1].returncode is not None and procs[1].returncode != 0  # killed, not waited for 60 s
+    assert len(said) == 2
+
+
+def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
+    """``tritune capture`` and ``optimize -- COMMAND`` run the program inside ``filled_meanwhile``;
+    ``--unsafe-no-jail``'s workers are never given the folder: nothing is compiled for them."""
+    import contextlib
+
+    from tritune.capture import program
+    from tritune.commands import optimize as optimize_command
+
+    entered = []
+
+    @contextlib.contextmanager
+    def recording(say):
+        entered.append("fill")
+        yield
+
+    def failing(command, out_dir, mode="new"):
+        entered.append("program")
+        raise program.CaptureError("planted", exit_code=3)
+
+    monkeypatch.setattr(bytecode, "filled_meanwhile", recording)
+    monkeypatch.setattr(program, "run", failing)
+    for unjailed in (False, True):
+        with pytest.raises(SystemExit):
+            optimize_command._launches_from(("python3", "x.py"), None, tmp_path / str(unjailed),
+                                            unsafe_no_jail=unjailed)
+    assert entered == ["fill", "program", "program"]
+    from click.testing import CliRunner
+
+    from tritune.commands.capture import capture
+
+    entered.clear()
+    done = CliRunner().invoke(capture, ["--out", str(tmp_path / "cap"), "--", "python3", "x.py"])
+    assert done.exit_code == 3 and entered == ["fill", "program"]

@@ -32,12 +32,14 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
     with a count. Example: tritune capture --out runs/cap -- python train.py --steps 2
     """
     from tritune.capture.program import CaptureError, describe_exit, run
+    from tritune.worker import bytecode
 
     if force and append:
         raise click.UsageError("--force and --append exclude each other")
     mode = "replace" if force else "append" if append else "new"
     try:
-        result = run(list(command), out_dir, mode=mode)
+        with bytecode.filled_meanwhile(lambda line: click.echo(f"tritune capture: {line}", err=True)):
+            result = run(list(command), out_dir, mode=mode)
     except CaptureError as exc:
         click.echo(f"tritune capture: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -23,6 +23,7 @@ an unusable input (a one-line message); 130 when interrupted (resumable).
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from pathlib import Path
@@ -271,9 +272,13 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     if inductor_dir is not None:
         return _inductor(inductor_dir, target, unsafe_no_jail=unsafe_no_jail)
     from tritune.capture.program import CaptureError, describe_exit, run
+    from tritune.worker import bytecode
 
+    # the workers' bytecode compiled while the program runs (none for unjailed workers: never given it)
+    meanwhile = bytecode.filled_meanwhile(_say) if not unsafe_no_jail else contextlib.nullcontext()
     try:
-        captured = run(list(command), target, mode="replace")
+        with meanwhile:
+            captured = run(list(command), target, mode="replace")
     except CaptureError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -285,6 +290,10 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
         sys.exit(2)
     click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
     return target
+
+
+def _say(line: str) -> None:
+    click.echo(f"tritune optimize: {line}", err=True)
 
 
 def _not_captured(root: Path) -> None:

@@ -277,13 +277,16 @@ class KernelLoop:
                       candidates=self.records, waited=self.waited, busy=self.busy, skipped=len(self._skipped),
                       wall_s=time.monotonic() - start, split=self._split(time.monotonic() - start),
                       timed_candidates=self._timed_count())
-        if best["ratio"] is not None:
-            result.update(accepted=True, decision=variant_name(best["variant"]),
-                          decision_hash=variant_hash(best["variant"]), best_ms=best["ms"], speedup=best["ratio"],
-                          roofline_after=best["roofline"],
-                          won_by=changed_knobs(self.spec, best["variant"]))
-        else:
+        return self._decided(result, best, base_ms)
+
+    def _decided(self, result: dict, best: dict, base_ms: float) -> dict:
+        """``result`` with the key's decision (its best variant, speedup and knobs), or none."""
+        if best["ratio"] is None:
             result.update(best_ms=base_ms, speedup=1.0, won_by=[])
+            return result
+        result.update(accepted=True, decision=variant_name(best["variant"]),
+                      decision_hash=variant_hash(best["variant"]), best_ms=best["ms"], speedup=best["ratio"],
+                      roofline_after=best["roofline"], won_by=changed_knobs(self.spec, best["variant"]))
         return result
 
     # ------------------------------------------------------------------------------ proposal
