@@ -263,16 +263,22 @@ def test_a_lane_compiles_its_timing_workers_imports_after_the_ranking(monkeypatc
 
 # ------------------------------------------------------- a capture compiles it for the first run
 
-def test_a_packages_sources_are_listed_without_importing_it(tmp_path, monkeypatch):
-    package = tmp_path / "site" / "plantedpkg"
-    (package / "sub").mkdir(parents=True)
-    (package / "__pycache__").mkdir()
-    (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
-    (package / "sub" / "mod.py").write_text("X = 1\n")
-    (package / "__pycache__" / "stray.py").write_text("")
-    (package / "data.txt").write_text("")
+def test_a_packages_sources_are_listed_without_importing_it_and_only_under_the_roots(tmp_path, monkeypatch):
+    """Found on the ``sys.path`` entries inside the roots: a package of the same name in a folder
+    outside them (a program's working directory) is not the one listed."""
+    for where in ("site", "cwd"):
+        package = tmp_path / where / "plantedpkg"
+        (package / "sub").mkdir(parents=True)
+        (package / "__pycache__").mkdir()
+        (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
+        (package / "sub" / "mod.py").write_text("X = 1\n")
+        (package / "__pycache__" / "stray.py").write_text("")
+        (package / "data.txt").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.syspath_prepend(str(tmp_path / "cwd"))  # first on the path, outside the roots
+    monkeypatch.setattr(bytecode, "roots", lambda: [str(tmp_path / "site")])
     found = bytecode.package_sources(["plantedpkg", "no_such_package_here"])
+    package = tmp_path / "site" / "plantedpkg"
     assert sorted(found) == [str(package / "__init__.py"), str(package / "sub" / "mod.py")]
     assert "plantedpkg" not in sys.modules
 
@@ -281,52 +287,120 @@ def test_a_packages_sources_are_listed_without_importing_it(tmp_path, monkeypatc
 def test_a_capture_compiles_the_workers_packages_while_its_program_runs(tree, monkeypatch):
     """``filled_meanwhile``: the fill runs during the block (the program), through the same
     jailed compiler and the same roots as a lane's; the block's end waits for it, and the
-    folder is then filled for the first run's workers. A source outside the roots is not
+    folder is then first-filled (``FIRST``, not ``FILLED``). A source outside the roots is not
     compiled, here too."""
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tree["folder"])
     monkeypatch.setattr(bytecode, "roots", lambda: [str(tree["lib"])])
     monkeypatch.setattr(bytecode, "package_sources",
                         lambda names: [str(tree["lib"] / "mod.py"), str(tree["outside"] / "secret.py")])
-    said = []
-    with bytecode.filled_meanwhile(said.append):
-        assert bytecode._FILLING[str(tree["folder"])].args[3] == "tritune.worker.bytecode"  # under way
-    assert bytecode.filled(tree["folder"])
+    with bytecode.filled_meanwhile(lambda line: None):
+        assert "--first" in bytecode._FILLING[str(tree["folder"])].args  # under way, as a first fill
+    assert (tree["folder"] / bytecode.FIRST).is_file() and not bytecode.filled(tree["folder"])
     assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
-    assert len(said) in (0, 2)  # told only when it had to wait
 
 
-def test_nothing_is_compiled_where_packages_carry_bytecode_or_the_folder_is_filled(tmp_path, monkeypatch):
-    def refused(folder, files):
+def test_a_first_filled_folder_is_given_to_workers_only_when_no_library_carries_its_own(tmp_path, monkeypatch):
+    """With the prefix set Python ignores every ``__pycache__``: a library the capture imports
+    that carries its own bytecode would be compiled in every worker."""
+    monkeypatch.setattr(bytecode, "carried", lambda module="torch": module == "liger_kernel")
+    assert not bytecode.usable(tmp_path, ["torch"])  # nothing filled yet
+    (tmp_path / bytecode.FIRST).touch()
+    assert bytecode.usable(tmp_path, ["torch", "triton.language", "fla.ops"])  # fla: none of its own
+    assert not bytecode.usable(tmp_path, ["torch", "liger_kernel.ops.swiglu"])
+    (tmp_path / bytecode.FILLED).touch()  # a lane's fill: what its workers imported, libraries too
+    assert bytecode.usable(tmp_path, ["liger_kernel.ops.swiglu"])
+
+
+def test_nothing_is_compiled_where_it_cannot_help(tmp_path, monkeypatch):
+    """Packages carry their bytecode (or TRITUNE_BYTECODE off), a fill finished before, no jail
+    for the compiler, a folder no worker may be granted: no fill."""
+    def refused(folder, files, first=False):
         raise AssertionError("filled")
 
     monkeypatch.setattr(bytecode, "fill", refused)
-    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)  # carried, or TRITUNE_BYTECODE off
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)
     with bytecode.filled_meanwhile(print):
         pass
-    (tmp_path / bytecode.FILLED).touch()
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    for marker in (bytecode.FILLED, bytecode.FIRST):
+        (tmp_path / marker).touch()
+        with bytecode.filled_meanwhile(print):
+            pass
+        (tmp_path / marker).unlink()
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: False)
     with bytecode.filled_meanwhile(print):
         pass
 
 
-def test_a_fill_still_going_is_waited_for_and_an_interrupted_capture_kills_it(tmp_path, monkeypatch):
-    procs = []
-
-    def planted(folder, files):
-        procs.append(subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({procs and 60 or 0.5})"]))
-        return procs[-1]
+def test_a_fill_that_cannot_start_is_no_failure_of_the_capture(tmp_path, monkeypatch):
+    def failing(folder, files, first=False):
+        raise BlockingIOError("no process left")
 
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
-    monkeypatch.setattr(bytecode, "fill", planted)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    monkeypatch.setattr(bytecode, "fill", failing)
+    ran = []
+    with bytecode.filled_meanwhile(print):
+        ran.append("program")
+    assert ran == ["program"]
+
+
+class PlantedFill:
+    """A fill process: ``seconds`` of sleep, or a wait that raises ``interrupt``."""
+
+    def __init__(self, seconds, interrupt=None):
+        self.proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+        self.interrupt = interrupt
+        self.args = self.proc.args
+
+    def poll(self):
+        return self.proc.poll()
+
+    def wait(self, timeout=None):
+        interrupt, self.interrupt = self.interrupt, None  # once: the wait after the kill returns
+        if interrupt is not None:
+            raise interrupt
+        return self.proc.wait(timeout)
+
+    def kill(self):
+        self.proc.kill()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+
+def test_a_fill_still_going_is_waited_for_at_most_a_while_and_ctrl_c_in_the_program_kills_it(tmp_path, monkeypatch):
+    fills = []
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: fills[-1])
+    monkeypatch.setattr(bytecode, "FILL_WAIT_S", 0.5)
     said = []
+    fills.append(PlantedFill(60))  # past the wait: stopped, the capture goes on
     with bytecode.filled_meanwhile(said.append):
         pass
-    assert procs[0].returncode == 0 and len(said) == 2 and "once" in said[0] and said[1].startswith("compiled in")
-    with pytest.raises(KeyboardInterrupt):
+    assert fills[-1].returncode not in (None, 0) and said[-1].startswith("left unfinished")
+    fills.append(PlantedFill(60, interrupt=KeyboardInterrupt()))  # Ctrl-C while waiting: the same
+    with bytecode.filled_meanwhile(said.append):
+        pass
+    assert fills[-1].returncode not in (None, 0) and said[-1].startswith("left unfinished")
+    fills.append(PlantedFill(60))
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C in the program: killed, and the capture's own way
         with bytecode.filled_meanwhile(said.append):
             raise KeyboardInterrupt
-    assert procs[1].returncode is not None and procs[1].returncode != 0  # killed, not waited for 60 s
-    assert len(said) == 2
+    assert fills[-1].returncode not in (None, 0) and len(said) == 4
+
+
+def test_a_finished_fill_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    planted = PlantedFill(0.3)
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: planted)
+    said = []
+    with bytecode.filled_meanwhile(said.append):
+        (tmp_path / bytecode.FIRST).touch()  # what the real compiler writes at its end
+    assert planted.returncode == 0 and len(said) == 2 and said[-1].startswith("compiled in")
 
 
 def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
@@ -342,7 +416,10 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
     @contextlib.contextmanager
     def recording(say):
         entered.append("fill")
-        yield
+        try:
+            yield
+        finally:
+            entered.append("filled")
 
     def failing(command, out_dir, mode="new"):
         entered.append("program")
@@ -354,11 +431,11 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             optimize_command._launches_from(("python3", "x.py"), None, tmp_path / str(unjailed),
                                             unsafe_no_jail=unjailed)
-    assert entered == ["fill", "program", "program"]
+    assert entered == ["fill", "program", "filled", "program"]
     from click.testing import CliRunner
 
     from tritune.commands.capture import capture
 
     entered.clear()
     done = CliRunner().invoke(capture, ["--out", str(tmp_path / "cap"), "--", "python3", "x.py"])
-    assert done.exit_code == 3 and entered == ["fill", "program"]
+    assert done.exit_code == 3 and entered == ["fill", "program", "filled"]

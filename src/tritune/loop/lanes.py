@@ -161,8 +161,8 @@ class LocalLane:
             folder = bytecode.prefix() if jail is not None else None
             granted = jail.with_read(folder) if folder is not None else None
             if granted is not None and granted.read != jail.read:  # the jail may grant it (``with_read``)
-                self._bytecode = folder  # filled after the ranking; read once filled (``bytecode.FILLED``)
-                if bytecode.filled(folder):
+                self._bytecode = folder  # filled after the ranking; read once usable (``bytecode.usable``)
+                if bytecode.usable(folder, warm):
                     jail = granted
                     env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=jail,

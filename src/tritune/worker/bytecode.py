@@ -17,9 +17,12 @@ into a folder of tritune's (``config.bytecode_dir``) by a jailed subprocess of i
 was filled once (``FILLED``): with the prefix set, Python ignores every ``__pycache__``, so an
 empty folder would make a first run slower than without it. So that the first run on a machine
 starts from bytecode too, a capture (``tritune capture``, ``optimize -- COMMAND``) has the
-packages every lane worker imports (``FIRST_FILL``: torch, Triton, tritune) compiled while the
-program runs, on the cores it leaves idle (``filled_meanwhile``), and waits for the rest after
-it: once per machine (~3,000 files: ~15 s of one core at 6 ms a file).
+packages every lane worker imports (``FIRST_FILL``: torch, Triton, tritune, as installed under
+the roots) compiled while the program runs, on the cores it leaves idle (``filled_meanwhile``),
+and waits for the rest after it, at most ``FILL_WAIT_S`` (~3,000 files: ~15 s of one idle
+core); its fill marks the folder ``FIRST``, not ``FILLED``. A lane's workers read a folder only
+first-filled when none of the capture's libraries carries bytecode of its own (``usable``):
+with the prefix set, Python would ignore that bytecode and compile the library in every worker.
 
 Why this holds (the jail's rules stay as they were):
 
@@ -44,12 +47,14 @@ Why this holds (the jail's rules stay as they were):
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import itertools
 import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -58,6 +63,8 @@ from tritune import config
 
 MAX_FILES = 20000  # a worker's list, bounded: more is not a list of imports
 FIRST_FILL = ("torch", "triton", "tritune")  # what every lane worker imports (``filled_meanwhile``)
+FIRST = ".tritune-first-filled"  # written once a capture's fill of FIRST_FILL finished (``usable``)
+FILL_WAIT_S = 60.0  # a capture waits this long for its fill after the program, then leaves it
 MARKER = ".tritune-bytecode"  # in a folder tritune made for this
 FILLED = ".tritune-filled"  # written once a fill finished: workers read the folder from then on
 IMPORTED_JOB = "tritune.worker.bytecode:imported_job"
@@ -102,8 +109,19 @@ def prefix(environ=None) -> Path | None:
 
 
 def filled(folder: Path) -> bool:
-    """Whether a fill of ``folder`` finished once (workers read it from then on)."""
+    """Whether a lane's fill of ``folder`` finished once (workers read it from then on)."""
     return (folder / FILLED).is_file()
+
+
+def usable(folder: Path, modules: Iterable[str]) -> bool:
+    """Whether a lane whose capture's kernel files import ``modules`` (``replay.warm``) gives its
+    workers the folder: a lane's fill finished once (``FILLED``), or a capture's (``FIRST``) and
+    every top-level package of ``modules`` is one it compiled or carries no bytecode either."""
+    if filled(folder):
+        return True
+    if not (folder / FIRST).is_file():
+        return False
+    return all(top in FIRST_FILL or not carried(top) for top in {name.split(".")[0] for name in modules})
 
 
 def _own(folder: Path) -> bool:
@@ -165,10 +183,12 @@ def imported() -> list[str]:
     return found
 
 
-def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
+def fill(folder: Path, files: Iterable[object], *, first: bool = False) -> subprocess.Popen | None:
     """Compile the ``files`` under ``roots`` into ``folder``, in a jailed subprocess of this process
-    at the lowest priority (its compiles hold no lock of ours); the process, for the caller to end
-    if it must, or None when nothing needs it or a fill of the folder is under way."""
+    at the lowest priority (its compiles hold no lock of ours; the list goes to it from a thread,
+    so a busy machine delays no caller); the process, for the caller to end if it must, or None
+    when nothing needs it or a fill of the folder is under way. ``first``: it marks the folder
+    ``FIRST`` when done, not ``FILLED`` (``filled_meanwhile``)."""
     running = _FILLING.get(str(folder))
     if running is not None and running.poll() is None:
         return None
@@ -181,47 +201,70 @@ def fill(folder: Path, files: Iterable[object]) -> subprocess.Popen | None:
     # never imported); its own imports' bytecode does not go to the folder
     path = config.python_path_first(str(Path(__file__).resolve().parents[2]))
     env = config.environment({config.ENV_PYCACHE_PREFIX: None, config.ENV_PYTHONPATH: path})
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "tritune.worker.bytecode", str(folder), *allowed],
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "tritune.worker.bytecode", *(["--first"] if first else []),
+                             str(folder), *allowed],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd="/", env=env)
     try:
         os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
     except OSError:
         pass
-    try:
-        proc.stdin.write("\n".join(sources).encode())
-        proc.stdin.close()
-    except OSError:
-        pass
+    threading.Thread(target=_feed, args=(proc, "\n".join(sources).encode()), name="tritune-bytecode-list",
+                     daemon=True).start()
     _FILLING[str(folder)] = proc
     return proc
 
 
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:  # it ended (killed): nothing to compile
+        pass
+
+
 def package_sources(names: Iterable[str]) -> list[str]:
-    """The ``.py`` files of the installed packages ``names``, found (``find_spec``), not imported."""
+    """The ``.py`` files of the packages ``names`` as installed under the roots (found on the
+    entries of ``sys.path`` inside ``roots``, not imported: a ``torch`` folder in the working
+    directory is not the one the workers import); tritune's own package where it is."""
+    allowed = [a.rstrip(os.sep) for a in roots()]
+    path = [p for p in sys.path if p and any(_inside(os.path.realpath(p), a) for a in allowed)]
     found: list[str] = []
     for name in names:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if name == "tritune":
+            locations = [str(Path(__file__).resolve().parents[1])]
+        else:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        for location in locations:
             for folder, dirs, files in os.walk(location):
                 dirs[:] = [d for d in dirs if d != "__pycache__"]
                 found += [os.path.join(folder, f) for f in files if f.endswith(".py")]
     return found
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
 @contextlib.contextmanager
 def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
     """While the block runs (a capture's program), ``FIRST_FILL``'s sources compiled into the
-    folder (``fill``: jailed, at the lowest priority), so that a first run's lane workers start
-    from bytecode; after the block, the fill is waited for (``say`` tells why when it is still
-    going). Nothing where packages carry their bytecode, the folder is off, or it was filled
-    before. A block that raises (Ctrl-C) kills the fill: each file it wrote is whole, and
-    ``FILLED`` is not written, so no worker uses a part-filled folder."""
-    folder = prefix()
-    proc = fill(folder, package_sources(FIRST_FILL)) if folder is not None and not filled(folder) else None
+    folder (``fill``: jailed, at the lowest priority, ``first``), so that a first run's lane
+    workers start from bytecode; after the block, the fill is waited for, at most
+    ``FILL_WAIT_S`` (``say`` tells why, and how it ended). Nothing where packages carry their
+    bytecode, the folder is off, no jail could hold the compiler or grant workers the folder, or
+    a fill finished before; a fill that cannot start is no failure of the capture. A block that
+    raises (Ctrl-C in the program) kills the fill; Ctrl-C while waiting, or the wait's end, stops
+    it and the capture goes on. A stopped fill writes no marker (each file it wrote is whole, and
+    the next fill skips it): no worker uses a part-filled folder."""
+    proc = None
+    try:
+        folder = prefix()
+        if folder is not None and not filled(folder) and not (folder / FIRST).is_file() and _grantable(folder):
+            proc = fill(folder, package_sources(FIRST_FILL), first=True)
+    except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
+        proc = None
     try:
         yield
     except BaseException:
@@ -229,15 +272,24 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
         raise
     if proc is None or proc.poll() is not None:
         return
-    say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no "
-        "bytecode; once): the first optimize run's workers start faster")
+    say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no bytecode; "
+        f"once; at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
     began = time.monotonic()
     try:
-        proc.wait()
-    except BaseException:
-        _stop(proc)
-        raise
-    say(f"compiled in {time.monotonic() - began:.0f} s more")
+        proc.wait(FILL_WAIT_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    _stop(proc)
+    done = proc.returncode == 0 and (folder / FIRST).is_file()
+    say(f"compiled in {time.monotonic() - began:.0f} s more" if done else
+        "left unfinished: a later capture goes on from what it wrote")
+
+
+def _grantable(folder: Path) -> bool:
+    """Whether the compiler can be jailed and workers may be granted ``folder`` (``jail``)."""
+    from tritune.worker import jail
+
+    return jail.status().usable and bool(jail.readable([folder]))
 
 
 def _stop(proc: subprocess.Popen | None) -> None:
@@ -281,11 +333,13 @@ def _current(target: str, source: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """The fill process: jailed first (read the roots, write the folder), then the list from stdin
-    compiled, then ``FILLED`` written."""
+    """The fill process (``[--first] FOLDER ROOT...``): jailed first (read the roots, write the
+    folder), then the list from stdin compiled, then ``FILLED`` (``FIRST`` with ``--first``)
+    written."""
     from tritune.worker import jail
 
-    folder, *allowed = argv
+    first = bool(argv) and argv[0] == "--first"
+    folder, *allowed = argv[1:] if first else argv
     sources = sys.stdin.read().splitlines()
     import py_compile  # noqa: F401 - what compiling imports, imported before the jail
     import tokenize  # noqa: F401
@@ -295,7 +349,7 @@ def main(argv: list[str]) -> int:
         return 1  # unconfined, a swapped link could make it compile what a worker may not read
     jail.enter(jail.Policy(read=tuple(allowed), read_write=(folder,)))
     compile_into(folder, sources, allowed)
-    Path(folder, FILLED).touch()
+    Path(folder, FIRST if first else FILLED).touch()
     return 0
 
 
