@@ -266,9 +266,7 @@ class LocalLane:
     def close(self) -> None:
         if self._owned:
             self.evaluator.close()
-        if self._filling is not None and self._filling.poll() is None:
-            self._filling.kill()  # what it wrote stays (each file whole); the next run goes on
-            self._filling.wait()
+        bytecode.stop(self._filling)  # the next run goes on from what it wrote
 
     def _guard(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -150,7 +150,7 @@ def roots() -> list[str]:
 def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
     """Of ``files`` (a worker's list; at most ``4 * MAX_FILES`` looked at), the real paths of
     regular ``.py`` files under ``allowed``, each once, at most ``MAX_FILES``."""
-    tops = [a.rstrip(os.sep) + os.sep for a in allowed]
+    tops = [a.rstrip(os.sep) for a in allowed]
     kept: dict[str, None] = {}
     for name in itertools.islice(files, 4 * MAX_FILES):
         if len(kept) >= MAX_FILES:
@@ -159,7 +159,7 @@ def eligible(files: Iterable[object], allowed: Iterable[str]) -> list[str]:
             continue
         try:
             real = os.path.realpath(name)
-            inside = real.endswith(".py") and any(real.startswith(top) for top in tops)
+            inside = real.endswith(".py") and any(_inside(real, top) for top in tops)
             if not inside or not os.path.isfile(real):
                 continue
         except OSError:  # a path it may not resolve (another user's /proc entry)
@@ -268,7 +268,7 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        _stop(proc)
+        stop(proc)
         raise
     if proc is None or proc.poll() is not None:
         return
@@ -279,7 +279,7 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
         proc.wait(FILL_WAIT_S)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
-    _stop(proc)
+    stop(proc)
     done = proc.returncode == 0 and (folder / FIRST).is_file()
     say(f"compiled in {time.monotonic() - began:.0f} s more" if done else
         "left unfinished: a later capture goes on from what it wrote")
@@ -292,7 +292,8 @@ def _grantable(folder: Path) -> bool:
     return jail.status().usable and bool(jail.readable([folder]))
 
 
-def _stop(proc: subprocess.Popen | None) -> None:
+def stop(proc: subprocess.Popen | None) -> None:
+    """A fill ended now if it still runs: what it wrote stays (each file whole), no marker."""
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
