@@ -117,3 +117,22 @@ def test_append_to_an_unusable_capture_fails_before_running_the_program(tmp_path
     assert message in result.output
     assert not ran.exists()  # the program did not run
     assert (out / "launches.jsonl").read_bytes() == _bad_launches(kind)
+
+
+def test_a_program_lists_its_imports_only_when_asked(tmp_path):
+    """``run(list_imports=True)``: each of its processes writes the files it imported into
+    ``imported/`` (what a capture's bytecode fill reads); not otherwise."""
+    from tritune.capture import program
+    from tritune.capture.recorder import IMPORTS
+
+    code = "import json, subprocess, sys; subprocess.run([sys.executable, '-c', 'import csv'], check=True)"
+    program.run([sys.executable, "-c", code], tmp_path / "asked", list_imports=True)
+    lists = sorted((tmp_path / "asked" / IMPORTS).glob("*.txt"))
+    assert len(lists) == 2  # the program and its child
+    listed = [set(p.read_text().splitlines()) for p in lists]
+    import csv
+    import json
+
+    assert any(json.__file__ in files for files in listed) and any(csv.__file__ in files for files in listed)
+    program.run([sys.executable, "-c", code], tmp_path / "not", list_imports=False)
+    assert not (tmp_path / "not" / IMPORTS).exists()

@@ -299,6 +299,52 @@ def test_a_capture_compiles_the_workers_packages_while_its_program_runs(tree, mo
     assert [p.name for p in tree["folder"].rglob("*.pyc")] == [f"mod.{TAG}.pyc"]
 
 
+@needs_jail
+def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_only(tree, tmp_path, monkeypatch):
+    """After the program, what its processes listed (``imports``: numpy, its libraries) is
+    compiled too, by the same jailed compiler: a line outside the roots, a link out of them,
+    garbage, are not; the lists are removed. A program told nothing (``imports`` not given)
+    lists nothing."""
+    lib, outside, folder = tree["lib"], tree["outside"], tree["folder"]
+    (lib / "numpyish.py").write_text("VALUE = 4\n")
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
+    monkeypatch.setattr(bytecode, "roots", lambda: [str(lib)])
+    monkeypatch.setattr(bytecode, "package_sources", lambda names: [str(lib / "mod.py")])
+    imports = tmp_path / "capture" / "imported"
+    with bytecode.filled_meanwhile(lambda line: None, imports) as wanted:
+        assert wanted is True
+        imports.mkdir(parents=True)  # what the program's processes write (``recorder._list_imports``)
+        (imports / "1-0.txt").write_text("\n".join([str(lib / "mod.py"), str(lib / "numpyish.py")]))
+        (imports / "2-0.txt").write_bytes(b"\xff\xfe not utf-8\n" + str(outside / "secret.py").encode()
+                                         + b"\n" + str(lib / "linked.py").encode())
+    assert not imports.exists()
+    assert sorted(p.name for p in folder.rglob("*.pyc")) == [f"mod.{TAG}.pyc", f"numpyish.{TAG}.pyc"]
+    assert (folder / bytecode.FIRST).is_file()
+    for marker in folder.iterdir():
+        if marker.name == bytecode.FIRST:
+            marker.unlink()
+    with bytecode.filled_meanwhile(lambda line: None) as wanted:
+        assert wanted is False
+
+
+def test_a_program_is_asked_for_its_imports_only_while_a_fill_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)  # packages carry their bytecode
+    with bytecode.filled_meanwhile(print, tmp_path / "imported") as wanted:
+        assert wanted is False
+
+
+def test_a_programs_lists_are_read_within_bounds(tmp_path, monkeypatch):
+    """A program writes the lists: each is read up to ``MAX_LIST_BYTES``, at most ``MAX_LISTS`` of
+    them, an unreadable one skipped; ``eligible`` then checks every line (above)."""
+    monkeypatch.setattr(bytecode, "MAX_LIST_BYTES", 10)
+    monkeypatch.setattr(bytecode, "MAX_LISTS", 3)
+    for n in range(3):
+        (tmp_path / f"{n}.txt").write_text(f"/a{n}.py\n/{'x' * 50}.py\n")
+    (tmp_path / "1a.txt").mkdir()  # not a file: skipped, and counted (2.txt is the fourth)
+    assert bytecode.listed_imports(tmp_path) == ["/a0.py", "/xx", "/a1.py"]
+    assert bytecode.listed_imports(tmp_path / "none") == []
+
+
 def test_a_first_filled_folder_is_given_to_workers_only_when_no_library_carries_its_own(tmp_path, monkeypatch):
     """With the prefix set Python ignores every ``__pycache__``: a library the capture imports
     that carries its own bytecode would be compiled in every worker."""
@@ -414,15 +460,16 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
     entered = []
 
     @contextlib.contextmanager
-    def recording(say):
+    def recording(say, imports=None):
         entered.append("fill")
+        assert imports.name == "imported" and imports.parent.name in ("capture", "cap")  # the capture's lists
         try:
-            yield
+            yield True
         finally:
             entered.append("filled")
 
-    def failing(command, out_dir, mode="new"):
-        entered.append("program")
+    def failing(command, out_dir, mode="new", list_imports=False):
+        entered.append("program" if list_imports else "program, not listing")
         raise program.CaptureError("planted", exit_code=3)
 
     monkeypatch.setattr(bytecode, "filled_meanwhile", recording)
@@ -431,7 +478,7 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             optimize_command._launches_from(("python3", "x.py"), None, tmp_path / str(unjailed),
                                             unsafe_no_jail=unjailed)
-    assert entered == ["fill", "program", "filled", "program"]
+    assert entered == ["fill", "program", "filled", "program, not listing"]
     from click.testing import CliRunner
 
     from tritune.commands.capture import capture

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ from tritune.capture.skipped import Skipped
 from tritune.capture import skipped as skipped_file
 
 PARTS = "parts"
+IMPORTS = "imported"  # DIR/imported/<pid>.txt: the files a process imported, where a capture asked (``_list_imports``)
 SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
 FLUSH_SECONDS = 1.0
 
@@ -207,6 +209,33 @@ _live: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
 def _flush_all() -> None:
     for recorder in list(_live):
         recorder.close()
+    _list_imports()
+
+
+def _list_imports() -> None:
+    """Where the capture asked (``config.capture_imports``), the source files this process imported,
+    one a line, into ``DIR/imported/``: the capture compiles the workers' bytecode from them where
+    packages carry none (``worker.bytecode.filled_meanwhile``). Best effort: nothing is lost
+    without it."""
+    from tritune import config
+
+    recorders = [r for r in list(_live) if r.pid == os.getpid()]
+    if not recorders or not config.capture_imports():
+        return
+    from tritune.worker.bytecode import imported
+
+    try:
+        folder = recorders[0].dir / IMPORTS
+        folder.mkdir(exist_ok=True)
+        for n in itertools.count():  # a pid the program reused: another name
+            try:
+                with open(folder / f"{os.getpid()}-{n}.txt", "x") as handle:
+                    handle.write("\n".join(imported()))
+                break
+            except FileExistsError:
+                continue
+    except OSError:
+        pass
 
 
 def _reopen_all_in_child() -> None:

@@ -19,8 +19,9 @@ empty folder would make a first run slower than without it. So that the first ru
 starts from bytecode too, a capture (``tritune capture``, ``optimize -- COMMAND``) has the
 packages every lane worker imports (``FIRST_FILL``: torch, Triton, tritune, as installed under
 the roots) compiled while the program runs, on the cores it leaves idle (``filled_meanwhile``),
-and waits for the rest after it, at most ``FILL_WAIT_S`` (~3,000 files: ~15 s of one idle
-core); its fill marks the folder ``FIRST``, not ``FILLED``. A lane's workers read a folder only
+then what else the program's processes imported (they list it at exit: numpy, torch's other
+needs, libraries under the roots), waiting for the rest after it at most ``FILL_WAIT_S``
+(~3,000 files: ~15 s of one idle core); its fill marks the folder ``FIRST``, not ``FILLED``. A lane's workers read a folder only
 first-filled when none of the capture's libraries carries bytecode of its own (``usable``):
 with the prefix set, Python would ignore that bytecode and compile the library in every worker.
 
@@ -33,8 +34,8 @@ Why this holds (the jail's rules stay as they were):
 - Who compiles: a subprocess in a jail of its own (Landlock: read those roots, write only the
   folder; seccomp; capabilities dropped), so a file is refused when it is opened, not only when
   the list is checked (a link swapped in between, a root parent's right to read any file).
-  The parent never runs what it is told to compile; the list comes from a worker, so it is
-  checked path by path as well (``eligible``).
+  The parent never runs what it is told to compile; the list comes from a worker or a captured
+  program, so it is checked path by path as well (``eligible``).
 - The folder: granted to workers through the jail's own filter (``Policy.with_read``: never
   ``TRITUNE_HOME``, the home, a folder holding either, or one inside ``TRITUNE_HOME``); used
   only when it is a real folder of this user, writable by no one else, that tritune made
@@ -51,6 +52,7 @@ import importlib.machinery
 import importlib.util
 import itertools
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -62,6 +64,8 @@ from typing import Callable, Iterable, Iterator
 from tritune import config
 
 MAX_FILES = 20000  # a worker's list, bounded: more is not a list of imports
+MAX_LISTS = 256  # a capture's lists of imports read (one a process)
+MAX_LIST_BYTES = 4 << 20  # of each
 FIRST_FILL = ("torch", "triton", "tritune")  # what every lane worker imports (``filled_meanwhile``)
 FIRST = ".tritune-first-filled"  # written once a capture's fill of FIRST_FILL finished (``usable``)
 FILL_WAIT_S = 60.0  # a capture waits this long for its fill after the program, then leaves it
@@ -248,16 +252,19 @@ def _inside(path: str, root: str) -> bool:
 
 
 @contextlib.contextmanager
-def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
+def filled_meanwhile(say: Callable[[str], None], imports: Path | None = None) -> Iterator[bool]:
     """While the block runs (a capture's program), ``FIRST_FILL``'s sources compiled into the
     folder (``fill``: jailed, at the lowest priority, ``first``), so that a first run's lane
-    workers start from bytecode; after the block, the fill is waited for, at most
-    ``FILL_WAIT_S`` (``say`` tells why, and how it ended). Nothing where packages carry their
-    bytecode, the folder is off, no jail could hold the compiler or grant workers the folder, or
-    a fill finished before; a fill that cannot start is no failure of the capture. A block that
-    raises (Ctrl-C in the program) kills the fill; Ctrl-C while waiting, or the wait's end, stops
-    it and the capture goes on. A stopped fill writes no marker (each file it wrote is whole, and
-    the next fill skips it): no worker uses a part-filled folder."""
+    workers start from bytecode; after the block, the fill is waited for, then what else the
+    program's processes imported (the folder ``imports``, which they write when the block is
+    given True: numpy, torch's other needs, the program's libraries under the roots), at most
+    ``FILL_WAIT_S`` in all (``say`` tells why, and how it ended); ``imports`` is removed after.
+    Nothing where packages carry their bytecode, the folder is off, no jail could hold the
+    compiler or grant workers the folder, or a fill finished before; a fill that cannot start
+    is no failure of the capture. A block that raises (Ctrl-C in the program) kills the fill;
+    Ctrl-C while waiting, or the wait's end, stops it and the capture goes on. A stopped fill
+    writes no marker (each file it wrote is whole, and the next fill skips it): no worker uses
+    a part-filled folder."""
     proc = None
     try:
         folder = prefix()
@@ -266,23 +273,62 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[None]:
     except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
         proc = None
     try:
-        yield
+        yield proc is not None and imports is not None
     except BaseException:
         stop(proc)
         raise
-    if proc is None or proc.poll() is not None:
+    finally:
+        listed = listed_imports(imports) if proc is not None and imports is not None else []
+        if imports is not None:
+            shutil.rmtree(imports, ignore_errors=True)
+    if proc is None:
         return
-    say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no bytecode; "
-        f"once; at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
     began = time.monotonic()
+    told = proc.poll() is None
+    if told:
+        say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no bytecode; "
+            f"once; at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
+    done = _waited(proc, FILL_WAIT_S) and (folder / FIRST).is_file()
+    if done and listed:
+        try:
+            proc = fill(folder, listed, first=True)  # what is compiled already is skipped (``_current``)
+        except Exception:  # noqa: BLE001 - optional, as above
+            proc = None
+        if proc is not None:
+            done = _waited(proc, FILL_WAIT_S - (time.monotonic() - began))
+    if told:
+        say(f"compiled in {time.monotonic() - began:.0f} s more" if done else
+            "left unfinished: a later capture goes on from what it wrote")
+
+
+def _waited(proc: subprocess.Popen, seconds: float) -> bool:
+    """Whether ``proc`` ended well within ``seconds``; stopped otherwise (and on Ctrl-C)."""
     try:
-        proc.wait(FILL_WAIT_S)
+        proc.wait(max(0.0, seconds))
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
     stop(proc)
-    done = proc.returncode == 0 and (folder / FIRST).is_file()
-    say(f"compiled in {time.monotonic() - began:.0f} s more" if done else
-        "left unfinished: a later capture goes on from what it wrote")
+    return proc.returncode == 0
+
+
+def listed_imports(folder: Path) -> list[str]:
+    """The lines of the files in ``folder`` (``capture.recorder._list_imports``: a program's
+    processes wrote them, so each is read up to a bound, and ``eligible`` checks every path)."""
+    found: dict[str, None] = {}
+    try:
+        names = sorted(folder.glob("*.txt"))[:MAX_LISTS]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(name, "rb") as handle:
+                text = handle.read(MAX_LIST_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        found.update(dict.fromkeys(text.splitlines()))
+        if len(found) >= 4 * MAX_FILES:
+            break
+    return list(found)
 
 
 def _grantable(folder: Path) -> bool:
