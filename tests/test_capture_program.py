@@ -119,20 +119,25 @@ def test_append_to_an_unusable_capture_fails_before_running_the_program(tmp_path
     assert (out / "launches.jsonl").read_bytes() == _bad_launches(kind)
 
 
-def test_a_program_lists_its_imports_only_when_asked(tmp_path):
-    """``run(list_imports=True)``: each of its processes writes the files it imported into
-    ``imported/`` (what a capture's bytecode fill reads); not otherwise."""
+def test_a_program_lists_its_imports_only_when_asked(tmp_path, monkeypatch):
+    """``run(imports=FOLDER)``: each of its processes writes the files it imported there at exit
+    (what a capture's bytecode fill reads); not otherwise, also where the environment asks (a
+    capture inside a capture)."""
     from tritune.capture import program
-    from tritune.capture.recorder import IMPORTS
 
     code = "import json, subprocess, sys; subprocess.run([sys.executable, '-c', 'import csv'], check=True)"
-    program.run([sys.executable, "-c", code], tmp_path / "asked", list_imports=True)
-    lists = sorted((tmp_path / "asked" / IMPORTS).glob("*.txt"))
-    assert len(lists) == 2  # the program and its child
-    listed = [set(p.read_text().splitlines()) for p in lists]
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    program.run([sys.executable, "-c", code], tmp_path / "asked", imports=lists)
+    written = sorted(lists.glob("*.txt"))
+    assert len(written) == 2  # the program and its child
+    listed = [set(p.read_text().splitlines()) for p in written]
     import csv
     import json
 
     assert any(json.__file__ in files for files in listed) and any(csv.__file__ in files for files in listed)
-    program.run([sys.executable, "-c", code], tmp_path / "not", list_imports=False)
-    assert not (tmp_path / "not" / IMPORTS).exists()
+    inherited = tmp_path / "inherited"
+    inherited.mkdir()
+    monkeypatch.setenv(config.ENV_CAPTURE_IMPORTS, str(inherited))
+    program.run([sys.executable, "-c", code], tmp_path / "not", imports=None)
+    assert not any(inherited.iterdir())

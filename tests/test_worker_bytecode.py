@@ -300,49 +300,151 @@ def test_a_capture_compiles_the_workers_packages_while_its_program_runs(tree, mo
 
 
 @needs_jail
-def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_only(tree, tmp_path, monkeypatch):
-    """After the program, what its processes listed (``imports``: numpy, its libraries) is
-    compiled too, by the same jailed compiler: a line outside the roots, a link out of them,
-    garbage, are not; the lists are removed. A program told nothing (``imports`` not given)
-    lists nothing."""
+def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_only(tree, monkeypatch):
+    """After the program, what its processes listed (numpy, its libraries) is compiled too, by
+    the same jailed compiler, and said so also when the first fill ended during the program: a
+    line outside the roots, a link out of them, garbage, are not; the folder of lists, which the
+    fill made, is removed."""
     lib, outside, folder = tree["lib"], tree["outside"], tree["folder"]
     (lib / "numpyish.py").write_text("VALUE = 4\n")
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
     monkeypatch.setattr(bytecode, "roots", lambda: [str(lib)])
     monkeypatch.setattr(bytecode, "package_sources", lambda names: [str(lib / "mod.py")])
-    imports = tmp_path / "capture" / "imported"
-    with bytecode.filled_meanwhile(lambda line: None, imports) as wanted:
-        assert wanted is True
-        imports.mkdir(parents=True)  # what the program's processes write (``recorder._list_imports``)
+    said = []
+    with bytecode.filled_meanwhile(said.append) as imports:
+        assert imports.is_dir() and not any(imports.iterdir())
+        bytecode._FILLING[str(folder)].wait()  # the program outlasts the first fill
         (imports / "1-0.txt").write_text("\n".join([str(lib / "mod.py"), str(lib / "numpyish.py")]))
         (imports / "2-0.txt").write_bytes(b"\xff\xfe not utf-8\n" + str(outside / "secret.py").encode()
                                          + b"\n" + str(lib / "linked.py").encode())
     assert not imports.exists()
     assert sorted(p.name for p in folder.rglob("*.pyc")) == [f"mod.{TAG}.pyc", f"numpyish.{TAG}.pyc"]
     assert (folder / bytecode.FIRST).is_file()
-    for marker in folder.iterdir():
-        if marker.name == bytecode.FIRST:
-            marker.unlink()
-    with bytecode.filled_meanwhile(lambda line: None) as wanted:
-        assert wanted is False
+    assert len(said) == 2 and said[-1].startswith("compiled in")  # the second fill is no silent pause
 
 
 def test_a_program_is_asked_for_its_imports_only_while_a_fill_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)  # packages carry their bytecode
-    with bytecode.filled_meanwhile(print, tmp_path / "imported") as wanted:
-        assert wanted is False
+    with bytecode.filled_meanwhile(print) as imports:
+        assert imports is None
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: None)  # one under way already
+    with bytecode.filled_meanwhile(print) as imports:
+        assert imports is None
+
+
+def test_the_second_fill_gets_what_is_left_of_the_wait(tmp_path, monkeypatch):
+    """``FILL_WAIT_S`` bounds both fills together: the lists' fill is waited for what the first
+    left of it, then stopped."""
+    fills, waits = [], []
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: fills.pop(0))
+    monkeypatch.setattr(bytecode, "FILL_WAIT_S", 2.0)
+    real = bytecode._waited
+    monkeypatch.setattr(bytecode, "_waited", lambda proc, seconds: waits.append(seconds) or real(proc, seconds))
+    fills += [PlantedFill(0.8), PlantedFill(60)]
+    said = []
+    with bytecode.filled_meanwhile(said.append) as imports:
+        (imports / "1-0.txt").write_text("/x.py\n")
+        (tmp_path / bytecode.FIRST).touch()  # what the first compiler writes at its end
+    assert waits[0] == 2.0 and 0 < waits[1] < 1.5 and said[-1] == bytecode.UNFINISHED
 
 
 def test_a_programs_lists_are_read_within_bounds(tmp_path, monkeypatch):
-    """A program writes the lists: each is read up to ``MAX_LIST_BYTES``, at most ``MAX_LISTS`` of
-    them, an unreadable one skipped; ``eligible`` then checks every line (above)."""
-    monkeypatch.setattr(bytecode, "MAX_LIST_BYTES", 10)
-    monkeypatch.setattr(bytecode, "MAX_LISTS", 3)
-    for n in range(3):
-        (tmp_path / f"{n}.txt").write_text(f"/a{n}.py\n/{'x' * 50}.py\n")
-    (tmp_path / "1a.txt").mkdir()  # not a file: skipped, and counted (2.txt is the fourth)
-    assert bytecode.listed_imports(tmp_path) == ["/a0.py", "/xx", "/a1.py"]
+    """The program writes the lists: at most ``MAX_LISTS`` files and ``MAX_LISTED_BYTES`` in all
+    are read, lines longer than a path dropped, what is not a regular file skipped."""
+    monkeypatch.setattr(bytecode, "MAX_LISTS", 4)
+    monkeypatch.setattr(bytecode, "MAX_LISTED_BYTES", 20)
+    (tmp_path / "0.txt").write_text("/a0.py\n/" + "x" * bytecode.PATH_MAX + ".py\n")  # 4,104 bytes: 20 read
+    (tmp_path / "1.txt").write_text("/a1.py\n")  # beyond the 20 bytes
+    assert bytecode.listed_imports(tmp_path) == ["/a0.py", "/xxxxxxxxxxxx"]
+    monkeypatch.setattr(bytecode, "MAX_LISTED_BYTES", 1 << 20)
+    assert bytecode.listed_imports(tmp_path) == ["/a0.py", "/a1.py"]  # the long line dropped
+    (tmp_path / "0a.txt").mkdir()  # not a file: skipped, and counted (of 4)
+    (tmp_path / "2.txt").write_text("/a2.py")
+    (tmp_path / "3.txt").write_text("/a3.py")
+    assert bytecode.listed_imports(tmp_path) == ["/a0.py", "/a1.py", "/a2.py"]
     assert bytecode.listed_imports(tmp_path / "none") == []
+
+
+def _unblock(fifo: Path) -> None:
+    """A reader blocked in ``open`` of ``fifo`` goes on (a writer comes and goes)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("how", ["fifo", "link to a fifo", "link to a file", "linked folder"])
+def test_a_planted_file_among_the_lists_neither_hangs_nor_is_followed(tmp_path, how):
+    """A FIFO named ``x.txt`` (or a link to one, ``/dev/tty``...) would block ``open`` until a
+    writer comes; a link is not followed, to a file or as the folder itself."""
+    import threading
+
+    lists, elsewhere = tmp_path / "imported", tmp_path / "elsewhere"
+    lists.mkdir(), elsewhere.mkdir()
+    (lists / "0.txt").write_text("/a.py\n")
+    os.mkfifo(elsewhere / "pipe")
+    (elsewhere / "b.txt").write_text("/b.py\n")
+    where = lists
+    if how == "fifo":
+        os.mkfifo(lists / "x.txt")
+    elif how == "link to a fifo":
+        (lists / "x.txt").symlink_to(elsewhere / "pipe")
+    elif how == "link to a file":
+        (lists / "x.txt").symlink_to(elsewhere / "b.txt")
+    else:
+        where = tmp_path / "link"
+        where.symlink_to(lists)
+    found = []
+    reader = threading.Thread(target=lambda: found.append(bytecode.listed_imports(where)), daemon=True)
+    reader.start()
+    reader.join(10)
+    hung = reader.is_alive()
+    _unblock(lists / "x.txt"), _unblock(elsewhere / "pipe")
+    reader.join(10)
+    assert not hung and found == [[] if how == "linked folder" else ["/a.py"]]
+
+
+def test_ctrl_c_after_the_program_stops_the_fill_and_the_capture_goes_on(tmp_path, monkeypatch):
+    """Ctrl-C while the lists are read (or the second fill starts): the fill is stopped, the lists
+    removed, the capture goes on (it has its launches)."""
+    fills = []
+
+    def interrupted(folder):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: fills[-1])
+    monkeypatch.setattr(bytecode, "listed_imports", interrupted)
+    fills.append(PlantedFill(60))
+    monkeypatch.setitem(bytecode._FILLING, str(tmp_path), fills[-1])
+    said = []
+    with bytecode.filled_meanwhile(said.append) as imports:
+        pass
+    assert fills[-1].returncode not in (None, 0) and said == [bytecode.UNFINISHED] and not imports.exists()
+
+
+def test_a_capture_removes_only_the_folder_of_lists_it_made(tmp_path, monkeypatch):
+    """The folder is the fill's own (``mkdtemp``): a folder named ``imported`` of the user's
+    beside or inside the capture is never touched, fill or none."""
+    from click.testing import CliRunner
+
+    from tritune.commands.capture import capture
+
+    out = tmp_path / "project"
+    (out / "imported").mkdir(parents=True)
+    (out / "imported" / "keep.csv").write_text("the user's data\n")
+    for where in (None, tmp_path / "bytecode"):
+        monkeypatch.setattr(bytecode, "prefix", lambda environ=None: where)
+        monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+        monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: PlantedFill(0))
+        done = CliRunner().invoke(capture, ["--out", str(out), "--", sys.executable, "-c", "pass"])
+        assert "no Triton launches" in done.output, done.output
+        assert (out / "imported" / "keep.csv").is_file()
 
 
 def test_a_first_filled_folder_is_given_to_workers_only_when_no_library_carries_its_own(tmp_path, monkeypatch):
@@ -460,16 +562,15 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
     entered = []
 
     @contextlib.contextmanager
-    def recording(say, imports=None):
+    def recording(say):
         entered.append("fill")
-        assert imports.name == "imported" and imports.parent.name in ("capture", "cap")  # the capture's lists
         try:
-            yield True
+            yield tmp_path / "lists"
         finally:
             entered.append("filled")
 
-    def failing(command, out_dir, mode="new", list_imports=False):
-        entered.append("program" if list_imports else "program, not listing")
+    def failing(command, out_dir, mode="new", imports=None):
+        entered.append("program" if imports == tmp_path / "lists" else "program, not listing")
         raise program.CaptureError("planted", exit_code=3)
 
     monkeypatch.setattr(bytecode, "filled_meanwhile", recording)

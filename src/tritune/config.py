@@ -122,7 +122,7 @@ ENV_FAST_MATH = "TRITUNE_FAST_MATH"
 ENV_STAGES = "TRITUNE_STAGES"
 ENV_DEBUG = "TRITUNE_DEBUG"
 ENV_CAPTURE_DIR = "TRITUNE_CAPTURE_DIR"
-ENV_CAPTURE_IMPORTS = "TRITUNE_CAPTURE_IMPORTS"  # set: a captured process lists its imports at exit
+ENV_CAPTURE_IMPORTS = "TRITUNE_CAPTURE_IMPORTS"  # a folder: a captured process lists its imports there at exit
 ENV_STORE = "TRITUNE_STORE"
 ENV_NCU = "TRITUNE_NCU"
 ENV_SERVE_INDUCTOR = "TRITUNE_INDUCTOR_CACHE"
@@ -217,10 +217,10 @@ def capture_dir(environ: Mapping[str, str] | None = None) -> str | None:
     return _env(environ).get(ENV_CAPTURE_DIR) or None
 
 
-def capture_imports(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether a captured process lists the files it imported when it exits (a capture's
-    bytecode fill asks for it: ``worker.bytecode.filled_meanwhile``)."""
-    return _env(environ).get(ENV_CAPTURE_IMPORTS) == "1"
+def capture_imports(environ: Mapping[str, str] | None = None) -> str | None:
+    """The folder a captured process lists the files it imported into when it exits (a capture's
+    bytecode fill made it: ``worker.bytecode.filled_meanwhile``); None: it lists nothing."""
+    return _env(environ).get(ENV_CAPTURE_IMPORTS) or None
 
 
 def store_path(environ: Mapping[str, str] | None = None) -> str | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tritune import boot as boot_folder
 from tritune.capture import skipped
-from tritune.capture.recorder import IMPORTS, PARTS, finalize, start
+from tritune.capture.recorder import PARTS, finalize, start
 from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec, SpecError, read_launches
 from tritune.config import ENV_CAPTURE_DIR, ENV_CAPTURE_IMPORTS
 
@@ -76,7 +76,7 @@ def prepare(out_dir: Path, mode: str = "new") -> None:
     if mode == "replace":
         (out_dir / LAUNCHES).unlink(missing_ok=True)
         (out_dir / skipped.SKIPPED).unlink(missing_ok=True)
-        for name in (PARTS, SOURCES, TENSORS, IMPORTS):
+        for name in (PARTS, SOURCES, TENSORS):
             shutil.rmtree(out_dir / name, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -89,18 +89,17 @@ def _check_appendable(path: Path) -> None:
         raise CaptureError(f"cannot append: {exc}", exit_code=2) from None
 
 
-def run(command: list[str], out_dir: str | Path, *, mode: str = "new", list_imports: bool = False) -> Result:
+def run(command: list[str], out_dir: str | Path, *, mode: str = "new", imports: Path | None = None) -> Result:
     """Run ``command`` under capture and merge what it recorded (also when it fails or is interrupted).
-    ``list_imports``: each of its processes lists the files it imported into ``out_dir/imported/``
-    at exit (``recorder.IMPORTS``: what a capture's bytecode fill reads)."""
+    ``imports``: a folder each of its processes lists the files it imported into at exit (what a
+    capture's bytecode fill reads: ``worker.bytecode.filled_meanwhile``); none otherwise, also
+    where this environment asked."""
     if not command:
         raise CaptureError("no command given: tritune capture --out DIR -- python your_script.py", exit_code=2)
     out_dir = Path(out_dir)
     prepare(out_dir, mode)
     try:  # an interrupted command has finished writing when this returns: merge it too
-        variables = {ENV_CAPTURE_DIR: str(out_dir.resolve())}
-        if list_imports:
-            variables[ENV_CAPTURE_IMPORTS] = "1"
+        variables = {ENV_CAPTURE_DIR: str(out_dir.resolve()), ENV_CAPTURE_IMPORTS: str(imports) if imports else None}
         returncode = boot_folder.run(command, variables)
     except boot_folder.CommandError as exc:
         raise CaptureError(str(exc), exc.exit_code) from None

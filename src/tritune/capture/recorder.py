@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -39,7 +40,6 @@ from tritune.capture.skipped import Skipped
 from tritune.capture import skipped as skipped_file
 
 PARTS = "parts"
-IMPORTS = "imported"  # DIR/imported/<pid>.txt: the files a process imported, where a capture asked (``_list_imports``)
 SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
 FLUSH_SECONDS = 1.0
 
@@ -213,28 +213,26 @@ def _flush_all() -> None:
 
 
 def _list_imports() -> None:
-    """Where the capture asked (``config.capture_imports``), the source files this process imported,
-    one a line, into ``DIR/imported/``: the capture compiles the workers' bytecode from them where
+    """Where the capture asked (``config.capture_imports``: a folder it made), the source files this
+    process imported, one a line: the capture compiles the workers' bytecode from them where
     packages carry none (``worker.bytecode.filled_meanwhile``). Best effort: nothing is lost
     without it."""
     from tritune import config
 
-    recorders = [r for r in list(_live) if r.pid == os.getpid()]
-    if not recorders or not config.capture_imports():
+    folder = config.capture_imports()
+    if folder is None or not any(r.pid == os.getpid() for r in list(_live)):
         return
-    from tritune.worker.bytecode import imported
-
     try:
-        folder = recorders[0].dir / IMPORTS
-        folder.mkdir(exist_ok=True)
+        files = [os.path.abspath(name) for module in list(sys.modules.values())
+                 if isinstance(name := getattr(module, "__file__", None), str) and name.endswith(".py")]
         for n in itertools.count():  # a pid the program reused: another name
             try:
-                with open(folder / f"{os.getpid()}-{n}.txt", "x") as handle:
-                    handle.write("\n".join(imported()))
+                with open(os.path.join(folder, f"{os.getpid()}-{n}.txt"), "x") as handle:
+                    handle.write("\n".join(files))
                 break
             except FileExistsError:
                 continue
-    except OSError:
+    except Exception:  # noqa: BLE001 - at a program's exit: never its failure
         pass
 
 

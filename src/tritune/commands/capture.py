@@ -32,15 +32,14 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
     with a count. Example: tritune capture --out runs/cap -- python train.py --steps 2
     """
     from tritune.capture.program import CaptureError, describe_exit, run
-    from tritune.capture.recorder import IMPORTS
     from tritune.worker import bytecode
 
     if force and append:
         raise click.UsageError("--force and --append exclude each other")
     mode = "replace" if force else "append" if append else "new"
     try:
-        with bytecode.filled_meanwhile(_say, out_dir / IMPORTS) as list_imports:
-            result = run(list(command), out_dir, mode=mode, list_imports=list_imports)
+        with bytecode.filled_meanwhile(_say) as imports:
+            result = run(list(command), out_dir, mode=mode, imports=imports)
     except CaptureError as exc:
         click.echo(f"tritune capture: {exc}", err=True)
         sys.exit(exc.exit_code)

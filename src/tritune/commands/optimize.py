@@ -272,14 +272,13 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     if inductor_dir is not None:
         return _inductor(inductor_dir, target, unsafe_no_jail=unsafe_no_jail)
     from tritune.capture.program import CaptureError, describe_exit, run
-    from tritune.capture.recorder import IMPORTS
     from tritune.worker import bytecode
 
     # the workers' bytecode compiled while the program runs (none for unjailed workers: never given it)
-    meanwhile = bytecode.filled_meanwhile(_say, target / IMPORTS) if not unsafe_no_jail else contextlib.nullcontext()
+    meanwhile = bytecode.filled_meanwhile(_say) if not unsafe_no_jail else contextlib.nullcontext()
     try:
-        with meanwhile as list_imports:
-            captured = run(list(command), target, mode="replace", list_imports=bool(list_imports))
+        with meanwhile as imports:
+            captured = run(list(command), target, mode="replace", imports=imports)
     except CaptureError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(exc.exit_code)

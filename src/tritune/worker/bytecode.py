@@ -56,6 +56,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -64,8 +65,9 @@ from typing import Callable, Iterable, Iterator
 from tritune import config
 
 MAX_FILES = 20000  # a worker's list, bounded: more is not a list of imports
-MAX_LISTS = 256  # a capture's lists of imports read (one a process)
-MAX_LIST_BYTES = 4 << 20  # of each
+MAX_LISTS = 256  # a capture's lists of imports read (one a process: ``listed_imports``)
+MAX_LISTED_BYTES = 16 << 20  # of them all
+PATH_MAX = 4096  # a longer line is no path
 FIRST_FILL = ("torch", "triton", "tritune")  # what every lane worker imports (``filled_meanwhile``)
 FIRST = ".tritune-first-filled"  # written once a capture's fill of FIRST_FILL finished (``usable``)
 FILL_WAIT_S = 60.0  # a capture waits this long for its fill after the program, then leaves it
@@ -252,53 +254,67 @@ def _inside(path: str, root: str) -> bool:
 
 
 @contextlib.contextmanager
-def filled_meanwhile(say: Callable[[str], None], imports: Path | None = None) -> Iterator[bool]:
+def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
     """While the block runs (a capture's program), ``FIRST_FILL``'s sources compiled into the
     folder (``fill``: jailed, at the lowest priority, ``first``), so that a first run's lane
     workers start from bytecode; after the block, the fill is waited for, then what else the
-    program's processes imported (the folder ``imports``, which they write when the block is
-    given True: numpy, torch's other needs, the program's libraries under the roots), at most
-    ``FILL_WAIT_S`` in all (``say`` tells why, and how it ended); ``imports`` is removed after.
-    Nothing where packages carry their bytecode, the folder is off, no jail could hold the
-    compiler or grant workers the folder, or a fill finished before; a fill that cannot start
-    is no failure of the capture. A block that raises (Ctrl-C in the program) kills the fill;
-    Ctrl-C while waiting, or the wait's end, stops it and the capture goes on. A stopped fill
-    writes no marker (each file it wrote is whole, and the next fill skips it): no worker uses
-    a part-filled folder."""
-    proc = None
+    program's processes imported (numpy, torch's other needs, the program's libraries under the
+    roots), at most ``FILL_WAIT_S`` in all (``say`` tells why, and how it ended). The block is
+    given the folder its processes list their imports into (``capture.program.run``'s
+    ``imports``: made here, removed after; None where nothing is filled). Nothing where packages
+    carry their bytecode, the folder is off, no jail could hold the compiler or grant workers
+    the folder, or a fill finished before; a fill that cannot start is no failure of the
+    capture. A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
+    wait's end, stops it and the capture goes on. A stopped fill writes no marker (each file it
+    wrote is whole, and the next fill skips it): no worker uses a part-filled folder."""
+    proc = folder = imports = None
     try:
         folder = prefix()
         if folder is not None and not filled(folder) and not (folder / FIRST).is_file() and _grantable(folder):
             proc = fill(folder, package_sources(FIRST_FILL), first=True)
+            imports = Path(tempfile.mkdtemp(prefix="tritune-imports-")) if proc is not None else None
     except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
-        proc = None
+        pass
     try:
-        yield proc is not None and imports is not None
-    except BaseException:
-        stop(proc)
-        raise
+        try:
+            yield imports
+        except BaseException:
+            stop(proc)
+            raise
+        if proc is not None:
+            try:
+                _finish(say, folder, proc, imports)
+            except KeyboardInterrupt:
+                say(UNFINISHED)
     finally:
-        listed = listed_imports(imports) if proc is not None and imports is not None else []
+        if folder is not None:
+            stop(_FILLING.get(str(folder)))
         if imports is not None:
             shutil.rmtree(imports, ignore_errors=True)
-    if proc is None:
-        return
+
+
+UNFINISHED = "left unfinished: an optimize run compiles the rest"
+
+
+def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen, imports: Path | None) -> None:
+    """After the program: its fill waited for, then the files its processes listed compiled (what
+    is compiled already is skipped: ``_current``), at most ``FILL_WAIT_S`` in all."""
     began = time.monotonic()
-    told = proc.poll() is None
+    listed = listed_imports(imports) if imports is not None else []
+    told = proc.poll() is None or bool(listed)
     if told:
         say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no bytecode; "
             f"once; at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
     done = _waited(proc, FILL_WAIT_S) and (folder / FIRST).is_file()
     if done and listed:
         try:
-            proc = fill(folder, listed, first=True)  # what is compiled already is skipped (``_current``)
-        except Exception:  # noqa: BLE001 - optional, as above
-            proc = None
-        if proc is not None:
-            done = _waited(proc, FILL_WAIT_S - (time.monotonic() - began))
+            rest = fill(folder, listed, first=True)
+        except Exception:  # noqa: BLE001 - optional, as the first
+            rest = None
+        if rest is not None:
+            done = _waited(rest, FILL_WAIT_S - (time.monotonic() - began))
     if told:
-        say(f"compiled in {time.monotonic() - began:.0f} s more" if done else
-            "left unfinished: a later capture goes on from what it wrote")
+        say(f"compiled in {time.monotonic() - began:.0f} s more" if done else UNFINISHED)
 
 
 def _waited(proc: subprocess.Popen, seconds: float) -> bool:
@@ -312,22 +328,37 @@ def _waited(proc: subprocess.Popen, seconds: float) -> bool:
 
 
 def listed_imports(folder: Path) -> list[str]:
-    """The lines of the files in ``folder`` (``capture.recorder._list_imports``: a program's
-    processes wrote them, so each is read up to a bound, and ``eligible`` checks every path)."""
+    """The lines of the regular files ``*.txt`` in ``folder`` (``capture.recorder``: a program's
+    processes wrote them, so nothing is followed or waited on, a FIFO or a device is skipped, at
+    most ``MAX_LISTS`` files and ``MAX_LISTED_BYTES`` in all are read, a line longer than a path
+    is dropped; ``eligible`` checks every path)."""
     found: dict[str, None] = {}
     try:
-        names = sorted(folder.glob("*.txt"))[:MAX_LISTS]
+        where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return []
-    for name in names:
-        try:
-            with open(name, "rb") as handle:
-                text = handle.read(MAX_LIST_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        found.update(dict.fromkeys(text.splitlines()))
-        if len(found) >= 4 * MAX_FILES:
-            break
+    left = MAX_LISTED_BYTES
+    try:
+        for name in sorted(n for n in os.listdir(where) if n.endswith(".txt"))[:MAX_LISTS]:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=where)
+            except OSError:
+                continue
+            try:
+                data = os.read(fd, left) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+            except OSError:
+                data = b""
+            finally:
+                os.close(fd)
+            left -= len(data)
+            found.update(dict.fromkeys(line for line in data.decode("utf-8", "replace").splitlines()
+                                       if len(line) < PATH_MAX))
+            if left <= 0:
+                break
+    except OSError:
+        pass
+    finally:
+        os.close(where)
     return list(found)
 
 
