@@ -8,6 +8,8 @@
 #
 #   export PYTHONPATH=$PWD/src CC=/opt/gcc/bin/gcc
 #   OUT=runs bash benchmarks/fixed_gpu.sh
+#
+# RUNS="1" runs the first only; PROBE=0 leaves the probe out (a shorter call, fewer files).
 set -uo pipefail
 out=${OUT:-runs}
 state=${STATE:-gpu_state/fixed}
@@ -28,7 +30,7 @@ from tritune.worker import bytecode
 print("tritune bytecode folder", bytecode.prefix())
 PY
 } > "$out/env.txt" 2>&1
-for run in 1 2; do
+for run in ${RUNS:-1 2}; do
   from=(); [ "$run" = 2 ] && from=(--launches "$state/run1/capture")
   { echo "run $run"; python3 benchmarks/fixed_costs.py --out "$state/run$run" --arms defaults --deadline-s 40 \
       "${from[@]}" 2>&1; grep -E "lane|built|timed|fixed|tritune optimize:" "$state/run$run/defaults.log" | head -20
@@ -36,7 +38,8 @@ for run in 1 2; do
   cp "$state/run$run/fixed_costs.json" "$out/run${run}_fixed_costs.json"
   [ -f "$state/run$run/capture.log" ] && cat "$state/run$run/capture.log" >> "$out/logs.txt"
 done
-cp "$state/run2/defaults/optimize.json" "$out/run2_optimize.json"
-python3 benchmarks/fixed_probe.py --out "$out/probe.json" --arms after --phases --profile "$state/run1/capture" \
+last=${RUNS:-1 2}; last=${last##* }
+cp "$state/run$last/defaults/optimize.json" "$out/run${last}_optimize.json"
+[ "${PROBE:-1}" = 0 ] || python3 benchmarks/fixed_probe.py --out "$out/probe.json" --arms after --phases --profile "$state/run1/capture" \
     >> "$out/logs.txt" 2>&1
 ls "$out"  # 6 files: the device returns 8 at most
