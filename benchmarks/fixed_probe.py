@@ -48,15 +48,32 @@ ARMS = {"before": {"shared": False, "warm": False, "staged": False, "jobs": None
 
 
 def import_phases(payload: dict) -> dict:
-    """A job: each import a lane's worker does at its start, timed (seconds), in this order."""
+    """A job: each import a lane's worker does at its start, timed (seconds), in this order, then
+    the capture's libraries (``payload["warm"]``, ``replay.warm``); and, per top-level package,
+    how many modules it loaded from bytecode and how many it compiled from source
+    (``bytecode``: ``[read, compiled]``; a jailed worker writes none, so bytecode found after the
+    import was there before it)."""
     import importlib
+    import os
 
     found = {}
+    before = set(sys.modules)
     for name in ("tritune.worker.triton_hash", "torch", "triton", "tritune.loop.jobs", "tritune.bench.run",
-                 "tritune.verify", "tritune.loop.device_ready"):
+                 "tritune.verify", "tritune.loop.device_ready", *payload.get("warm", ())):
         begin = time.perf_counter()
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - a probe: say it, go on
+            found[name] = f"{type(exc).__name__}: {exc}"
+            continue
         found[name] = round(time.perf_counter() - begin, 3)
+    counts: dict = {}
+    for name in set(sys.modules) - before:
+        cached = getattr(sys.modules[name], "__cached__", None)
+        if isinstance(cached, str):
+            row = counts.setdefault(name.split(".")[0], [0, 0])
+            row[0 if os.path.exists(cached) else 1] += 1
+    found["bytecode"] = dict(sorted(counts.items(), key=lambda item: -sum(item[1])))
     return found
 
 
@@ -88,6 +105,7 @@ def phases(capture: pathlib.Path) -> dict:
     from tritune import config
     from tritune.loop.jobs import TARGET_JOB
     from tritune.loop.lanes import LocalLane
+    from tritune.replay.warm import kernel_imports
     from tritune.worker import Worker
     from tritune.worker import jail
 
@@ -99,7 +117,7 @@ def phases(capture: pathlib.Path) -> dict:
     with Worker(600.0, env=made.env, jail=made.jail) as worker:
         outcome = worker.start()
         found["bare_start_s"] = round(time.perf_counter() - begin, 3)
-        done = worker.call("fixed_probe:import_phases", {})
+        done = worker.call("fixed_probe:import_phases", {"warm": list(kernel_imports(capture))})
         found["imports_s"] = done.value if done.ok else str(done.failure)
         begin = time.perf_counter()
         target = worker.call(TARGET_JOB, {})
@@ -187,7 +205,7 @@ def main() -> None:
         if args.phases:
             runs.append({"capture": capture.name, "phases": phases(capture.resolve())})
             print(json.dumps(runs[-1]), flush=True)
-        for i, arm in enumerate(args.arms.split(",")):
+        for i, arm in enumerate(a for a in args.arms.split(",") if a):  # --arms "": the phases alone
             found = probe(capture.resolve(), arm, profile=args.profile and i == 0)
             runs.append(found)
             print(json.dumps({k: v for k, v in found.items() if not k.endswith("candidates")}), flush=True)
