@@ -447,37 +447,66 @@ def test_a_capture_removes_only_the_folder_of_lists_it_made(tmp_path, monkeypatc
         assert (out / "imported" / "keep.csv").is_file()
 
 
-def test_a_first_filled_folder_is_given_to_workers_only_when_no_library_carries_its_own(tmp_path, monkeypatch):
-    """With the prefix set Python ignores every ``__pycache__``: a library the capture imports
-    that carries its own bytecode would be compiled in every worker."""
-    monkeypatch.setattr(bytecode, "carried", lambda module="torch": module == "liger_kernel")
-    assert not bytecode.usable(tmp_path, ["torch"])  # nothing filled yet
-    (tmp_path / bytecode.FIRST).touch()
-    assert bytecode.usable(tmp_path, ["torch", "triton.language", "fla.ops"])  # fla: none of its own
-    assert not bytecode.usable(tmp_path, ["torch", "liger_kernel.ops.swiglu"])
-    (tmp_path / bytecode.FILLED).touch()  # a lane's fill: what its workers imported, libraries too
-    assert bytecode.usable(tmp_path, ["liger_kernel.ops.swiglu"])
+def test_a_first_filled_folder_is_given_to_workers_only_where_it_holds_each_library_that_carries_its_own(
+        tmp_path, monkeypatch):
+    """With the prefix set Python ignores every ``__pycache__``: a package the capture's kernels
+    import that carries its own bytecode (a library, the standard library's ``typing``) would be
+    compiled in every worker, unless the capture's fill put it in the folder (``compiled_in``)."""
+    site, folder = tmp_path / "site", tmp_path / "bytecode"
+    for name, own in (("ownpkg", True), ("barepkg", False)):
+        (site / name / "__pycache__").mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+        if own:
+            (site / name / "__pycache__" / f"__init__.{TAG}.pyc").write_bytes(b"")
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    assert bytecode.carried("ownpkg") and not bytecode.carried("barepkg")
+    assert not bytecode.usable(folder, ["barepkg"])  # nothing filled yet
+    (folder / bytecode.FIRST).touch()
+    assert bytecode.usable(folder, ["barepkg.ops"])  # none of its own
+    assert not bytecode.usable(folder, ["barepkg", "ownpkg.ops"])
+    assert not bytecode.compiled_in(folder, "ownpkg")
+    compiled(folder, site / "ownpkg" / "__init__.py").parent.mkdir(parents=True)
+    compiled(folder, site / "ownpkg" / "__init__.py").write_bytes(b"")  # what the capture's fill writes
+    assert bytecode.compiled_in(folder, "ownpkg") and bytecode.usable(folder, ["barepkg", "ownpkg.ops"])
+    assert not bytecode.compiled_in(folder, "no_such_package_here")
+    (folder / bytecode.FIRST).unlink()
+    (folder / bytecode.FILLED).touch()  # a lane's fill: what its workers imported, libraries too
+    assert bytecode.usable(folder, ["ownpkg.ops", "barepkg"])
 
 
 def test_nothing_is_compiled_where_it_cannot_help(tmp_path, monkeypatch):
-    """Packages carry their bytecode (or TRITUNE_BYTECODE off), a fill finished before, no jail
-    for the compiler, a folder no worker may be granted: no fill."""
+    """Packages carry their bytecode (or TRITUNE_BYTECODE off), a lane's fill finished before, no
+    jail for the compiler, a folder no worker may be granted: no fill, nothing listed. A capture
+    after the first (``FIRST``) compiles only what its program imported, not ``FIRST_FILL`` again."""
+    fills = []
+
     def refused(folder, files, first=False):
+        fills.append(list(files))
         raise AssertionError("filled")
 
     monkeypatch.setattr(bytecode, "fill", refused)
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: None)
-    with bytecode.filled_meanwhile(print):
-        pass
+    with bytecode.filled_meanwhile(print) as imports:
+        assert imports is None
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
-    for marker in (bytecode.FILLED, bytecode.FIRST):
-        (tmp_path / marker).touch()
-        with bytecode.filled_meanwhile(print):
-            pass
-        (tmp_path / marker).unlink()
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+    (tmp_path / bytecode.FILLED).touch()
+    with bytecode.filled_meanwhile(print) as imports:
+        assert imports is None
+    (tmp_path / bytecode.FILLED).unlink()
+    (tmp_path / bytecode.FIRST).touch()
+    monkeypatch.setattr(bytecode, "fill", lambda folder, files, first=False: fills.append(list(files)) or PlantedFill(0))
+    with bytecode.filled_meanwhile(print) as imports:
+        assert fills == []  # FIRST_FILL is there already
+        (imports / "1-0.txt").write_text("/its/library.py")
+    assert fills == [["/its/library.py"]]
+    (tmp_path / bytecode.FIRST).unlink()
+    monkeypatch.setattr(bytecode, "fill", refused)
     monkeypatch.setattr(bytecode, "_grantable", lambda folder: False)
-    with bytecode.filled_meanwhile(print):
-        pass
+    with bytecode.filled_meanwhile(print) as imports:
+        assert imports is None
+    assert fills == [["/its/library.py"]]
 
 
 def test_a_fill_that_cannot_start_is_no_failure_of_the_capture(tmp_path, monkeypatch):

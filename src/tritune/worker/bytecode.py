@@ -122,12 +122,29 @@ def filled(folder: Path) -> bool:
 def usable(folder: Path, modules: Iterable[str]) -> bool:
     """Whether a lane whose capture's kernel files import ``modules`` (``replay.warm``) gives its
     workers the folder: a lane's fill finished once (``FILLED``), or a capture's (``FIRST``) and
-    every top-level package of ``modules`` is one it compiled or carries no bytecode either."""
+    every top-level package of ``modules`` that carries bytecode of its own (the standard
+    library's ``typing`` too) has its bytecode in the folder (``compiled_in``): with the prefix
+    set, Python ignores a package's own bytecode and would compile it in every worker."""
     if filled(folder):
         return True
     if not (folder / FIRST).is_file():
         return False
-    return all(top in FIRST_FILL or not carried(top) for top in {name.split(".")[0] for name in modules})
+    return all(compiled_in(folder, top) or not carried(top) for top in {name.split(".")[0] for name in modules})
+
+
+def compiled_in(folder: Path, module: str) -> bool:
+    """Whether ``folder`` holds bytecode of ``module``'s own file (its ``__init__`` for a package),
+    where Python looks for it with ``folder`` as the prefix (its existence only: the parent
+    never reads what is in the folder)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return False
+    real = os.path.realpath(spec.origin)
+    name = f"{Path(real).stem}.{sys.implementation.cache_tag}.pyc"
+    return Path(str(folder) + os.path.dirname(real), name).is_file()
 
 
 def _own(folder: Path) -> bool:
@@ -261,18 +278,21 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
     program's processes imported (numpy, torch's other needs, the program's libraries under the
     roots), at most ``FILL_WAIT_S`` in all (``say`` tells why, and how it ended). The block is
     given the folder its processes list their imports into (``capture.program.run``'s
-    ``imports``: made here, removed after; None where nothing is filled). Nothing where packages
-    carry their bytecode, the folder is off, no jail could hold the compiler or grant workers
-    the folder, or a fill finished before; a fill that cannot start is no failure of the
-    capture. A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
+    ``imports``: made here, removed after; None where nothing is filled). A capture after the
+    first on a machine (``FIRST``) compiles only what its program imported (its libraries: what
+    is there already is skipped), until a lane's fill (``FILLED``) takes over. Nothing where
+    packages carry their bytecode, the folder is off, or no jail could hold the compiler or grant
+    workers the folder; a fill that cannot start is no failure of the capture. A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
     wait's end, stops it and the capture goes on. A stopped fill writes no marker (each file it
     wrote is whole, and the next fill skips it): no worker uses a part-filled folder."""
     proc = folder = imports = None
     try:
         folder = prefix()
-        if folder is not None and not filled(folder) and not (folder / FIRST).is_file() and _grantable(folder):
-            proc = fill(folder, package_sources(FIRST_FILL), first=True)
-            imports = Path(tempfile.mkdtemp(prefix="tritune-imports-")) if proc is not None else None
+        if folder is not None and not filled(folder) and _grantable(folder):
+            if not (folder / FIRST).is_file():
+                proc = fill(folder, package_sources(FIRST_FILL), first=True)
+            if proc is not None or (folder / FIRST).is_file():
+                imports = Path(tempfile.mkdtemp(prefix="tritune-imports-"))
     except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
         pass
     try:
@@ -281,7 +301,7 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
         except BaseException:
             stop(proc)
             raise
-        if proc is not None:
+        if proc is not None or imports is not None:
             try:
                 _finish(say, folder, proc, imports)
             except KeyboardInterrupt:
@@ -296,16 +316,18 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
 UNFINISHED = "left unfinished: an optimize run compiles the rest"
 
 
-def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen, imports: Path | None) -> None:
-    """After the program: its fill waited for, then the files its processes listed compiled (what
-    is compiled already is skipped: ``_current``), at most ``FILL_WAIT_S`` in all."""
+def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen | None, imports: Path | None) -> None:
+    """After the program: its fill of ``FIRST_FILL`` (``proc``, if this capture started one) waited
+    for, then the files its processes listed compiled (what is compiled already is skipped:
+    ``_current``), at most ``FILL_WAIT_S`` in all; said when either was still to do."""
     began = time.monotonic()
     listed = listed_imports(imports) if imports is not None else []
-    told = proc.poll() is None or bool(listed)
+    told = (proc is not None and proc.poll() is None) or bool(listed)
     if told:
         say(f"compiling what tritune's workers import into {folder} (this machine's packages carry no bytecode; "
-            f"once; at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
-    done = _waited(proc, FILL_WAIT_S) and (folder / FIRST).is_file()
+            f"at most {FILL_WAIT_S:.0f} s, Ctrl-C skips it)")
+    done = proc is None or _waited(proc, FILL_WAIT_S)
+    done = done and (folder / FIRST).is_file()
     if done and listed:
         try:
             rest = fill(folder, listed, first=True)
