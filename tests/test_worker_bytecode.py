@@ -300,7 +300,7 @@ def test_a_capture_compiles_the_workers_packages_while_its_program_runs(tree, mo
 
 
 @needs_jail
-def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_only(tree, monkeypatch):
+def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_only(tree, tmp_path, monkeypatch):
     """After the program, what its processes listed (numpy, its libraries) is compiled too, by
     the same jailed compiler, and said so also when the first fill ended during the program: a
     line outside the roots, a link out of them, garbage, are not; the folder of lists, which the
@@ -310,9 +310,11 @@ def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_on
     monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
     monkeypatch.setattr(bytecode, "roots", lambda: [str(lib)])
     monkeypatch.setattr(bytecode, "package_sources", lambda names: [str(lib / "mod.py")])
-    said = []
-    with bytecode.filled_meanwhile(said.append) as imports:
-        assert imports.is_dir() and not any(imports.iterdir())
+    said, complete = [], tmp_path / "capture" / bytecode.COMPLETE
+    complete.parent.mkdir()
+    complete.touch()  # an earlier fill's: removed as this one starts
+    with bytecode.filled_meanwhile(said.append, complete) as imports:
+        assert imports.is_dir() and not any(imports.iterdir()) and not complete.exists()
         bytecode._FILLING[str(folder)].wait()  # the program outlasts the first fill
         (imports / "1-0.txt").write_text("\n".join([str(lib / "mod.py"), str(lib / "numpyish.py")]))
         (imports / "2-0.txt").write_bytes(b"\xff\xfe not utf-8\n" + str(outside / "secret.py").encode()
@@ -321,6 +323,7 @@ def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_on
     assert sorted(p.name for p in folder.rglob("*.pyc")) == [f"mod.{TAG}.pyc", f"numpyish.{TAG}.pyc"]
     assert (folder / bytecode.FIRST).is_file()
     assert len(said) == 2 and said[-1].startswith("compiled in")  # the second fill is no silent pause
+    assert complete.is_file()  # all of it finished: a lane of this capture may give the folder
 
 
 def test_a_program_is_asked_for_its_imports_only_while_a_fill_runs(tmp_path, monkeypatch):
@@ -346,10 +349,13 @@ def test_the_second_fill_gets_what_is_left_of_the_wait(tmp_path, monkeypatch):
     monkeypatch.setattr(bytecode, "_waited", lambda proc, seconds: waits.append(seconds) or real(proc, seconds))
     fills += [PlantedFill(0.8), PlantedFill(60)]
     said = []
-    with bytecode.filled_meanwhile(said.append) as imports:
+    complete = tmp_path / "capture" / bytecode.COMPLETE
+    complete.parent.mkdir()
+    with bytecode.filled_meanwhile(said.append, complete) as imports:
         (imports / "1-0.txt").write_text("/x.py\n")
         (tmp_path / bytecode.FIRST).touch()  # what the first compiler writes at its end
     assert waits[0] == 2.0 and 0 < waits[1] < 1.5 and said[-1] == bytecode.UNFINISHED
+    assert not complete.exists()  # a part-filled folder is not given to this capture's workers
 
 
 def test_a_programs_lists_are_read_within_bounds(tmp_path, monkeypatch):
@@ -451,28 +457,66 @@ def test_a_first_filled_folder_is_given_to_workers_only_where_it_holds_each_libr
         tmp_path, monkeypatch):
     """With the prefix set Python ignores every ``__pycache__``: a package the capture's kernels
     import that carries its own bytecode (a library, the standard library's ``typing``) would be
-    compiled in every worker, unless the capture's fill put it in the folder (``compiled_in``)."""
-    site, folder = tmp_path / "site", tmp_path / "bytecode"
+    compiled in every worker, unless this capture's fill finished (``COMPLETE`` in the capture)
+    and put it in the folder (``compiled_in``). Modules Python never compiles (built in, frozen,
+    extensions) do not count."""
+    site, folder, capture = tmp_path / "site", tmp_path / "bytecode", tmp_path / "capture"
     for name, own in (("ownpkg", True), ("barepkg", False)):
         (site / name / "__pycache__").mkdir(parents=True)
         (site / name / "__init__.py").write_text("")
         if own:
             (site / name / "__pycache__" / f"__init__.{TAG}.pyc").write_bytes(b"")
-    folder.mkdir()
+    folder.mkdir(), capture.mkdir()
     monkeypatch.syspath_prepend(str(site))
     assert bytecode.carried("ownpkg") and not bytecode.carried("barepkg")
-    assert not bytecode.usable(folder, ["barepkg"])  # nothing filled yet
+    assert not bytecode.usable(folder, ["barepkg"], capture)  # nothing filled yet
     (folder / bytecode.FIRST).touch()
-    assert bytecode.usable(folder, ["barepkg.ops"])  # none of its own
-    assert not bytecode.usable(folder, ["barepkg", "ownpkg.ops"])
+    assert bytecode.usable(folder, ["barepkg.ops", "math", "sys", "itertools", "os"], capture)
+    assert not bytecode.usable(folder, ["barepkg", "ownpkg.ops"], capture)
     assert not bytecode.compiled_in(folder, "ownpkg")
     compiled(folder, site / "ownpkg" / "__init__.py").parent.mkdir(parents=True)
     compiled(folder, site / "ownpkg" / "__init__.py").write_bytes(b"")  # what the capture's fill writes
-    assert bytecode.compiled_in(folder, "ownpkg") and bytecode.usable(folder, ["barepkg", "ownpkg.ops"])
-    assert not bytecode.compiled_in(folder, "no_such_package_here")
+    assert bytecode.compiled_in(folder, "ownpkg") and not bytecode.compiled_in(folder, "no_such_package_here")
+    assert not bytecode.usable(folder, ["barepkg", "ownpkg.ops"], capture)  # its fill did not finish
+    assert not bytecode.usable(folder, ["ownpkg.ops"])  # no capture to tell
+    (capture / bytecode.COMPLETE).touch()
+    assert bytecode.usable(folder, ["barepkg", "ownpkg.ops"], capture)
     (folder / bytecode.FIRST).unlink()
     (folder / bytecode.FILLED).touch()  # a lane's fill: what its workers imported, libraries too
     assert bytecode.usable(folder, ["ownpkg.ops", "barepkg"])
+
+
+@needs_jail
+def test_bytecode_under_a_linked_path_entry_is_not_taken_for_what_python_reads(tmp_path, monkeypatch):
+    """A venv whose ``lib64`` links to ``lib``, a PYTHONPATH under a link: the compiler writes under
+    the real path, Python looks under the path it imported the module by; ``compiled_in`` says
+    what Python finds (checked with ``python -v``)."""
+    real, folder = tmp_path / "lib", tmp_path / "bytecode"
+    (real / "ownpkg" / "__pycache__").mkdir(parents=True)
+    (real / "ownpkg" / "__init__.py").write_text("VALUE = 1\n")
+    (real / "ownpkg" / "__pycache__" / f"__init__.{TAG}.pyc").write_bytes(b"")
+    folder.mkdir()
+    linked = tmp_path / "lib64"
+    linked.symlink_to("lib")
+    subprocess.run([sys.executable, "-m", "tritune.worker.bytecode", "--first", str(folder), str(real)],
+                   input=str(linked / "ownpkg" / "__init__.py"), text=True, capture_output=True, check=True,
+                   cwd=folder)
+
+    def python_reads(entry):
+        env = {**os.environ, config.ENV_PYCACHE_PREFIX: str(folder), "PYTHONPATH": str(entry),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run([sys.executable, "-v", "-c", "import ownpkg"], env=env, capture_output=True,
+                              text=True, check=True, cwd=tmp_path)
+        return any("code object from" in line and str(folder) in line for line in done.stderr.splitlines())
+
+    assert python_reads(real) and not python_reads(linked)
+    for entry in (real, linked):
+        monkeypatch.syspath_prepend(str(entry))
+        import importlib
+
+        importlib.invalidate_caches()
+        sys.modules.pop("ownpkg", None)
+        assert bytecode.compiled_in(folder, "ownpkg") == python_reads(entry)
 
 
 def test_nothing_is_compiled_where_it_cannot_help(tmp_path, monkeypatch):
@@ -591,7 +635,8 @@ def test_a_capture_fills_unless_its_workers_run_unjailed(tmp_path, monkeypatch):
     entered = []
 
     @contextlib.contextmanager
-    def recording(say):
+    def recording(say, complete=None):
+        assert complete.name == bytecode.COMPLETE and complete.parent.name in ("capture", "cap")
         entered.append("fill")
         try:
             yield tmp_path / "lists"

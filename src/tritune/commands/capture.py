@@ -38,7 +38,7 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
         raise click.UsageError("--force and --append exclude each other")
     mode = "replace" if force else "append" if append else "new"
     try:
-        with bytecode.filled_meanwhile(_say) as imports:
+        with bytecode.filled_meanwhile(_say, out_dir / bytecode.COMPLETE) as imports:
             result = run(list(command), out_dir, mode=mode, imports=imports)
     except CaptureError as exc:
         click.echo(f"tritune capture: {exc}", err=True)

@@ -275,7 +275,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     from tritune.worker import bytecode
 
     # the workers' bytecode compiled while the program runs (none for unjailed workers: never given it)
-    meanwhile = bytecode.filled_meanwhile(_say) if not unsafe_no_jail else contextlib.nullcontext()
+    meanwhile = bytecode.filled_meanwhile(_say, target / bytecode.COMPLETE) if not unsafe_no_jail else contextlib.nullcontext()
     try:
         with meanwhile as imports:
             captured = run(list(command), target, mode="replace", imports=imports)

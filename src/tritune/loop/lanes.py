@@ -162,7 +162,7 @@ class LocalLane:
             granted = jail.with_read(folder) if folder is not None else None
             if granted is not None and granted.read != jail.read:  # the jail may grant it (``with_read``)
                 self._bytecode = folder  # filled after the ranking; read once usable (``bytecode.usable``)
-                if bytecode.usable(folder, warm):
+                if bytecode.usable(folder, warm, Path(root)):
                     jail = granted
                     env[config.ENV_PYCACHE_PREFIX] = str(folder)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=jail,

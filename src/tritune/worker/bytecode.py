@@ -70,6 +70,7 @@ MAX_LISTED_BYTES = 16 << 20  # of them all
 PATH_MAX = 4096  # a longer line is no path
 FIRST_FILL = ("torch", "triton", "tritune")  # what every lane worker imports (``filled_meanwhile``)
 FIRST = ".tritune-first-filled"  # written once a capture's fill of FIRST_FILL finished (``usable``)
+COMPLETE = ".tritune-bytecode-complete"  # in a capture's folder: its fill finished, its program's imports too
 FILL_WAIT_S = 60.0  # a capture waits this long for its fill after the program, then leaves it
 MARKER = ".tritune-bytecode"  # in a folder tritune made for this
 FILLED = ".tritune-filled"  # written once a fill finished: workers read the folder from then on
@@ -119,32 +120,49 @@ def filled(folder: Path) -> bool:
     return (folder / FILLED).is_file()
 
 
-def usable(folder: Path, modules: Iterable[str]) -> bool:
-    """Whether a lane whose capture's kernel files import ``modules`` (``replay.warm``) gives its
-    workers the folder: a lane's fill finished once (``FILLED``), or a capture's (``FIRST``) and
-    every top-level package of ``modules`` that carries bytecode of its own (the standard
-    library's ``typing`` too) has its bytecode in the folder (``compiled_in``): with the prefix
-    set, Python ignores a package's own bytecode and would compile it in every worker."""
+def usable(folder: Path, modules: Iterable[str], root: Path | None = None) -> bool:
+    """Whether a lane whose capture (``root``) has kernel files that import ``modules``
+    (``replay.warm``) gives its workers the folder: a lane's fill finished once (``FILLED``), or
+    a capture's (``FIRST``) and each top-level package of ``modules`` that Python would read from
+    bytecode of its own (a library, the standard library's ``typing``; not ``math`` or ``sys``,
+    which it never compiles) has its bytecode in the folder (``compiled_in``), put there by this
+    capture's fill, which finished (``COMPLETE`` in ``root``): with the prefix set, Python ignores
+    a package's own bytecode and would compile what the folder lacks in every worker."""
     if filled(folder):
         return True
     if not (folder / FIRST).is_file():
         return False
-    return all(compiled_in(folder, top) or not carried(top) for top in {name.split(".")[0] for name in modules})
+    own = [top for top in {name.split(".")[0] for name in modules} if _from_source(top) and carried(top)]
+    if not own:
+        return True
+    return root is not None and (root / COMPLETE).is_file() and all(compiled_in(folder, top) for top in own)
+
+
+def _from_source(module: str) -> bool:
+    """Whether ``module`` is loaded from a ``.py`` file (not built in, frozen, an extension or a
+    namespace package: Python compiles nothing for those)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and bool(spec.origin) and spec.origin.endswith(".py")
 
 
 def compiled_in(folder: Path, module: str) -> bool:
-    """Whether ``folder`` holds bytecode of ``module``'s own file (its ``__init__`` for a package),
-    where Python looks for it with ``folder`` as the prefix (its existence only: the parent
-    never reads what is in the folder)."""
+    """Whether ``folder`` holds bytecode of ``module``'s own file (its ``__init__`` for a package)
+    where Python looks for it with ``folder`` as the prefix: under the path it imports the module
+    by, links not resolved. The compiler writes under the real path (``eligible``), so where a
+    path entry is a link (a venv's ``lib64``), this is False, as Python would find nothing. Its
+    existence only: the parent never reads what is in the folder."""
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         return False
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return False
-    real = os.path.realpath(spec.origin)
-    name = f"{Path(real).stem}.{sys.implementation.cache_tag}.pyc"
-    return Path(str(folder) + os.path.dirname(real), name).is_file()
+    path = os.path.abspath(spec.origin)
+    name = f"{Path(path).stem}.{sys.implementation.cache_tag}.pyc"
+    return Path(str(folder) + os.path.dirname(path), name).is_file()
 
 
 def _own(folder: Path) -> bool:
@@ -271,7 +289,7 @@ def _inside(path: str, root: str) -> bool:
 
 
 @contextlib.contextmanager
-def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
+def filled_meanwhile(say: Callable[[str], None], complete: Path | None = None) -> Iterator[Path | None]:
     """While the block runs (a capture's program), ``FIRST_FILL``'s sources compiled into the
     folder (``fill``: jailed, at the lowest priority, ``first``), so that a first run's lane
     workers start from bytecode; after the block, the fill is waited for, then what else the
@@ -282,7 +300,9 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
     first on a machine (``FIRST``) compiles only what its program imported (its libraries: what
     is there already is skipped), until a lane's fill (``FILLED``) takes over. Nothing where
     packages carry their bytecode, the folder is off, or no jail could hold the compiler or grant
-    workers the folder; a fill that cannot start is no failure of the capture. A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
+    workers the folder; a fill that cannot start is no failure of the capture. ``complete`` (the
+    capture's ``COMPLETE``) is written once all of it finished, and removed as a fill starts: a
+    lane gives its workers a folder only first-filled where it is there (``usable``). A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
     wait's end, stops it and the capture goes on. A stopped fill writes no marker (each file it
     wrote is whole, and the next fill skips it): no worker uses a part-filled folder."""
     proc = folder = imports = None
@@ -292,6 +312,8 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
             if not (folder / FIRST).is_file():
                 proc = fill(folder, package_sources(FIRST_FILL), first=True)
             if proc is not None or (folder / FIRST).is_file():
+                if complete is not None:
+                    complete.unlink(missing_ok=True)
                 imports = Path(tempfile.mkdtemp(prefix="tritune-imports-"))
     except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
         pass
@@ -303,9 +325,12 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
             raise
         if proc is not None or imports is not None:
             try:
-                _finish(say, folder, proc, imports)
+                if _finish(say, folder, proc, imports) and imports is not None and complete is not None:
+                    complete.touch()
             except KeyboardInterrupt:
                 say(UNFINISHED)
+            except OSError:  # the capture's folder gone: its runs compile what the folder lacks
+                pass
     finally:
         if folder is not None:
             stop(_FILLING.get(str(folder)))
@@ -316,10 +341,11 @@ def filled_meanwhile(say: Callable[[str], None]) -> Iterator[Path | None]:
 UNFINISHED = "left unfinished: an optimize run compiles the rest"
 
 
-def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen | None, imports: Path | None) -> None:
+def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen | None, imports: Path | None) -> bool:
     """After the program: its fill of ``FIRST_FILL`` (``proc``, if this capture started one) waited
     for, then the files its processes listed compiled (what is compiled already is skipped:
-    ``_current``), at most ``FILL_WAIT_S`` in all; said when either was still to do."""
+    ``_current``), at most ``FILL_WAIT_S`` in all; said when either was still to do. Whether all
+    of it finished."""
     began = time.monotonic()
     listed = listed_imports(imports) if imports is not None else []
     told = (proc is not None and proc.poll() is None) or bool(listed)
@@ -337,6 +363,7 @@ def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen | N
             done = _waited(rest, FILL_WAIT_S - (time.monotonic() - began))
     if told:
         say(f"compiled in {time.monotonic() - began:.0f} s more" if done else UNFINISHED)
+    return done
 
 
 def _waited(proc: subprocess.Popen, seconds: float) -> bool:
