@@ -20,10 +20,13 @@ starts from bytecode too, a capture (``tritune capture``, ``optimize -- COMMAND`
 packages every lane worker imports (``FIRST_FILL``: torch, Triton, tritune, as installed under
 the roots) compiled while the program runs, on the cores it leaves idle (``filled_meanwhile``),
 then what else the program's processes imported (they list it at exit: numpy, torch's other
-needs, libraries under the roots), waiting for the rest after it at most ``FILL_WAIT_S``
-(~3,000 files: ~15 s of one idle core); its fill marks the folder ``FIRST``, not ``FILLED``. A lane's workers read a folder only
-first-filled when none of the capture's libraries carries bytecode of its own (``usable``):
-with the prefix set, Python would ignore that bytecode and compile the library in every worker.
+needs, the standard library, libraries under the roots), waiting for the rest after it at most
+``FILL_WAIT_S`` (~3,000 files: ~15 s of one idle core); its fill marks the folder ``FIRST``, not
+``FILLED``, and each later capture tops it up with its own program's imports until a lane's fill
+takes over. A lane's workers read a folder only first-filled where it holds each package of the
+capture's kernels that carries bytecode of its own, and that capture's fill finished
+(``usable``): with the prefix set, Python would ignore a package's own bytecode and compile it
+in every worker.
 
 Why this holds (the jail's rules stay as they were):
 
@@ -302,9 +305,10 @@ def filled_meanwhile(say: Callable[[str], None], complete: Path | None = None) -
     packages carry their bytecode, the folder is off, or no jail could hold the compiler or grant
     workers the folder; a fill that cannot start is no failure of the capture. ``complete`` (the
     capture's ``COMPLETE``) is written once all of it finished, and removed as a fill starts: a
-    lane gives its workers a folder only first-filled where it is there (``usable``). A block that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the
-    wait's end, stops it and the capture goes on. A stopped fill writes no marker (each file it
-    wrote is whole, and the next fill skips it): no worker uses a part-filled folder."""
+    lane gives its workers a folder only first-filled where it is there (``usable``). A block
+    that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the wait's end,
+    stops it and the capture goes on. A stopped fill writes no marker (each file it wrote is
+    whole, and the next fill skips it): no worker uses a part-filled folder."""
     proc = folder = imports = None
     try:
         folder = prefix()
