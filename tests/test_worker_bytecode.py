@@ -204,6 +204,35 @@ def test_a_jailed_lanes_workers_read_it_and_an_unjailed_lanes_are_not_given_it(m
         lane.close()
 
 
+def test_a_lane_gives_a_first_filled_folder_where_its_captures_fill_finished(monkeypatch, tmp_path):
+    """The lane asks ``usable`` with its capture's folder: a library of the capture's kernels that
+    carries its own bytecode is compiled in the folder, but the capture's fill did not finish
+    (no ``COMPLETE``): no prefix; once it did: the prefix."""
+    from tritune.loop import lanes
+    from tritune.loop.lanes import LocalLane
+
+    capture, folder, site = tmp_path / "capture", tmp_path / "bytecode", tmp_path / "site"
+    (site / "ownpkg" / "__pycache__").mkdir(parents=True)
+    (site / "ownpkg" / "__init__.py").write_text("")
+    (site / "ownpkg" / "__pycache__" / f"__init__.{TAG}.pyc").write_bytes(b"")
+    capture.mkdir(), folder.mkdir()
+    compiled(folder, site / "ownpkg" / "__init__.py").parent.mkdir(parents=True)
+    compiled(folder, site / "ownpkg" / "__init__.py").write_bytes(b"")
+    (folder / bytecode.FIRST).touch()
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
+    monkeypatch.setattr(lanes, "kernel_imports", lambda root: ("math", "ownpkg.ops"))
+    policy = jail.policy(capture)
+    for finished in (False, True):
+        if finished:
+            (capture / bytecode.COMPLETE).touch()
+        lane = LocalLane(None, capture, jail=policy)
+        try:
+            assert (config.ENV_PYCACHE_PREFIX in lane.evaluator.worker.env) is finished
+        finally:
+            lane.close()
+
+
 def test_a_folder_no_worker_may_see_is_not_granted(tmp_path, monkeypatch):
     """``TRITUNE_BYTECODE`` pointed at ``TRITUNE_HOME`` (the signing key), the home, or a folder
     holding one: the lane gives its workers no bytecode folder, and the jail grants nothing."""
