@@ -341,7 +341,6 @@ def test_a_capture_compiles_what_its_program_imported_after_it_from_the_roots_on
     monkeypatch.setattr(bytecode, "package_sources", lambda names: [str(lib / "mod.py")])
     said, complete = [], tmp_path / "capture" / bytecode.COMPLETE
     complete.parent.mkdir()
-    complete.touch()  # an earlier fill's: removed as this one starts
     with bytecode.filled_meanwhile(said.append, complete) as imports:
         assert imports.is_dir() and not any(imports.iterdir()) and not complete.exists()
         bytecode._FILLING[str(folder)].wait()  # the program outlasts the first fill
@@ -380,11 +379,41 @@ def test_the_second_fill_gets_what_is_left_of_the_wait(tmp_path, monkeypatch):
     said = []
     complete = tmp_path / "capture" / bytecode.COMPLETE
     complete.parent.mkdir()
+    complete.touch()  # an earlier program's
     with bytecode.filled_meanwhile(said.append, complete) as imports:
         (imports / "1-0.txt").write_text("/x.py\n")
         (tmp_path / bytecode.FIRST).touch()  # what the first compiler writes at its end
     assert waits[0] == 2.0 and 0 < waits[1] < 1.5 and said[-1] == bytecode.UNFINISHED
     assert not complete.exists()  # a part-filled folder is not given to this capture's workers
+
+
+def test_complete_is_said_only_of_a_fill_that_ran_to_its_end(tmp_path, monkeypatch):
+    """The program's fill could not start (no process left): not complete. A capture refused
+    before its program (the folder holds one, no --force) keeps the note of the one it holds."""
+    from click.testing import CliRunner
+
+    from tritune.commands.capture import capture
+
+    (tmp_path / bytecode.FIRST).touch()
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: tmp_path)
+    monkeypatch.setattr(bytecode, "_grantable", lambda folder: True)
+
+    def failing(folder, files, first=False):
+        raise BlockingIOError("no process left")
+
+    monkeypatch.setattr(bytecode, "fill", failing)
+    complete = tmp_path / "capture" / bytecode.COMPLETE
+    complete.parent.mkdir()
+    complete.touch()
+    with bytecode.filled_meanwhile(print, complete) as imports:
+        (imports / "1-0.txt").write_text("/x.py\n")
+    assert not complete.exists()
+    out = tmp_path / "held"
+    out.mkdir()
+    (out / "launches.jsonl").write_text("")
+    (out / bytecode.COMPLETE).touch()
+    done = CliRunner().invoke(capture, ["--out", str(out), "--", sys.executable, "-c", "pass"])
+    assert done.exit_code == 2 and (out / bytecode.COMPLETE).is_file()
 
 
 def test_a_programs_lists_are_read_within_bounds(tmp_path, monkeypatch):
@@ -510,6 +539,20 @@ def test_a_first_filled_folder_is_given_to_workers_only_where_it_holds_each_libr
     assert not bytecode.usable(folder, ["ownpkg.ops"])  # no capture to tell
     (capture / bytecode.COMPLETE).touch()
     assert bytecode.usable(folder, ["barepkg", "ownpkg.ops"], capture)
+    (site / "nspkg" / "__pycache__").mkdir(parents=True)  # a namespace package: its modules are compiled
+    (site / "nspkg" / "sub.py").write_text("")
+    (site / "nspkg" / "__pycache__" / f"sub.{TAG}.pyc").write_bytes(b"")
+    assert not bytecode.usable(folder, ["nspkg.sub"], capture)
+    (capture / bytecode.COMPLETE).unlink()
+    if bytecode.carried("triton"):  # FIRST says FIRST_FILL's fill finished: no capture needed for them
+        import triton
+
+        pyc = compiled(folder, Path(triton.__file__))
+        assert not bytecode.usable(folder, ["triton.language"], capture)
+        pyc.parent.mkdir(parents=True, exist_ok=True)
+        pyc.write_bytes(b"")
+        assert bytecode.usable(folder, ["triton.language"], capture)
+        assert not bytecode.usable(folder, ["triton.language", "ownpkg"], capture)
     (folder / bytecode.FIRST).unlink()
     (folder / bytecode.FILLED).touch()  # a lane's fill: what its workers imported, libraries too
     assert bytecode.usable(folder, ["ownpkg.ops", "barepkg"])

@@ -24,9 +24,9 @@ needs, the standard library, libraries under the roots), waiting for the rest af
 ``FILL_WAIT_S`` (~3,000 files: ~15 s of one idle core); its fill marks the folder ``FIRST``, not
 ``FILLED``, and each later capture tops it up with its own program's imports until a lane's fill
 takes over. A lane's workers read a folder only first-filled where it holds each package of the
-capture's kernels that carries bytecode of its own, and that capture's fill finished
-(``usable``): with the prefix set, Python would ignore a package's own bytecode and compile it
-in every worker.
+capture's kernels that carries bytecode of its own, and, for those beyond ``FIRST_FILL``, that
+capture's fill finished (``usable``): with the prefix set, Python would ignore a package's own
+bytecode and compile it in every worker.
 
 Why this holds (the jail's rules stay as they were):
 
@@ -128,27 +128,31 @@ def usable(folder: Path, modules: Iterable[str], root: Path | None = None) -> bo
     (``replay.warm``) gives its workers the folder: a lane's fill finished once (``FILLED``), or
     a capture's (``FIRST``) and each top-level package of ``modules`` that Python would read from
     bytecode of its own (a library, the standard library's ``typing``; not ``math`` or ``sys``,
-    which it never compiles) has its bytecode in the folder (``compiled_in``), put there by this
-    capture's fill, which finished (``COMPLETE`` in ``root``): with the prefix set, Python ignores
-    a package's own bytecode and would compile what the folder lacks in every worker."""
+    which it never compiles) has its bytecode in the folder (``compiled_in``), and, unless it is
+    one of ``FIRST_FILL`` (which ``FIRST`` says were compiled), the capture's own fill finished
+    (``COMPLETE`` in ``root``): with the prefix set, Python ignores a package's own bytecode and
+    would compile what the folder lacks in every worker."""
     if filled(folder):
         return True
     if not (folder / FIRST).is_file():
         return False
-    own = [top for top in {name.split(".")[0] for name in modules} if _from_source(top) and carried(top)]
-    if not own:
-        return True
-    return root is not None and (root / COMPLETE).is_file() and all(compiled_in(folder, top) for top in own)
+    complete = root is not None and (root / COMPLETE).is_file()
+    return all(compiled_in(folder, top) and (top in FIRST_FILL or complete)
+               for top in {name.split(".")[0] for name in modules} if not _never_compiled(top) and carried(top))
 
 
-def _from_source(module: str) -> bool:
-    """Whether ``module`` is loaded from a ``.py`` file (not built in, frozen, an extension or a
-    namespace package: Python compiles nothing for those)."""
+def _never_compiled(module: str) -> bool:
+    """Whether Python compiles nothing of ``module`` itself: built in, frozen, an extension, or not
+    found (a namespace package counts as compiled: its submodules are)."""
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
-        return False
-    return spec is not None and bool(spec.origin) and spec.origin.endswith(".py")
+        return True
+    if spec is None:
+        return True
+    if spec.origin is None or spec.origin == "namespace":
+        return not spec.submodule_search_locations
+    return not spec.origin.endswith(".py")
 
 
 def compiled_in(folder: Path, module: str) -> bool:
@@ -304,8 +308,8 @@ def filled_meanwhile(say: Callable[[str], None], complete: Path | None = None) -
     is there already is skipped), until a lane's fill (``FILLED``) takes over. Nothing where
     packages carry their bytecode, the folder is off, or no jail could hold the compiler or grant
     workers the folder; a fill that cannot start is no failure of the capture. ``complete`` (the
-    capture's ``COMPLETE``) is written once all of it finished, and removed as a fill starts: a
-    lane gives its workers a folder only first-filled where it is there (``usable``). A block
+    capture's ``COMPLETE``) is written where all of it finished and removed where a fill ran and
+    did not (a capture refused before its program keeps its own): ``usable``. A block
     that raises (Ctrl-C in the program) kills the fill; Ctrl-C after it, or the wait's end,
     stops it and the capture goes on. A stopped fill writes no marker (each file it wrote is
     whole, and the next fill skips it): no worker uses a part-filled folder."""
@@ -316,8 +320,6 @@ def filled_meanwhile(say: Callable[[str], None], complete: Path | None = None) -
             if not (folder / FIRST).is_file():
                 proc = fill(folder, package_sources(FIRST_FILL), first=True)
             if proc is not None or (folder / FIRST).is_file():
-                if complete is not None:
-                    complete.unlink(missing_ok=True)
                 imports = Path(tempfile.mkdtemp(prefix="tritune-imports-"))
     except Exception:  # noqa: BLE001 - optional: the capture runs without it (TRITUNE_HOME unusable, no process left)
         pass
@@ -328,13 +330,17 @@ def filled_meanwhile(say: Callable[[str], None], complete: Path | None = None) -
             stop(proc)
             raise
         if proc is not None or imports is not None:
+            done = False
             try:
-                if _finish(say, folder, proc, imports) and imports is not None and complete is not None:
-                    complete.touch()
+                done = _finish(say, folder, proc, imports) and imports is not None
             except KeyboardInterrupt:
                 say(UNFINISHED)
-            except OSError:  # the capture's folder gone: its runs compile what the folder lacks
-                pass
+            if complete is not None:
+                with contextlib.suppress(OSError):  # the capture's folder gone: nothing to say there
+                    if done:
+                        complete.touch()
+                    else:
+                        complete.unlink(missing_ok=True)
     finally:
         if folder is not None:
             stop(_FILLING.get(str(folder)))
@@ -360,9 +366,9 @@ def _finish(say: Callable[[str], None], folder: Path, proc: subprocess.Popen | N
     done = done and (folder / FIRST).is_file()
     if done and listed:
         try:
-            rest = fill(folder, listed, first=True)
-        except Exception:  # noqa: BLE001 - optional, as the first
-            rest = None
+            rest = fill(folder, listed, first=True)  # None: nothing eligible
+        except Exception:  # noqa: BLE001 - optional, as the first: not compiled, so not done
+            rest, done = None, False
         if rest is not None:
             done = _waited(rest, FILL_WAIT_S - (time.monotonic() - began))
     if told:
