@@ -141,3 +141,18 @@ def test_a_program_lists_its_imports_only_when_asked(tmp_path, monkeypatch):
     monkeypatch.setenv(config.ENV_CAPTURE_IMPORTS, str(inherited))
     program.run([sys.executable, "-c", code], tmp_path / "not", imports=None)
     assert not any(inherited.iterdir())
+
+
+def test_a_program_of_many_processes_writes_a_bounded_number_of_lists(tmp_path, monkeypatch):
+    """Each process lists its imports at exit (a data loader's spawned workers, every epoch): once
+    the folder holds ``MAX_IMPORT_LISTS``, no process adds one."""
+    from tritune.capture import program, recorder
+
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    for n in range(recorder.MAX_IMPORT_LISTS - 1):
+        (lists / f"planted-{n}.txt").write_text("")
+    code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import csv'], check=True)"
+    program.run([sys.executable, "-c", code], tmp_path / "cap", imports=lists)
+    assert len(list(lists.iterdir())) == recorder.MAX_IMPORT_LISTS  # the child's, then not its parent's
+

@@ -40,6 +40,7 @@ from tritune.capture.skipped import Skipped
 from tritune.capture import skipped as skipped_file
 
 PARTS = "parts"
+MAX_IMPORT_LISTS = 256  # lists of imports written in all (the capture reads as many: ``worker.bytecode.MAX_LISTS``)
 SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
 FLUSH_SECONDS = 1.0
 
@@ -223,6 +224,8 @@ def _list_imports() -> None:
     if folder is None or not any(r.pid == os.getpid() for r in list(_live)):
         return
     try:
+        if len(os.listdir(folder)) >= MAX_IMPORT_LISTS:  # a program of many processes: the capture has enough
+            return
         files = [os.path.abspath(name) for module in list(sys.modules.values())
                  if isinstance(name := getattr(module, "__file__", None), str) and name.endswith(".py")]
         for n in itertools.count():  # a pid the program reused: another name

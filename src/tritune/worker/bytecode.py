@@ -68,7 +68,7 @@ from typing import Callable, Iterable, Iterator
 from tritune import config
 
 MAX_FILES = 20000  # a worker's list, bounded: more is not a list of imports
-MAX_LISTS = 256  # a capture's lists of imports read (one a process: ``listed_imports``)
+MAX_LISTS = 256  # a capture's lists of imports read (one a process: ``listed_imports``; as many written)
 MAX_LISTED_BYTES = 16 << 20  # of them all
 PATH_MAX = 4096  # a longer line is no path
 FIRST_FILL = ("torch", "triton", "tritune")  # what every lane worker imports (``filled_meanwhile``)
