@@ -81,21 +81,34 @@ IMPORTED_JOB = "tritune.worker.bytecode:imported_job"
 _FILLING: dict[str, subprocess.Popen] = {}  # folder -> the fill under way (one at a time per folder)
 
 
+def _spec(module: str):
+    """``module``'s spec, found without importing it; None where it is not found (or its parent
+    cannot be)."""
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+
+
+def _source(module: str) -> str | None:
+    """The ``.py`` file ``module`` is loaded from; None for one built in, frozen, an extension, a
+    namespace package, or not found."""
+    spec = _spec(module)
+    return spec.origin if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
 def carried(module: str = "torch") -> bool:
     """Whether ``module``'s package carries its bytecode where Python looks without a prefix (its
     ``__pycache__``); True where the module is not installed (nothing to do)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return True
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+    source = _source(module)
+    if source is None:
         return True
     try:
-        cached = importlib.util.cache_from_source(spec.origin)
+        cached = importlib.util.cache_from_source(source)
     except (NotImplementedError, ValueError):
         return True
     if sys.pycache_prefix:  # the parent's own prefix: look where the package itself keeps it
-        cached = os.path.join(os.path.dirname(spec.origin), "__pycache__", os.path.basename(cached))
+        cached = os.path.join(os.path.dirname(source), "__pycache__", os.path.basename(cached))
     return os.path.exists(cached)
 
 
@@ -144,10 +157,7 @@ def usable(folder: Path, modules: Iterable[str], root: Path | None = None) -> bo
 def _never_compiled(module: str) -> bool:
     """Whether Python compiles nothing of ``module`` itself: built in, frozen, an extension, or not
     found (a namespace package counts as compiled: its submodules are)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return True
+    spec = _spec(module)
     if spec is None:
         return True
     if spec.origin is None or spec.origin == "namespace":
@@ -161,13 +171,10 @@ def compiled_in(folder: Path, module: str) -> bool:
     by, links not resolved. The compiler writes under the real path (``eligible``), so where a
     path entry is a link (a venv's ``lib64``), this is False, as Python would find nothing. Its
     existence only: the parent never reads what is in the folder."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
+    source = _source(module)
+    if source is None:
         return False
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return False
-    path = os.path.abspath(spec.origin)
+    path = os.path.abspath(source)
     name = f"{Path(path).stem}.{sys.implementation.cache_tag}.pyc"
     return Path(str(folder) + os.path.dirname(path), name).is_file()
 
