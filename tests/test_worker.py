@@ -239,6 +239,48 @@ def test_preload_failure_is_reported_not_raised():
     assert "preload failed" in out.failure.message and "no_such_module_for_tritune" in out.failure.message
 
 
+def test_extend_imports_into_the_live_child_at_once_and_a_fresh_one_starts_with_the_new_settings(tmp_path):
+    """``Worker.extend`` (a lane's head start): the live child imports the new preload and warm
+    modules in place (no restart), a warm import that fails is a line in its log, and a child
+    started after has them from its start."""
+    names = ["colorsys", "wave"]
+    with Worker(timeout_s=30) as w:
+        before = w.call(f"{JOBS}:imported", names).value
+        assert not any(before["modules"].values())
+        done = w.extend(preload=("colorsys",), warm=("wave", "no_such_module_for_tritune"))
+        assert done.ok, done.failure
+        now = w.call(f"{JOBS}:imported", names).value
+        assert now["pid"] == before["pid"] and all(now["modules"].values())
+        assert w.preload == ("colorsys",) and w.warm == ("wave", "no_such_module_for_tritune")
+        w.restart()
+        fresh = w.call(f"{JOBS}:imported", names).value
+        assert fresh["pid"] != before["pid"] and all(fresh["modules"].values())
+        bad = w.extend(preload=("no_such_module_for_tritune",))
+        assert not bad.ok and bad.failure.kind == ERROR and "no_such_module_for_tritune" in bad.failure.message
+        assert w.pid is None  # ended: a child that failed its imports is not reused
+        again = w.call(f"{JOBS}:pid")
+        assert not again.ok and "preload failed" in again.failure.message  # a fresh start has them too
+    closed = w.extend(preload=("colorsys",))
+    assert not closed.ok and "closed" in closed.failure.message
+
+
+def test_extend_keeps_a_childs_bytecode_folder_only_where_the_new_env_names_the_same(tmp_path):
+    """A child cannot be given a folder its jail was not started with: ``extend`` keeps its
+    ``PYTHONPYCACHEPREFIX`` where the new environment names that folder, and turns it off otherwise."""
+    prefix = "PYTHONPYCACHEPREFIX"
+    folder, other = str(tmp_path / "a"), str(tmp_path / "b")
+    with Worker(timeout_s=30, env={prefix: folder}) as w:
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == folder
+        assert w.extend(env={prefix: folder, "TRITUNE_WORKER_TEST": "yes"}).ok
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == folder
+        assert w.extend(env={}).ok
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] is None
+        assert w.extend(env={prefix: other}).ok  # not the folder it started with: none
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] is None
+        w.restart()  # a fresh child starts with the new settings
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == other
+
+
 def test_run_isolated_one_shot():
     out = run_isolated(f"{JOBS}:echo", 5, timeout_s=10)
     assert out.ok and out.value["got"] == 5

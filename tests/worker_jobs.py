@@ -146,3 +146,9 @@ def numpy_scalar(_payload=None):
     import numpy
 
     return numpy.float64(1.5)
+
+
+def imported(names):
+    """Which of ``names`` this child has imported, and the folder it keeps bytecode in."""
+    return {"modules": {name: name in sys.modules for name in names}, "pycache_prefix": sys.pycache_prefix,
+            "pid": os.getpid()}

@@ -84,20 +84,36 @@ def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], Non
     own = [p for p in sys.path if p not in settings["sys_path"] and p != ""]
     sys.path[:] = list(settings["sys_path"]) + own
     try:
-        for name in settings["preload"]:
-            importlib.import_module(name)
+        _import(settings["preload"], settings.get("warm", ()))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which gives up
         failure = Failure(ERROR, shorten(f"preload failed: {from_exception(exc).message}"),
                           traceback_tail(exc))
         outbox.send(("failed", failure))
         return False
-    for name in settings.get("warm", ()):
+    outbox.send(("ready", os.getpid()))
+    return True
+
+
+def _import(preload: Any, warm: Any) -> None:
+    """``preload`` imported (a failure raises), then ``warm`` (a failure is one line in the log)."""
+    for name in preload:
+        importlib.import_module(name)
+    for name in warm:
         try:
             importlib.import_module(name)
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: the job that needs it reports its own failure
             print(f"tritune worker: warm import of {name} failed: {from_exception(exc).message}", flush=True)
-    outbox.send(("ready", os.getpid()))
-    return True
+
+
+def load(payload: dict) -> None:
+    """The job ``Worker.extend`` sends a live child (``LOAD_JOB``): what a start with the new
+    settings would have imported, imported now, as ``_init`` does (``preload``, then ``warm``);
+    first, where ``payload`` says so, the folder Python reads and writes bytecode in
+    (``pycache_prefix``: None for the packages' own ``__pycache__``), which the child's
+    environment set at its start."""
+    if "pycache_prefix" in payload:
+        sys.pycache_prefix = payload["pycache_prefix"]
+    _import(payload.get("preload", ()), payload.get("warm", ()))
 
 
 def _run(target: str, payload: Any) -> tuple:

@@ -68,6 +68,8 @@ LOG_KB = 16  # how much of the child's output tail a failure's detail keeps
 _STOP_WAIT_S = 2.0
 _DUMP_WAIT_S = 0.3
 _CHILD_CODE = "from tritune.worker.child import main; main()"
+LOAD_JOB = "tritune.worker.child:load"  # ``Worker.extend``'s imports in a live child
+_KEEP = object()  # extend(jail=...) not given: the worker's own
 CACHE_PREFIX = "tritune-shared-cache-"  # ``SharedCache``
 _WORKER_DEFAULT = object()  # call(timeout_s=...) not given: the worker's own limit
 # Variables holding a path (or a list of them) that a child must read as the parent does
@@ -182,6 +184,52 @@ class Worker:
             finally:
                 if self.jail is not None and self._child is child:  # (a killed child's group is gone)
                     end_strays(child.proc.pid, keep=child.proc.pid)
+
+    def extend(self, *, preload: tuple[str, ...] = (), warm: tuple[str, ...] | None = None,
+               env: Mapping[str, str | None] | None = None, jail: Any = _KEEP) -> Outcome:
+        """New settings for the children started from now on, and the live child brought to them.
+
+        ``preload`` is added to the worker's own; ``warm``, ``env`` and ``jail``, where given,
+        replace its own. A live child imports ``preload``, then ``warm``, now, as a start with
+        them would (``child.load``: a failed ``preload`` import fails, a failed ``warm`` one is a
+        line in its log), before any call that waits for the worker. Its environment and jail stay
+        those it started with, but for the folder Python keeps bytecode in (``PYTHONPYCACHEPREFIX``):
+        kept where the new ``env`` names the same one, else none from now on, since a child cannot
+        be given a folder its jail does not let it read. A failed load ends the child: the next call
+        starts one with the new settings. For ``LocalLane``'s head start: its workers start while
+        the program is captured, and take the capture's libraries and the GPU once it is done."""
+        with self._lock:
+            if self._closed:
+                return Outcome(ok=False, failure=Failure(CRASH, "not extended: the worker is closed"))
+            self.preload = tuple(dict.fromkeys((*self.preload, *preload)))
+            if warm is not None:
+                self.warm = tuple(warm)
+            before = self.env.get(config.ENV_PYCACHE_PREFIX)
+            if env is not None:
+                self.env = _check_env(env)
+            if jail is not _KEEP:
+                self.jail = jail
+            if self._child is not None and self._child.doomed:
+                self._discard()
+            child = self._child
+            if child is None:
+                return Outcome(ok=True)
+            payload: dict = {"preload": list(preload), "warm": list(self.warm)}
+            after = self.env.get(config.ENV_PYCACHE_PREFIX)
+            if after != before and after != child.pycache_prefix:
+                payload["pycache_prefix"] = None
+            message = bytes(ForkingPickler.dumps(("call", LOAD_JOB, payload)))
+            try:
+                outcome = self._call(child, message, self.start_timeout_s, Limits())
+            except BaseException:
+                self._discard()
+                raise
+            finally:
+                if self.jail is not None and self._child is child:
+                    end_strays(child.proc.pid, keep=child.proc.pid)
+            if not outcome.ok:
+                self._discard()
+            return outcome
 
     def restart(self) -> None:
         """Kill the child now; the next call starts a fresh one (a job reported a device fault
@@ -468,6 +516,9 @@ class _Child:
         if jailed:  # an allowlisted environment; its temporary files and caches in the one folder it may write
             base = config.jail_environment()
             env = {**env, **_scratch_env(self.cwd, cache)}
+        env = _child_env(env, base)
+        # the bytecode folder it was started with (``Worker.extend`` keeps it or turns it off)
+        self.pycache_prefix = env.get(config.ENV_PYCACHE_PREFIX)
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
@@ -476,7 +527,7 @@ class _Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_CODE, str(to_child_r), str(from_child_w), str(os.getpid()),
                  str(self.log_path)],
-                env=_child_env(env, base),
+                env=env,
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
