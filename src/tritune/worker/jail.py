@@ -293,6 +293,22 @@ def _allowed(paths: Iterable[str | Path], forbidden: list[str], *, below_home: b
     return tuple(kept)
 
 
+def same_reach(a: Policy | None, b: Policy | None) -> bool:
+    """Whether workers jailed by ``a`` and by ``b`` reach the same: both unjailed, or every
+    folder one of them reads lies in a folder the other reads, and their writes, devices, lock
+    files and mechanisms are the same (``LocalLane``'s head start: workers started before the
+    capture by a policy made then are kept only where the capture's own policy is that one)."""
+    if a is None or b is None:
+        return a is b
+
+    def covered(paths: tuple[str, ...], by: tuple[str, ...]) -> bool:
+        return all(any(_holds(folder, path) for folder in by) for path in paths)
+
+    return (covered(a.read, b.read) and covered(b.read, a.read) and set(a.read_write) == set(b.read_write)
+            and set(a.devices) == set(b.devices) and set(a.locks) == set(b.locks)
+            and (a.landlock, a.seccomp, a.caps) == (b.landlock, b.seccomp, b.caps))
+
+
 def _holds(folder: str, path: str) -> bool:
     """``folder`` is ``path`` or one of its parents."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
@@ -503,14 +519,16 @@ def check(*, untrusted: bool, unsafe_no_jail: bool = False) -> bool:
 
 
 def program_folders(capture_dir: str | Path) -> list[str]:
-    """The folders of the programs whose launches ``capture_dir`` holds, where they exist here."""
+    """The folders of the programs whose launches ``capture_dir`` holds, where they exist here:
+    those of its kernel files, for the modules beside them they import. Not Inductor's: its
+    kernel files, in its cache folder, import nothing beside them."""
     from tritune.capture.spec import SpecError, read_launches
 
     try:
         specs = read_launches(capture_dir)
     except (SpecError, OSError):
         return []
-    folders = {str(Path(s.source_file).parent) for s in specs if s.source_file}
+    folders = {str(Path(s.source_file).parent) for s in specs if s.source_file and s.kind != "inductor"}
     return sorted(f for f in folders if os.path.isdir(f))
 
 
