@@ -133,6 +133,7 @@ ENV_OPENAI_KEY = "OPENAI_API_KEY"
 SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
 ENV_JAIL_MISSING = "TRITUNE_JAIL_MISSING"
 ENV_BYTECODE = "TRITUNE_BYTECODE"
+ENV_HEAD_START = "TRITUNE_HEAD_START"  # off: a run's lanes start after its capture, not beside it
 ENV_PYCACHE_PREFIX = "PYTHONPYCACHEPREFIX"
 ENV_XDG_CACHE = "XDG_CACHE_HOME"
 ENV_INTERPRET = "TRITON_INTERPRET"
@@ -344,6 +345,13 @@ def bytecode_dir(environ: Mapping[str, str] | None = None) -> "Path | None":
         return Path(given).expanduser().absolute()
     base = env.get(ENV_XDG_CACHE, "").strip() or os.path.join(user_home(environ) or "~", ".cache")
     return Path(base).expanduser().absolute() / "tritune" / "bytecode"
+
+
+def head_start(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``tritune optimize -- COMMAND`` starts its lanes' workers while it captures the
+    program (``loop.lanes.HeadStart``): yes unless ``TRITUNE_HEAD_START`` is ``off``, ``0``,
+    ``no`` or ``false`` (a program that needs all of the machine's memory or cores as it runs)."""
+    return _env(environ).get(ENV_HEAD_START, "").strip().lower() not in {"off", "0", "no", "false"}
 
 
 def gpu_lock_path(name: str, environ: Mapping[str, str] | None = None) -> Path:

@@ -27,8 +27,11 @@ import contextlib
 import shlex
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
+
+from tritune import config
 
 from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import writable_dir
@@ -187,17 +190,21 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     out_dir.mkdir(parents=True, exist_ok=True)
     if launches is not None:
         _not_captured(launches)
-    root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail)
-    text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
-    from tritune.analyze.render import console_for
-
-    console = console_for(sys.stdout)
-    job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
-               deadline_s=deadline_s, cover=cover, command=text, fresh=fresh)
+    # local lanes start while the program is captured (``HeadStart``)
+    head = _HeadStart(settings, picked) if picked is not None and config.head_start() else None
     try:
+        root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail,
+                                          starting=head.begin if head is not None else None)
+        given = head.lanes(root) if head is not None else None
+        text = shlex.join(command) if command else f"--launches {launches}" if launches else f"--inductor-dir {inductor_dir}"
+        from tritune.analyze.render import console_for
+
+        console = console_for(sys.stdout)
+        job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
+                   deadline_s=deadline_s, cover=cover, command=text, fresh=fresh)
         with _progress(console) as (progress, log):
             if ray_address is None:
-                results = run_loop(root, out_dir, devices=picked, progress=progress, log=log, **job)
+                results = run_loop(root, out_dir, devices=picked, lanes=given, progress=progress, log=log, **job)
             else:
                 from tritune.loop.ray_lanes import ray_run
 
@@ -209,6 +216,9 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     except KeyboardInterrupt:
         click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
         sys.exit(130)
+    finally:
+        if head is not None:
+            head.close()
     _summary(console, results, out_dir)
     if results.stopped:
         click.echo(f"tritune optimize: stopped at the {results.stopped}", err=True)
@@ -256,9 +266,40 @@ def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None,
         sys.exit(2)
 
 
+class _HeadStart:
+    """The run's local lanes started as its program's capture starts (``lanes.HeadStart``), and
+    handed to the run after it, or closed."""
+
+    def __init__(self, settings, devices) -> None:
+        self._settings, self._devices = settings, devices
+        self._head = None
+        self._given: list = []
+
+    def begin(self, capture_dir: Path) -> None:
+        from tritune.loop.lanes import HeadStart
+
+        self._head = HeadStart(capture_dir, self._settings, self._devices)
+
+    def lanes(self, root: Path) -> list | None:
+        """The lanes for the run on ``root``, or None: it makes its own (``HeadStart.lanes``)."""
+        if self._head is None:
+            return None
+        self._given = self._head.lanes(root) or []
+        return self._given or None
+
+    def close(self) -> None:
+        from tritune.loop.lanes import close_lanes
+
+        if self._head is not None:
+            self._head.close()
+        close_lanes(self._given)
+        self._given = []
+
+
 def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir: Path, *,
-                   unsafe_no_jail: bool = False) -> Path:
-    """Capture COMMAND (or load Inductor's modules) into OUT/capture, unless already there."""
+                   unsafe_no_jail: bool = False, starting: Callable[[Path], None] | None = None) -> Path:
+    """Capture COMMAND (or load Inductor's modules) into OUT/capture, unless already there;
+    ``starting(OUT/capture)`` just before the program runs."""
     from tritune.capture.spec import SpecError, read_launches
 
     target = out_dir / "capture"
@@ -278,6 +319,8 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     meanwhile = bytecode.filled_meanwhile(_say, target / bytecode.COMPLETE) if not unsafe_no_jail else contextlib.nullcontext()
     try:
         with meanwhile as imports:
+            if starting is not None:
+                starting(target)
             captured = run(list(command), target, mode="replace", imports=imports)
     except CaptureError as exc:
         click.echo(f"tritune optimize: {exc}", err=True)

@@ -145,31 +145,56 @@ class LocalLane:
     """One GPU of this host (``device``: its ``CUDA_VISIBLE_DEVICES`` value, None: what the parent
     sees, or the interpreter). ``evaluator``: use that one instead (tests: scripted times, warm
     workers); it is the caller's to close. ``signer``: the store's signer instead of this user's
-    (a Ray lane's temporary store, ``loop.ray_lanes``)."""
+    (a Ray lane's temporary store, ``loop.ray_lanes``). ``head``: made before the capture in
+    ``root`` is (``HeadStart``): its workers import torch and Triton at ``head_start``, and take
+    the capture's libraries and the GPU at ``start``."""
 
     def __init__(self, device: str | None, root: str | Path, *, index: int = 0, jobs: int = 1,
                  use_ncu: str = "auto", evaluator: Evaluator | None = None, signer: Signer | None = None,
-                 jail: Policy | None = None) -> None:
+                 jail: Policy | None = None, head: bool = False) -> None:
         self.device, self.index, self.signer = device, index, signer
         self._owned = evaluator is None
         self._bytecode = None  # where its jailed workers read bytecode (``worker.bytecode``), if anywhere
         self._filling: subprocess.Popen | None = None
+        self._policy = jail
+        self._head = head and self._owned
+        self._heading: list[concurrent.futures.Future] = []  # ``head_start``'s starts
+        self.head_started: float | None = None  # when (``time.monotonic``) ``head_start`` started them
         if evaluator is None:
-            env = {} if device is None else {config.ENV_VISIBLE_DEVICES: device}
-            warm = kernel_imports(root)
+            warm = () if self._head else kernel_imports(root)
+            env, jail = self._environment(root, bytecode.FIRST_FILL if self._head else warm)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
-            folder = bytecode.prefix() if jail is not None else None
-            granted = jail.with_read(folder) if folder is not None else None
-            if granted is not None and granted.read != jail.read:  # the jail may grant it (``with_read``)
-                self._bytecode = folder  # filled after the ranking; read once usable (``bytecode.usable``)
-                if bytecode.usable(folder, warm, Path(root)):
-                    jail = granted
-                    env[config.ENV_PYCACHE_PREFIX] = str(folder)
-            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=(HASH_MODULE, *PRELOAD, READY_MODULE), jail=jail,
+            preload = (HASH_MODULE, *PRELOAD) if self._head else (HASH_MODULE, *PRELOAD, READY_MODULE)
+            worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=preload, jail=jail,
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
         self.evaluator = evaluator
         self._target: dict = {}
+
+    def _environment(self, root: str | Path, modules: Sequence[str]) -> tuple[dict, Policy | None]:
+        """Its workers' environment and jail: the lane's GPU, and the bytecode folder where the
+        jail may grant it (``with_read``; it is filled after the ranking) and it is usable for
+        ``modules`` (``bytecode.usable``)."""
+        env: dict = {} if self.device is None else {config.ENV_VISIBLE_DEVICES: self.device}
+        policy = self._policy
+        folder = bytecode.prefix() if policy is not None else None
+        granted = policy.with_read(folder) if folder is not None else None
+        if granted is not None and granted.read != policy.read:
+            self._bytecode = folder
+            if bytecode.usable(folder, modules, Path(root)):
+                policy = granted
+                env[config.ENV_PYCACHE_PREFIX] = str(folder)
+        return env, policy
+
+    def head_start(self) -> None:
+        """Its timing worker and its first verify workers started now, in the background, with
+        torch and Triton (``head``; nothing otherwise): the program is captured meanwhile."""
+        if not self._head or self._heading:
+            return
+        self.head_started = time.monotonic()
+        starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tritune-head")
+        self._heading = [*self.evaluator.start_verifiers(FIRST_VERIFIERS), starter.submit(self.evaluator.worker.start)]
+        starter.shutdown(wait=False)
 
     @property
     def name(self) -> str:
@@ -204,6 +229,8 @@ class LocalLane:
         again). A lane that cannot start stops them again at once: it takes no job, and they
         would hold their memory (and the GPU's) until the run's end."""
         try:
+            if self._head:
+                self._finish_head()
             starting = self.evaluator.start_verifiers(FIRST_VERIFIERS) if self._owned else []
             if starting:
                 self.evaluator.worker.start()
@@ -217,6 +244,21 @@ class LocalLane:
         except LaneDied:
             self.close()
             raise
+
+    def _finish_head(self) -> None:
+        """A head lane's workers given what a lane made after the capture gives its own: the
+        capture's libraries (``replay.warm``), the GPU brought up, the bytecode folder where it
+        is usable for them (``_environment``): imported in the workers ``head_start`` started,
+        at once (``Worker.extend``), the settings of those it did not. A worker whose start or
+        extension failed starts again at its first call, with them."""
+        self._head = False
+        warm = kernel_imports(self.evaluator.root)
+        env, policy = self._environment(self.evaluator.root, warm)
+        concurrent.futures.wait(self._heading)
+        workers = list({id(w): w for w in [self.evaluator.worker, *self.evaluator.verifiers]}.values())
+        with concurrent.futures.ThreadPoolExecutor(len(workers), thread_name_prefix="tritune-head") as pool:
+            for worker in workers:
+                pool.submit(worker.extend, preload=(READY_MODULE,), warm=warm, env=env, jail=policy)
 
     def _start(self) -> dict:
         outcome = self._guard(self.evaluator.call, TARGET_JOB, {})
@@ -351,6 +393,51 @@ def local_lanes(root: str | Path, settings: LoopSettings, devices: Sequence[Devi
         raise LaneError(str(exc)) from None
     return [LocalLane(d.visible, root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu, jail=policy)
             for d in devices]
+
+
+class HeadStart:
+    """A run's lanes started while its program is captured (``tritune optimize -- COMMAND``): made
+    on the capture's folder before the program runs (``LocalLane(head=True)``), their workers
+    import torch and Triton beside the program, which otherwise a run's start pays after it (a
+    fresh worker's start: 3.5-9 s on an H200 host, most of a short run's fixed costs).
+
+    Their jail is decided before the capture holds anything, so it names no program folder: the
+    folders of the kernel files (``jail.program_folders``) are known only after. ``lanes(root)``
+    hands the lanes over when the jail the capture asks for (``local_lanes``) reaches what
+    theirs does (``jail.same_reach``): the kernel files lie where every worker may read anyway
+    (a library, Inductor's kernels, a program under the current folder). Otherwise it closes
+    them, and the run makes its own as it always did: a head-started worker never holds more
+    than the run's own would, nor less."""
+
+    def __init__(self, capture_dir: str | Path, settings: LoopSettings, devices: Sequence[Device]) -> None:
+        self.root = Path(capture_dir).absolute()
+        self.root.mkdir(parents=True, exist_ok=True)  # the jail reads what exists
+        self._settings = settings
+        self.policy = jail.for_workers(self.root, untrusted=settings.llm is not None,
+                                       unsafe_no_jail=settings.unsafe_no_jail, program_dirs=())
+        self._lanes = [LocalLane(d.visible, self.root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu,
+                                 jail=self.policy, head=True) for d in devices]
+        for lane in self._lanes:
+            lane.head_start()
+
+    def lanes(self, root: str | Path) -> list[LocalLane] | None:
+        """The lanes, for a run on the capture in ``root``, or None (closed) where they cannot
+        serve it (the class doc). The caller closes those it got."""
+        lanes, self._lanes = self._lanes, []
+        try:
+            same = Path(root).absolute() == self.root and jail.same_reach(self.policy, jail.for_workers(
+                root, untrusted=self._settings.llm is not None, unsafe_no_jail=self._settings.unsafe_no_jail))
+        except jail.JailUnavailable:
+            same = False
+        if not same:
+            close_lanes(lanes)
+            return None
+        return lanes
+
+    def close(self) -> None:
+        """Those not handed over, closed."""
+        lanes, self._lanes = self._lanes, []
+        close_lanes(lanes)
 
 
 # ------------------------------------------------------------------------------- the pool

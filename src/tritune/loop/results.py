@@ -39,7 +39,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILE_NAME = "optimize.json"
 SPLIT_KEYS = ("to_first_s", "baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s", "idle_s")
-FIXED_KEYS = ("start_s", "baselines_s", "total_s", "build_s", "rank_time_s")
+FIXED_KEYS = ("start_s", "baselines_s", "total_s", "build_s", "rank_time_s", "head_s")
 DEFAULT_THRESHOLD = 1.05  # TritonForge's success bar (seed 002 §4.2), ArbiterSettings.threshold
 
 
@@ -270,7 +270,9 @@ class RunResults:
     # The run's fixed costs in seconds (``FIXED_KEYS``): start_s the lanes and workers starting,
     # baselines_s timing the baselines for the ranking, total_s every second before the first key
     # started; of baselines_s, build_s building the launches in the verify workers and rank_time_s
-    # timing them (the local lane that ranked longest). ``deadline_s``: the run's deadline.
+    # timing them (the local lane that ranked longest); head_s how long before the run its lanes'
+    # workers began to start, beside the program's capture (``lanes.HeadStart``; absent without).
+    # ``deadline_s``: the run's deadline.
     fixed: dict[str, float] = dataclasses.field(default_factory=dict)
     deadline_s: float | None = None
     wall_s: float | None = None  # the run's seconds so far (written with each update)

@@ -190,6 +190,9 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
     try:
         kinds = _start_lanes(pool, log, _prebuild(specs, lanes, out, kernels=kernels, sample=sample))
         fixed["start_s"] = time.monotonic() - started
+        heads = [lane.head_started for lane in lanes if getattr(lane, "head_started", None) is not None]
+        if heads:
+            fixed["head_s"] = started - min(heads)
         for kind in kinds:
             kind.plan = plan(specs, kind.target, kernels=kernels, sample=sample)
         chosen = kinds[0].plan
