@@ -264,19 +264,19 @@ def test_extend_imports_into_the_live_child_at_once_and_a_fresh_one_starts_with_
     assert not closed.ok and "closed" in closed.failure.message
 
 
-def test_extend_keeps_a_childs_bytecode_folder_only_where_the_new_env_names_the_same(tmp_path):
-    """A child cannot be given a folder its jail was not started with: ``extend`` keeps its
-    ``PYTHONPYCACHEPREFIX`` where the new environment names that folder, and turns it off otherwise."""
+def test_extend_changes_a_childs_bytecode_folder_only_where_the_new_env_does(tmp_path):
+    """``extend``: the child's ``PYTHONPYCACHEPREFIX`` follows the new environment where it changes
+    it (an unjailed child reads any folder: the jailed case is in test_worker_bytecode.py)."""
     prefix = "PYTHONPYCACHEPREFIX"
     folder, other = str(tmp_path / "a"), str(tmp_path / "b")
     with Worker(timeout_s=30, env={prefix: folder}) as w:
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == folder
-        assert w.extend(env={prefix: folder, "TRITUNE_WORKER_TEST": "yes"}).ok
+        assert w.extend(env={prefix: folder, "TRITUNE_WORKER_TEST": "yes"}).ok  # not changed: kept
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == folder
         assert w.extend(env={}).ok
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] is None
-        assert w.extend(env={prefix: other}).ok  # not the folder it started with: none
-        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] is None
+        assert w.extend(env={prefix: other}).ok
+        assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == other
         w.restart()  # a fresh child starts with the new settings
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == other
 

@@ -267,6 +267,23 @@ def test_a_jailed_worker_reads_the_folder_and_cannot_write_it(tree):
 
 
 @needs_jail
+def test_extend_gives_a_jailed_child_a_bytecode_folder_only_where_its_jail_reads_it(tree, tmp_path):
+    """``Worker.extend`` (a head lane's workers, ``loop.lanes.HeadStart``): a child started before
+    the capture takes the folder the lane decides on after it, where its jail was granted that
+    folder; one it cannot read, it does not take (Python would find nothing there)."""
+    prefix = config.ENV_PYCACHE_PREFIX
+    policy = jail.for_workers(tree["lib"], untrusted=True, program_dirs=()).with_read(tree["folder"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with Worker(30, jail=policy, env={"PYTHONPATH": str(TESTS)}) as worker:
+        assert worker.call("worker_jobs:imported", []).value["pycache_prefix"] is None
+        assert worker.extend(env={"PYTHONPATH": str(TESTS), prefix: str(elsewhere)}).ok
+        assert worker.call("worker_jobs:imported", []).value["pycache_prefix"] is None
+        assert worker.extend(env={"PYTHONPATH": str(TESTS), prefix: str(tree["folder"])}).ok
+        assert worker.call("worker_jobs:imported", []).value["pycache_prefix"] == str(tree["folder"])
+
+
+@needs_jail
 def test_a_lane_compiles_its_timing_workers_imports_after_the_ranking(monkeypatch, tmp_path):
     """``LocalLane.baselines``: then the timing worker's imports (tritune's jobs among them) are
     compiled into the folder for the next run's workers."""

@@ -162,7 +162,7 @@ class LocalLane:
         self.head_started: float | None = None  # when (``time.monotonic``) ``head_start`` started them
         if evaluator is None:
             warm = () if self._head else kernel_imports(root)
-            env, jail = self._environment(root, bytecode.FIRST_FILL if self._head else warm)
+            env, jail = self._environment(root, bytecode.FIRST_FILL if self._head else warm, grant=self._head)
             cache = SharedCache() if jail is not None else None  # the lane's workers build a launch once
             preload = (HASH_MODULE, *PRELOAD) if self._head else (HASH_MODULE, *PRELOAD, READY_MODULE)
             worker = Worker(CANDIDATE_TIMEOUT_S, env=env, preload=preload, jail=jail,
@@ -171,18 +171,23 @@ class LocalLane:
         self.evaluator = evaluator
         self._target: dict = {}
 
-    def _environment(self, root: str | Path, modules: Sequence[str]) -> tuple[dict, Policy | None]:
+    def _environment(self, root: str | Path, modules: Sequence[str], *, grant: bool = False
+                     ) -> tuple[dict, Policy | None]:
         """Its workers' environment and jail: the lane's GPU, and the bytecode folder where the
         jail may grant it (``with_read``; it is filled after the ranking) and it is usable for
-        ``modules`` (``bytecode.usable``)."""
+        ``modules`` (``bytecode.usable``). ``grant``: the jail reads the folder even where it is
+        not usable yet (a head lane's workers, made before the capture has filled it: they take
+        it once the capture is there, ``Worker.extend``)."""
         env: dict = {} if self.device is None else {config.ENV_VISIBLE_DEVICES: self.device}
         policy = self._policy
         folder = bytecode.prefix() if policy is not None else None
         granted = policy.with_read(folder) if folder is not None else None
         if granted is not None and granted.read != policy.read:
             self._bytecode = folder
-            if bytecode.usable(folder, modules, Path(root)):
+            usable = bytecode.usable(folder, modules, Path(root))
+            if usable or grant:
                 policy = granted
+            if usable:
                 env[config.ENV_PYCACHE_PREFIX] = str(folder)
         return env, policy
 

@@ -194,8 +194,9 @@ class Worker:
         them would (``child.load``: a failed ``preload`` import fails, a failed ``warm`` one is a
         line in its log), before any call that waits for the worker. Its environment and jail stay
         those it started with, but for the folder Python keeps bytecode in (``PYTHONPYCACHEPREFIX``):
-        kept where the new ``env`` names the same one, else none from now on, since a child cannot
-        be given a folder its jail does not let it read. A failed load ends the child: the next call
+        where the new ``env`` changes it, the child takes the new one if its jail lets it read
+        that folder, and none otherwise (Python then reads the packages' own ``__pycache__``). A
+        failed load ends the child: the next call
         starts one with the new settings. For ``LocalLane``'s head start: its workers start while
         the program is captured, and take the capture's libraries and the GPU once it is done."""
         with self._lock:
@@ -217,7 +218,7 @@ class Worker:
             payload: dict = {"preload": list(preload), "warm": list(self.warm)}
             after = self.env.get(config.ENV_PYCACHE_PREFIX)
             if after != before and after != child.pycache_prefix:
-                payload["pycache_prefix"] = None
+                payload["pycache_prefix"] = after if after is not None and child.can_read(after) else None
             message = bytes(ForkingPickler.dumps(("call", LOAD_JOB, payload)))
             try:
                 outcome = self._call(child, message, self.start_timeout_s, Limits())
@@ -318,6 +319,7 @@ class Worker:
                 jail = self.jail.with_scratch(child.cwd)
                 if self.cache is not None:
                     jail = jail.with_scratch(self.cache)
+            child.reads = jail.read if jail is not None else None
             failure = child.handshake(self.preload, self.start_timeout_s, jail, self.warm)
         except BaseException:
             child.kill()
@@ -517,8 +519,9 @@ class _Child:
             base = config.jail_environment()
             env = {**env, **_scratch_env(self.cwd, cache)}
         env = _child_env(env, base)
-        # the bytecode folder it was started with (``Worker.extend`` keeps it or turns it off)
+        # the bytecode folder it was started with, and what its jail lets it read (None: unjailed)
         self.pycache_prefix = env.get(config.ENV_PYCACHE_PREFIX)
+        self.reads: tuple[str, ...] | None = None
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
@@ -570,6 +573,13 @@ class _Child:
             return None
         failure: Failure = reply[1]
         return dataclasses.replace(failure, detail=_join(failure.detail, self.log_tail()))
+
+    def can_read(self, folder: str) -> bool:
+        """Whether its jail lets it read ``folder`` (a folder it was granted, or inside one)."""
+        if self.reads is None:
+            return True
+        real = os.path.realpath(folder)
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.reads)
 
     def clear_log(self) -> None:
         os.ftruncate(self.log.fileno(), 0)
