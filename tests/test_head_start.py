@@ -11,13 +11,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tritune import config
 from tritune.loop import LoopSettings
-from tritune.loop.lanes import READY_MODULE, Device, HeadStart, LocalLane, close_lanes
+from tritune.capture.recorder import PARTS
+from tritune.capture.spec import file_hash, read_launches, write_launches
+from tritune.loop import lanes
+from tritune.loop.evaluate import PRELOAD
+from tritune.loop.lanes import FIRST_VERIFIERS, HASH_MODULE, READY_MODULE, Device, HeadStart, LocalLane, close_lanes
 from tritune.replay.warm import kernel_imports
 from tritune.worker import jail
 from tritune.worker.jail import Policy, same_reach
@@ -66,6 +71,8 @@ def test_head_lanes_are_handed_over_only_where_the_captures_own_jail_is_theirs(t
              (Policy(read=(str(capture),)), False),  # for less
              (dataclasses.replace(early, seccomp=False), False),
              (Policy(read=(str(tmp_path), str(capture))), True)]  # the same: inside what they read
+    said = []
+    monkeypatch.setattr(jail, "say", said.append)
     for policy, handed in cases:
         late["policy"] = policy
         head = HeadStart(capture, LoopSettings(jobs=1), [Device(0, None)])
@@ -74,6 +81,7 @@ def test_head_lanes_are_handed_over_only_where_the_captures_own_jail_is_theirs(t
         try:
             assert (got == [lane]) is handed, policy
             assert lane.evaluator.worker._closed is not handed
+            assert bool(said) is not handed and (handed or "not used" in said.pop())
         finally:
             close_lanes(got or [])
     late["policy"] = early
@@ -85,31 +93,91 @@ def test_head_lanes_are_handed_over_only_where_the_captures_own_jail_is_theirs(t
 def test_a_head_started_lane_runs_on_the_workers_it_started_before_the_capture(captured, tmp_path, monkeypatch):
     """The workers start with torch and Triton alone (no GPU brought up while the program runs);
     once the capture is there, the same processes import its libraries and bring the GPU up, and
-    a worker started later has all of it from its start."""
+    a worker started later (a verify worker past the first ones, a restart) has all of it from
+    its start."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     capture = tmp_path / "capture"
-    head = HeadStart(capture, LoopSettings(jobs=2), [Device(0, None)])
+    head = HeadStart(capture, LoopSettings(jobs=FIRST_VERIFIERS + 1), [Device(0, None)])
     [lane] = head._lanes
     try:
         concurrent.futures.wait(lane._heading)
         worker = lane.evaluator.worker
-        pids = {w.pid for w in lane.evaluator.verifiers} | {worker.pid}
-        assert None not in pids and READY_MODULE not in worker.preload and worker.warm == ()
+        started = [worker, *lane.evaluator.verifiers[:FIRST_VERIFIERS]]
+        late = lane.evaluator.verifiers[FIRST_VERIFIERS]
+        pids = {w.pid for w in started}
+        assert None not in pids and late.pid is None
+        assert worker.preload == (HASH_MODULE, *PRELOAD) and worker.warm == ()
+        assert not worker.call("worker_jobs:imported", [READY_MODULE]).value["modules"][READY_MODULE]
         shutil.copytree(captured, capture, dirs_exist_ok=True)  # the program captured meanwhile
         warm = kernel_imports(capture)
         assert warm  # the kernel file's imports: torch, Triton, the program's module
         [got] = head.lanes(capture)
         assert got is lane and lane.start()["gpu"]
-        for w in {id(w): w for w in [worker, *lane.evaluator.verifiers]}.values():
+        for w in [*started, late]:
             done = w.call("worker_jobs:imported", [READY_MODULE, *warm])
-            assert done.ok and done.value["pid"] in pids and all(done.value["modules"].values()), done
-            assert READY_MODULE in w.preload and w.warm == warm
+            assert done.ok and all(done.value["modules"].values()), done
+            assert (done.value["pid"] in pids) is (w is not late)
+            assert w.preload == (HASH_MODULE, *PRELOAD, READY_MODULE) and w.warm == warm
         worker.restart()
         fresh = worker.call("worker_jobs:imported", [READY_MODULE, *warm]).value
         assert fresh["pid"] not in pids and all(fresh["modules"].values())
     finally:
         head.close()
         close_lanes([lane])
+
+
+def test_the_workers_import_the_kernel_files_libraries_while_the_program_still_runs(captured, tmp_path, monkeypatch):
+    """A launch a capture's process recorded (its part file) is enough: its kernel file's imports
+    reach the head-started workers before the capture ends."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(lanes, "WATCH_S", 0.2)
+    capture = tmp_path / "capture"
+    head = HeadStart(capture, LoopSettings(jobs=1), [Device(0, None)])
+    [lane] = head._lanes
+    try:
+        spec = read_launches(captured)[0]
+        source = "import colorsys\n" + (captured / spec.source).read_text()
+        (capture / "sources").mkdir(parents=True)
+        (capture / "sources" / "planted.py").write_text(source)
+        planted = dataclasses.replace(spec, source="sources/planted.py", file_hash=file_hash(source.encode()))
+        (capture / PARTS).mkdir()
+        part = capture / PARTS / "1234-a.jsonl"
+        part.write_text(json.dumps({"spec": planted.to_json()}) + "\n" + '{"spec": {"kern')  # a torn last line
+        worker = lane.evaluator.worker
+        deadline = time.monotonic() + 60
+        while not worker.call("worker_jobs:imported", ["colorsys"]).value["modules"]["colorsys"]:
+            assert time.monotonic() < deadline, "the recorded launch's imports never reached the worker"
+            time.sleep(0.2)
+        assert "colorsys" in worker.warm
+    finally:
+        head.close()
+        close_lanes([lane])
+
+
+def test_recorded_reads_what_it_can_of_a_capture_under_way(captured, tmp_path, monkeypatch):
+    spec = read_launches(captured)[0]
+    parts = tmp_path / PARTS
+    parts.mkdir()
+    (parts / "1-a.jsonl").write_text(json.dumps({"spec": spec.to_json()}) + "\n" + '{"spec"')
+    (parts / "2-b.jsonl").write_text("not json\n" + json.dumps({"spec": spec.to_json()}) + "\n")  # damaged
+    (parts / "3-c.jsonl").write_bytes(b"\xff\xfe\n")
+    assert [s.id for s in lanes.recorded(tmp_path)] == [spec.id]
+    monkeypatch.setattr(lanes, "MAX_PART_BYTES", 10)
+    assert lanes.recorded(tmp_path) == [] and lanes.recorded(tmp_path / "none") == []
+
+
+def test_program_folders_leave_out_only_the_files_inductor_wrote(captured, tmp_path):
+    """Inductor's generated kernel files (``c<hash>.py``) import nothing beside them; a program's
+    own kernel that Inductor's heuristics launch may, and keeps its folder in the jail."""
+    spec = read_launches(captured)[0]
+    generated, mine, plain = tmp_path / "inductor" / "ab", tmp_path / "mine", tmp_path / "plain"
+    for folder in (generated, mine, plain):
+        folder.mkdir(parents=True)
+    specs = [dataclasses.replace(spec, kind="inductor", grid=[1, 1, 1], source_file=str(generated / ("c" + "a1" * 26 + ".py"))),
+             dataclasses.replace(spec, kind="inductor", grid=[2, 1, 1], source_file=str(mine / "kernels.py")),
+             dataclasses.replace(spec, grid=[3, 1, 1], source_file=str(plain / "k.py"))]
+    write_launches(tmp_path, specs)
+    assert jail.program_folders(tmp_path) == sorted([str(mine), str(plain)])
 
 
 def test_optimize_records_how_long_its_lanes_had_been_starting_and_the_switch_turns_it_off(captured, tmp_path):

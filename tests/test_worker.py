@@ -258,6 +258,7 @@ def test_extend_imports_into_the_live_child_at_once_and_a_fresh_one_starts_with_
         bad = w.extend(preload=("no_such_module_for_tritune",))
         assert not bad.ok and bad.failure.kind == ERROR and "no_such_module_for_tritune" in bad.failure.message
         assert w.pid is None  # ended: a child that failed its imports is not reused
+        assert w.warm == ()  # as after a start that failed with them: the next start goes without
         again = w.call(f"{JOBS}:pid")
         assert not again.ok and "preload failed" in again.failure.message  # a fresh start has them too
     closed = w.extend(preload=("colorsys",))
@@ -279,6 +280,28 @@ def test_extend_changes_a_childs_bytecode_folder_only_where_the_new_env_does(tmp
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == other
         w.restart()  # a fresh child starts with the new settings
         assert w.call(f"{JOBS}:imported", []).value["pycache_prefix"] == other
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+def test_close_and_abort_end_an_extension_under_way_rather_than_wait_for_it(tmp_path, monkeypatch, how):
+    """A head lane's workers import the capture's libraries through ``extend`` (up to its start
+    limit): Ctrl-C or closing the run must not wait for an import that hangs."""
+    (tmp_path / "tritune_test_sleepy.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the child's path is the parent's
+    w = Worker(timeout_s=30)
+    w.start()
+    found = {}
+    thread = threading.Thread(target=lambda: found.setdefault("outcome", w.extend(warm=("tritune_test_sleepy",))))
+    thread.start()
+    time.sleep(1.5)
+    begin = time.monotonic()
+    try:
+        getattr(w, how)()
+        thread.join(20)
+        assert time.monotonic() - begin < 10 and not thread.is_alive()
+        assert not found["outcome"].ok
+    finally:
+        w.close()
 
 
 def test_run_isolated_one_shot():

@@ -32,10 +32,10 @@ from typing import Callable
 import click
 
 from tritune import config
-
 from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
+from tritune.errors import one_line
 
 
 def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -276,9 +276,13 @@ class _HeadStart:
         self._given: list = []
 
     def begin(self, capture_dir: Path) -> None:
+        """Started, or said why not in one line (it only saves time: the run goes on without)."""
         from tritune.loop.lanes import HeadStart
 
-        self._head = HeadStart(capture_dir, self._settings, self._devices)
+        try:
+            self._head = HeadStart(capture_dir, self._settings, self._devices)
+        except Exception as exc:  # noqa: BLE001 - a folder it cannot make, a jail it cannot set: the run's own start says
+            _say(f"the workers start after the capture, not beside it: {one_line(exc)}")
 
     def lanes(self, root: Path) -> list | None:
         """The lanes for the run on ``root``, or None: it makes its own (``HeadStart.lanes``)."""

@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from tritune import config
-from tritune.capture.spec import LaunchSpec
+from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
 from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
 from tritune.loop.results import LaneLine
-from tritune.replay.warm import kernel_imports
+from tritune.replay.warm import imports_of, kernel_imports
 from tritune.store import DecisionKey, DecisionStore
 from tritune.store.keys import INTERPRETER_GPU
 from tritune.store.signing import Signer
@@ -67,6 +67,8 @@ FIRST_VERIFIERS = 4
 DEVICES_TIMEOUT_S = 120.0
 JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
+WATCH_S = 1.0  # how often a head start looks at what the capture under way has recorded
+MAX_PART_BYTES = 16 << 20  # a part file larger than this is not read while the program runs
 
 
 class LaneDied(RuntimeError):
@@ -160,6 +162,7 @@ class LocalLane:
         self._head = head and self._owned
         self._heading: list[concurrent.futures.Future] = []  # ``head_start``'s starts
         self.head_started: float | None = None  # when (``time.monotonic``) ``head_start`` started them
+        self._warmer: concurrent.futures.ThreadPoolExecutor | None = None  # ``warm_up``'s imports
         if evaluator is None:
             warm = () if self._head else kernel_imports(root)
             env, jail = self._environment(root, bytecode.FIRST_FILL if self._head else warm, grant=self._head)
@@ -200,6 +203,21 @@ class LocalLane:
         starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tritune-head")
         self._heading = [*self.evaluator.start_verifiers(FIRST_VERIFIERS), starter.submit(self.evaluator.worker.start)]
         starter.shutdown(wait=False)
+
+    def warm_up(self, modules: Sequence[str]) -> None:
+        """While the program is still captured: the libraries its kernel files import so far
+        (``modules``, ``replay.warm``) imported in the head lane's workers, in the background
+        (``Worker.extend``; a worker still starting takes them once started). Nothing once
+        ``start`` began."""
+        if not self._head:
+            return
+        if self._warmer is None:
+            self._warmer = concurrent.futures.ThreadPoolExecutor(len(self._workers()), thread_name_prefix="tritune-warm")
+        for worker in self._workers():
+            self._warmer.submit(worker.extend, warm=tuple(modules))
+
+    def _workers(self) -> list[Worker]:
+        return list({id(w): w for w in [self.evaluator.worker, *self.evaluator.verifiers]}.values())
 
     @property
     def name(self) -> str:
@@ -255,15 +273,25 @@ class LocalLane:
         capture's libraries (``replay.warm``), the GPU brought up, the bytecode folder where it
         is usable for them (``_environment``): imported in the workers ``head_start`` started,
         at once (``Worker.extend``), the settings of those it did not. A worker whose start or
-        extension failed starts again at its first call, with them."""
+        extension failed starts again at its first call, with them. Interrupted (Ctrl-C), the
+        workers' imports are stopped, not waited for."""
         self._head = False
         warm = kernel_imports(self.evaluator.root)
         env, policy = self._environment(self.evaluator.root, warm)
-        concurrent.futures.wait(self._heading)
-        workers = list({id(w): w for w in [self.evaluator.worker, *self.evaluator.verifiers]}.values())
-        with concurrent.futures.ThreadPoolExecutor(len(workers), thread_name_prefix="tritune-head") as pool:
+        workers = self._workers()
+        pool = concurrent.futures.ThreadPoolExecutor(len(workers), thread_name_prefix="tritune-head")
+        try:
+            if self._warmer is not None:
+                self._warmer.shutdown(wait=True, cancel_futures=True)
+            concurrent.futures.wait(self._heading)
+            concurrent.futures.wait([pool.submit(w.extend, preload=(READY_MODULE,), warm=warm, env=env, jail=policy)
+                                     for w in workers])
+        except BaseException:
             for worker in workers:
-                pool.submit(worker.extend, preload=(READY_MODULE,), warm=warm, env=env, jail=policy)
+                worker.abort()
+            raise
+        finally:
+            pool.shutdown(wait=False)
 
     def _start(self) -> dict:
         outcome = self._guard(self.evaluator.call, TARGET_JOB, {})
@@ -403,16 +431,21 @@ def local_lanes(root: str | Path, settings: LoopSettings, devices: Sequence[Devi
 class HeadStart:
     """A run's lanes started while its program is captured (``tritune optimize -- COMMAND``): made
     on the capture's folder before the program runs (``LocalLane(head=True)``), their workers
-    import torch and Triton beside the program, which otherwise a run's start pays after it (a
-    fresh worker's start: 3.5-9 s on an H200 host, most of a short run's fixed costs).
+    import torch and Triton beside the program, then, as its processes record launches
+    (``capture.recorder``'s part files, looked at every ``WATCH_S``), the libraries of the kernel
+    files recorded so far (``replay.warm``, ``LocalLane.warm_up``). A run's start otherwise pays
+    both after the capture: a library's import alone took 4 s (Liger) to 20 s (fla) in each fresh
+    worker on an H200 host, most of a short run's fixed costs.
 
     Their jail is decided before the capture holds anything, so it names no program folder: the
     folders of the kernel files (``jail.program_folders``) are known only after. ``lanes(root)``
     hands the lanes over when the jail the capture asks for (``local_lanes``) reaches what
     theirs does (``jail.same_reach``): the kernel files lie where every worker may read anyway
-    (a library, Inductor's kernels, a program under the current folder). Otherwise it closes
-    them, and the run makes its own as it always did: a head-started worker never holds more
-    than the run's own would, nor less."""
+    (a library, Inductor's kernels, a program under a folder on this process's path). Otherwise
+    it closes them and says so, and the run makes its own as it always did. The one grant a head
+    lane's workers hold that the run's own may not is the bytecode folder, which they read from
+    their start (it holds what tritune compiled from the folders every worker reads:
+    ``worker.bytecode``)."""
 
     def __init__(self, capture_dir: str | Path, settings: LoopSettings, devices: Sequence[Device]) -> None:
         self.root = Path(capture_dir).absolute()
@@ -424,25 +457,69 @@ class HeadStart:
                                  jail=self.policy, head=True) for d in devices]
         for lane in self._lanes:
             lane.head_start()
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="tritune-head-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        """Until the capture ends: the libraries of the kernel files recorded so far, to the lanes
+        as they grow."""
+        sent: tuple[str, ...] = ()
+        while not self._done.wait(WATCH_S):
+            modules = imports_of(self.root, recorded(self.root))
+            if modules and not set(modules) <= set(sent):
+                sent = modules
+                for lane in self._lanes:
+                    lane.warm_up(modules)
+
+    def _stop_watching(self) -> None:
+        self._done.set()
+        self._watcher.join()
 
     def lanes(self, root: str | Path) -> list[LocalLane] | None:
         """The lanes, for a run on the capture in ``root``, or None (closed) where they cannot
         serve it (the class doc). The caller closes those it got."""
-        lanes, self._lanes = self._lanes, []
+        self._stop_watching()
         try:
-            same = Path(root).absolute() == self.root and jail.same_reach(self.policy, jail.for_workers(
-                root, untrusted=self._settings.llm is not None, unsafe_no_jail=self._settings.unsafe_no_jail))
+            late = jail.for_workers(root, untrusted=self._settings.llm is not None,
+                                    unsafe_no_jail=self._settings.unsafe_no_jail)
+            same = Path(root).absolute() == self.root and jail.same_reach(self.policy, late)
         except jail.JailUnavailable:
             same = False
+        lanes, self._lanes = self._lanes, []
         if not same:
+            jail.say("tritune optimize: the workers started beside the capture are not used: its kernel files lie "
+                     "in a folder they were not jailed to read (run tritune as `python -m tritune` from a folder "
+                     "that holds them); starting others")
             close_lanes(lanes)
             return None
         return lanes
 
     def close(self) -> None:
         """Those not handed over, closed."""
+        self._stop_watching()
         lanes, self._lanes = self._lanes, []
         close_lanes(lanes)
+
+
+def recorded(root: Path) -> list[LaunchSpec]:
+    """The launches a capture under way has recorded so far (its processes' part files:
+    ``capture.recorder``); a file that cannot be read now (being written, too large) is left
+    for the next look."""
+    from tritune.capture.recorder import PARTS, read_part
+
+    found: list[LaunchSpec] = []
+    try:
+        paths = sorted((root / PARTS).glob("*.jsonl"))
+    except OSError:
+        return found
+    for path in paths:
+        try:
+            if path.stat().st_size <= MAX_PART_BYTES:
+                found.extend(read_part(path))
+        except (SpecError, OSError, ValueError):
+            continue
+    return found
 
 
 # ------------------------------------------------------------------------------- the pool

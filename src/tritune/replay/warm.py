@@ -42,11 +42,24 @@ def kernel_imports(root: str | Path) -> tuple[str, ...]:
         return ()
 
 
+def imports_of(root: str | Path, specs: list[LaunchSpec]) -> tuple[str, ...]:
+    """``kernel_imports`` for ``specs`` of the capture in ``root`` (a capture still running: the
+    launches its processes recorded so far, ``loop.lanes.HeadStart``). Never raises."""
+    try:
+        return _imports_of(root, specs)
+    except Exception:  # noqa: BLE001 - as kernel_imports
+        return ()
+
+
 def _kernel_imports(root: str | Path) -> tuple[str, ...]:
     try:
         specs = read_launches(root)
     except (SpecError, OSError, ValueError):
         return ()
+    return _imports_of(root, specs)
+
+
+def _imports_of(root: str | Path, specs: list[LaunchSpec]) -> tuple[str, ...]:
     paths: dict[Path, None] = {}
     for spec in specs:
         path = _source(root, spec)

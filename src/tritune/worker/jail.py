@@ -56,6 +56,7 @@ import dataclasses
 import glob
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -302,7 +303,8 @@ def same_reach(a: Policy | None, b: Policy | None) -> bool:
         return a is b
 
     def covered(paths: tuple[str, ...], by: tuple[str, ...]) -> bool:
-        return all(any(_holds(folder, path) for folder in by) for path in paths)
+        real = [os.path.realpath(folder) for folder in by]
+        return all(any(_holds(folder, os.path.realpath(path)) for folder in real) for path in paths)
 
     return (covered(a.read, b.read) and covered(b.read, a.read) and set(a.read_write) == set(b.read_write)
             and set(a.devices) == set(b.devices) and set(a.locks) == set(b.locks)
@@ -518,17 +520,22 @@ def check(*, untrusted: bool, unsafe_no_jail: bool = False) -> bool:
     return True
 
 
+_GENERATED = re.compile(r"c[a-z0-9]{40,}\.py")  # Inductor's name for a module it wrote (its code's hash)
+
+
 def program_folders(capture_dir: str | Path) -> list[str]:
     """The folders of the programs whose launches ``capture_dir`` holds, where they exist here:
-    those of its kernel files, for the modules beside them they import. Not Inductor's: its
-    kernel files, in its cache folder, import nothing beside them."""
+    those of its kernel files, for the modules beside them they import. Not those of the files
+    Inductor generated (named ``c<hash>.py`` in its cache folder): they import nothing beside
+    them. A program's own kernel that Inductor's heuristics launch keeps its folder."""
     from tritune.capture.spec import SpecError, read_launches
 
     try:
         specs = read_launches(capture_dir)
     except (SpecError, OSError):
         return []
-    folders = {str(Path(s.source_file).parent) for s in specs if s.source_file and s.kind != "inductor"}
+    folders = {str(Path(s.source_file).parent) for s in specs
+               if s.source_file and not (s.kind == "inductor" and _GENERATED.fullmatch(Path(s.source_file).name))}
     return sorted(f for f in folders if os.path.isdir(f))
 
 

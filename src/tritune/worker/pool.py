@@ -220,16 +220,24 @@ class Worker:
             if after != before and after != child.pycache_prefix:
                 payload["pycache_prefix"] = after if after is not None and child.can_read(after) else None
             message = bytes(ForkingPickler.dumps(("call", LOAD_JOB, payload)))
+            self._start_aborted = False
+            self._starting = child  # like a start: ``close`` and ``abort`` end it, they do not wait for it
             try:
+                if self._closing:
+                    self._discard()
+                    return Outcome(ok=False, failure=Failure(CRASH, "not extended: the worker is closed"))
                 outcome = self._call(child, message, self.start_timeout_s, Limits())
             except BaseException:
                 self._discard()
                 raise
             finally:
+                self._starting = None
                 if self.jail is not None and self._child is child:
                     end_strays(child.proc.pid, keep=child.proc.pid)
             if not outcome.ok:
                 self._discard()
+                if self.warm and not self._closing and not self._start_aborted:
+                    self.warm = ()  # as a start that failed with them (``_ensure_child``): the next goes without
             return outcome
 
     def restart(self) -> None:
