@@ -68,7 +68,7 @@ DEVICES_TIMEOUT_S = 120.0
 JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
 WATCH_S = 1.0  # how often a head start looks at what the capture under way has recorded
-MAX_PART_BYTES = 16 << 20  # a part file larger than this is not read while the program runs
+MAX_PART_BYTES = 16 << 20  # a head start's look at the part files of a capture under way reads this much at most
 
 
 class LaneDied(RuntimeError):
@@ -504,8 +504,8 @@ class HeadStart:
 
 def recorded(root: Path) -> list[LaunchSpec]:
     """The launches a capture under way has recorded so far (its processes' part files:
-    ``capture.recorder``); a file that cannot be read now (being written, too large) is left
-    for the next look."""
+    ``capture.recorder``), reading ``MAX_PART_BYTES`` at most in all; a file that cannot be read
+    now (being written, damaged) is left for the next look."""
     from tritune.capture.recorder import PARTS, read_part
 
     found: list[LaunchSpec] = []
@@ -513,10 +513,14 @@ def recorded(root: Path) -> list[LaunchSpec]:
         paths = sorted((root / PARTS).glob("*.jsonl"))
     except OSError:
         return found
+    left = MAX_PART_BYTES
     for path in paths:
         try:
-            if path.stat().st_size <= MAX_PART_BYTES:
-                found.extend(read_part(path))
+            size = path.stat().st_size
+            if size > left:
+                continue
+            left -= size
+            found.extend(read_part(path))
         except (SpecError, OSError, ValueError):
             continue
     return found
