@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +55,13 @@ def test_same_reach_is_what_the_workers_can_reach_not_how_the_folders_are_listed
                   dataclasses.replace(a, locks=("/tmp/l",)), dataclasses.replace(a, seccomp=False),
                   dataclasses.replace(a, landlock=False), dataclasses.replace(a, caps=False)):
         assert not same_reach(a, other) and not same_reach(other, a)
+
+
+def test_same_reach_resolves_links(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert same_reach(Policy(read=(str(tmp_path / "link"),)), Policy(read=(str(tmp_path / "real"),)))
+    assert not same_reach(Policy(read=(str(tmp_path / "link" / ".." / "other"),)), Policy(read=(str(tmp_path / "real"),)))
 
 
 def test_head_lanes_are_handed_over_only_where_the_captures_own_jail_is_theirs(tmp_path, monkeypatch):
@@ -154,16 +163,32 @@ def test_the_workers_import_the_kernel_files_libraries_while_the_program_still_r
         close_lanes([lane])
 
 
-def test_recorded_reads_what_it_can_of_a_capture_under_way(captured, tmp_path, monkeypatch):
+def test_a_capture_under_way_is_read_as_it_grows_and_with_care(captured, tmp_path, monkeypatch):
+    """``Recorded``: the part files the program's processes write are read a whole line at a
+    time, each byte once; lines that are no launch record, links, FIFOs and what exceeds the limit
+    are left alone, and nothing raises."""
     spec = read_launches(captured)[0]
     parts = tmp_path / PARTS
     parts.mkdir()
-    (parts / "1-a.jsonl").write_text(json.dumps({"spec": spec.to_json()}) + "\n" + '{"spec"')
-    (parts / "2-b.jsonl").write_text("not json\n" + json.dumps({"spec": spec.to_json()}) + "\n")  # damaged
+    line = json.dumps({"spec": spec.to_json()})
+    other = json.dumps({"spec": {**spec.to_json(), "source": "sources/other.py"}})
+    (parts / "1-a.jsonl").write_text(line + "\n" + '{"spec": {"source": "sources/torn')  # a torn last line
+    (parts / "2-b.jsonl").write_text("not json\n5\nnull\n{\"spec\": 5}\n[1]\n" + json.dumps({"counts": {"x": 1}})
+                                     + "\n")
     (parts / "3-c.jsonl").write_bytes(b"\xff\xfe\n")
-    assert [s.id for s in lanes.recorded(tmp_path)] == [spec.id]
-    monkeypatch.setattr(lanes, "MAX_PART_BYTES", 10)
-    assert lanes.recorded(tmp_path) == [] and lanes.recorded(tmp_path / "none") == []
+    (parts / "4-link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    (tmp_path / "elsewhere.jsonl").write_text(other + "\n")
+    os.mkfifo(parts / "5-fifo.jsonl")
+    recording = lanes.Recorded(tmp_path)
+    assert recording.look() and list(recording.sources) == [spec.source]
+    assert not recording.look()  # nothing new
+    with (parts / "1-a.jsonl").open("a") as f:
+        f.write('.py"}}\n' + other + "\n")  # the torn line finished, one more
+    assert recording.look() and list(recording.sources) == [spec.source, "sources/torn.py", "sources/other.py"]
+    monkeypatch.setattr(lanes, "MAX_PART_BYTES", len(line) // 2)
+    small = lanes.Recorded(tmp_path)
+    assert not small.look() and not small.sources  # a line longer than the limit: nothing read
+    assert not lanes.Recorded(tmp_path / "none").look()
 
 
 def test_program_folders_leave_out_only_the_files_inductor_wrote(captured, tmp_path):
@@ -202,3 +227,67 @@ def test_the_switch_reads_off_values():
     assert config.head_start({}) and config.head_start({config.ENV_HEAD_START: "1"})
     for off in ("off", "0", "no", "False"):
         assert not config.head_start({config.ENV_HEAD_START: off})
+
+
+def test_a_head_lanes_jail_reads_the_bytecode_folder_from_its_start(tmp_path, monkeypatch):
+    """Its workers start before the capture has filled the folder, and cannot be granted it once
+    they run: a head lane's jail reads it from the start (not yet in use), a lane made after the
+    capture only where it is usable."""
+    from tritune.worker import bytecode
+
+    capture, folder = tmp_path / "capture", tmp_path / "bytecode"
+    capture.mkdir()
+    folder.mkdir()
+    monkeypatch.setattr(bytecode, "prefix", lambda environ=None: folder)
+    policy = jail.policy(capture)
+    made = {head: LocalLane(None, capture, jail=policy, head=head) for head in (True, False)}
+    try:
+        reads = {head: lane.evaluator.worker.jail.read for head, lane in made.items()}
+        assert os.path.realpath(folder) in reads[True] and os.path.realpath(folder) not in reads[False]
+        assert all(config.ENV_PYCACHE_PREFIX not in lane.evaluator.worker.env for lane in made.values())
+    finally:
+        close_lanes(list(made.values()))
+
+
+def test_the_final_settings_come_after_every_warm_up(tmp_path, monkeypatch):
+    """``_finish_head`` ends the warm-ups first: one queued behind a running import must not put a
+    part of the capture's libraries back over the whole."""
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    lane = LocalLane(None, capture, jobs=2, head=True)  # made, not started
+    calls: list = []
+    guard = {id(w): threading.Lock() for w in lane._workers()}
+
+    def extend(worker, **settings):
+        with guard[id(worker)]:  # a worker's calls one at a time, as its lock makes them
+            calls.append((id(worker), settings))
+            if "preload" not in settings:
+                time.sleep(0.2)
+
+    for worker in lane._workers():
+        monkeypatch.setattr(worker, "extend", functools.partial(extend, worker))
+    try:
+        for modules in (("a",), ("a", "b"), ("a", "b", "c")):
+            lane.warm_up(modules)
+        lane._finish_head()
+        for worker in lane._workers():
+            mine = [settings for wid, settings in calls if wid == id(worker)]
+            assert "preload" in mine[-1] and all("preload" not in c for c in mine[:-1]), mine
+        assert not lane._head
+        lane.warm_up(("late",))  # after the start: nothing
+        assert not any(settings.get("warm") == ("late",) for _, settings in calls)
+    finally:
+        close_lanes([lane])
+
+
+def test_a_head_start_that_cannot_begin_is_one_line_and_the_run_goes_on(tmp_path, capsys):
+    from tritune.commands.optimize import _HeadStart
+
+    blocked = tmp_path / "capture"
+    blocked.write_text("a file where the capture's folder would be")
+    head = _HeadStart(LoopSettings(jobs=1), [Device(0, None)])
+    head.begin(blocked)
+    assert head.lanes(blocked) is None
+    head.close()
+    err = capsys.readouterr().err
+    assert "the workers start after the capture" in err and "Traceback" not in err

@@ -300,6 +300,8 @@ def test_close_and_abort_end_an_extension_under_way_rather_than_wait_for_it(tmp_
         thread.join(20)
         assert time.monotonic() - begin < 10 and not thread.is_alive()
         assert not found["outcome"].ok
+        if how == "abort":  # Ctrl-C: the worker goes on, with the settings it was given
+            assert w.warm == ("tritune_test_sleepy",)
     finally:
         w.close()
 

@@ -38,7 +38,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import json
+import os
 import queue
+import stat
 import subprocess
 import threading
 import time
@@ -46,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from tritune import config
-from tritune.capture.spec import LaunchSpec, SpecError
+from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
 from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop, LoopSettings
@@ -68,7 +71,7 @@ DEVICES_TIMEOUT_S = 120.0
 JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
 WATCH_S = 1.0  # how often a head start looks at what the capture under way has recorded
-MAX_PART_BYTES = 16 << 20  # a head start's look at the part files of a capture under way reads this much at most
+MAX_PART_BYTES = 16 << 20  # a head start reads this much at most of the part files of a capture under way
 
 
 class LaneDied(RuntimeError):
@@ -339,6 +342,9 @@ class LocalLane:
         self.evaluator.interrupt()
 
     def close(self) -> None:
+        self._head = False  # no more ``warm_up``
+        if self._warmer is not None:
+            self._warmer.shutdown(wait=False, cancel_futures=True)  # a running one ends with its worker
         if self._owned:
             self.evaluator.close()
         bytecode.stop(self._filling)  # the next run goes on from what it wrote
@@ -453,44 +459,62 @@ class HeadStart:
         self._settings = settings
         self.policy = jail.for_workers(self.root, untrusted=settings.llm is not None,
                                        unsafe_no_jail=settings.unsafe_no_jail, program_dirs=())
-        self._lanes = [LocalLane(d.visible, self.root, index=d.index, jobs=settings.jobs, use_ncu=settings.use_ncu,
-                                 jail=self.policy, head=True) for d in devices]
-        for lane in self._lanes:
-            lane.head_start()
+        self._lanes: list[LocalLane] = []
         self._done = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="tritune-head-watch", daemon=True)
-        self._watcher.start()
+        self._watcher: threading.Thread | None = None
+        try:
+            for d in devices:
+                self._lanes.append(LocalLane(d.visible, self.root, index=d.index, jobs=settings.jobs,
+                                             use_ncu=settings.use_ncu, jail=self.policy, head=True))
+            for lane in self._lanes:
+                lane.head_start()
+            self._watcher = threading.Thread(target=self._watch, name="tritune-head-watch", daemon=True)
+            self._watcher.start()
+        except BaseException:
+            self.close()
+            raise
 
     def _watch(self) -> None:
         """Until the capture ends: the libraries of the kernel files recorded so far, to the lanes
-        as they grow."""
+        as they grow (each file's imports read once)."""
+        recording, parsed = Recorded(self.root), {}
         sent: tuple[str, ...] = ()
         while not self._done.wait(WATCH_S):
-            modules = imports_of(self.root, recorded(self.root))
-            if modules and not set(modules) <= set(sent):
-                sent = modules
-                for lane in self._lanes:
-                    lane.warm_up(modules)
+            try:
+                if not recording.look(self._done.is_set):
+                    continue
+                modules = imports_of(self.root, recording.sources, parsed)
+                if modules and not set(modules) <= set(sent):
+                    sent = modules
+                    for lane in self._lanes:
+                        lane.warm_up(modules)
+            except Exception:  # noqa: BLE001 - an optimisation: the run's start imports them anyway
+                continue
 
     def _stop_watching(self) -> None:
         self._done.set()
-        self._watcher.join()
+        if self._watcher is not None:
+            self._watcher.join()
 
     def lanes(self, root: str | Path) -> list[LocalLane] | None:
         """The lanes, for a run on the capture in ``root``, or None (closed) where they cannot
         serve it (the class doc). The caller closes those it got."""
         self._stop_watching()
-        try:
-            late = jail.for_workers(root, untrusted=self._settings.llm is not None,
-                                    unsafe_no_jail=self._settings.unsafe_no_jail)
-            same = Path(root).absolute() == self.root and jail.same_reach(self.policy, late)
-        except jail.JailUnavailable:
-            same = False
+        why = None
+        if Path(root).absolute() != self.root:
+            why = f"the run is on another capture ({root})"
+        else:
+            try:
+                late = jail.for_workers(root, untrusted=self._settings.llm is not None,
+                                        unsafe_no_jail=self._settings.unsafe_no_jail)
+            except jail.JailUnavailable as exc:
+                late, why = None, str(exc)
+            if why is None and not jail.same_reach(self.policy, late):
+                why = ("the capture's kernel files lie in a folder they were not jailed to read (`python -m "
+                       "tritune`, run from a folder that holds them, puts it on their path)")
         lanes, self._lanes = self._lanes, []
-        if not same:
-            jail.say("tritune optimize: the workers started beside the capture are not used: its kernel files lie "
-                     "in a folder they were not jailed to read (run tritune as `python -m tritune` from a folder "
-                     "that holds them); starting others")
+        if why is not None:
+            jail.say(f"tritune optimize: the workers started beside the capture are not used: {why}; starting others")
             close_lanes(lanes)
             return None
         return lanes
@@ -502,28 +526,76 @@ class HeadStart:
         close_lanes(lanes)
 
 
-def recorded(root: Path) -> list[LaunchSpec]:
-    """The launches a capture under way has recorded so far (its processes' part files:
-    ``capture.recorder``), reading ``MAX_PART_BYTES`` at most in all; a file that cannot be read
-    now (being written, damaged) is left for the next look."""
-    from tritune.capture.recorder import PARTS, read_part
+class Recorded:
+    """What a capture under way has recorded (its processes' part files, ``capture.recorder``):
+    the kernel files its launches name (``LaunchSpec.source``), read as the files grow, each byte
+    once and ``MAX_PART_BYTES`` in all, a line once it is whole. A part that is no regular file
+    is not read (a link, a FIFO); a line that is no launch record is skipped. The user's program
+    writes these files: they are read with care, never run."""
 
-    found: list[LaunchSpec] = []
-    try:
-        paths = sorted((root / PARTS).glob("*.jsonl"))
-    except OSError:
-        return found
-    left = MAX_PART_BYTES
-    for path in paths:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sources: dict[str, None] = {}
+        self._read: dict[str, int] = {}  # part file name -> bytes read (whole lines)
+        self._left = MAX_PART_BYTES
+
+    def look(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Read what the part files gained (until ``stop()``); whether new kernel files were named."""
+        from tritune.capture.recorder import PARTS
+
+        before = len(self.sources)
         try:
-            size = path.stat().st_size
-            if size > left:
+            paths = sorted((self.root / PARTS).glob("*.jsonl"))
+        except OSError:
+            return False
+        for path in paths:
+            if stop() or self._left <= 0:
+                break
+            try:
+                self._grow(path)
+            except OSError:  # gone, or not to be opened now: the next look tries again
                 continue
-            left -= size
-            found.extend(read_part(path))
-        except (SpecError, OSError, ValueError):
-            continue
-    return found
+        return len(self.sources) > before
+
+    def _grow(self, path: Path) -> None:
+        done = self._read.get(path.name, 0)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size <= done:
+                return
+            os.lseek(fd, done, os.SEEK_SET)
+            want, chunks = min(info.st_size - done, self._left), []
+            while want > 0:
+                chunk = os.read(fd, want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                want -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        whole = data.rfind(b"\n") + 1
+        if whole == 0:
+            if len(data) >= self._left:
+                self._left = 0  # a line longer than all that is left: nothing more is read
+            return
+        self._read[path.name] = done + whole
+        self._left -= whole
+        for line in data[:whole].splitlines():
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        if not line.startswith(b'{"spec"'):  # the recorder's counts lines, skipped unparsed
+            return
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return
+        spec = record.get("spec") if isinstance(record, dict) else None
+        source = spec.get("source") if isinstance(spec, dict) else None
+        if isinstance(source, str) and source:
+            self.sources.setdefault(source)
 
 
 # ------------------------------------------------------------------------------- the pool

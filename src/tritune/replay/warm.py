@@ -27,8 +27,9 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 from pathlib import Path
+from typing import Iterable
 
-from tritune.capture.spec import LaunchSpec, SpecError, confined_source, read_launches
+from tritune.capture.spec import SpecError, confined, read_launches
 
 WARM_MAX = 64  # modules at most: a capture of many files imports the same few libraries
 
@@ -42,11 +43,14 @@ def kernel_imports(root: str | Path) -> tuple[str, ...]:
         return ()
 
 
-def imports_of(root: str | Path, specs: list[LaunchSpec]) -> tuple[str, ...]:
-    """``kernel_imports`` for ``specs`` of the capture in ``root`` (a capture still running: the
-    launches its processes recorded so far, ``loop.lanes.HeadStart``). Never raises."""
+def imports_of(root: str | Path, sources: Iterable[str], parsed: dict[Path, list[str]] | None = None
+               ) -> tuple[str, ...]:
+    """``kernel_imports`` for the kernel files ``sources`` (their names in the capture, as
+    ``LaunchSpec.source``) of the capture in ``root``: a capture still running, the files its
+    processes recorded so far (``loop.lanes.HeadStart``). ``parsed``: each file's imports as read
+    before, kept there (a capture's copies never change: their names hold their hash). Never raises."""
     try:
-        return _imports_of(root, specs)
+        return _imports_of(root, sources, {} if parsed is None else parsed)
     except Exception:  # noqa: BLE001 - as kernel_imports
         return ()
 
@@ -56,29 +60,31 @@ def _kernel_imports(root: str | Path) -> tuple[str, ...]:
         specs = read_launches(root)
     except (SpecError, OSError, ValueError):
         return ()
-    return _imports_of(root, specs)
+    return _imports_of(root, (spec.source for spec in specs), {})
 
 
-def _imports_of(root: str | Path, specs: list[LaunchSpec]) -> tuple[str, ...]:
+def _imports_of(root: str | Path, sources: Iterable[str], parsed: dict[Path, list[str]]) -> tuple[str, ...]:
     paths: dict[Path, None] = {}
-    for spec in specs:
-        path = _source(root, spec)
+    for name in dict.fromkeys(sources):
+        path = _source(root, name)
         if path is not None:
             paths.setdefault(path)
     local = set().union(*(_local_names(folder) for folder in {path.parent for path in paths}))
     found: dict[str, None] = {}
     for path in paths:
-        for name in _imports(path):
+        if path not in parsed:
+            parsed[path] = _imports(path)
+        for name in parsed[path]:
             if name.split(".")[0] not in local:
                 found.setdefault(name)
     return tuple(found)[:WARM_MAX]
 
 
-def _source(root: str | Path, spec: LaunchSpec) -> Path | None:
-    if not spec.source:
+def _source(root: str | Path, name: str) -> Path | None:
+    if not name:
         return None
     try:
-        path = confined_source(root, spec)
+        path = confined(root, name, "kernel source")
     except SpecError:
         return None
     return path if path.is_file() else None

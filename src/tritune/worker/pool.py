@@ -238,6 +238,8 @@ class Worker:
                 self._discard()
                 if self.warm and not self._closing and not self._start_aborted:
                     self.warm = ()  # as a start that failed with them (``_ensure_child``): the next goes without
+            elif "pycache_prefix" in payload:
+                child.pycache_prefix = payload["pycache_prefix"]
             return outcome
 
     def restart(self) -> None:
@@ -587,7 +589,8 @@ class _Child:
         if self.reads is None:
             return True
         real = os.path.realpath(folder)
-        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.reads)
+        granted = (os.path.realpath(r) for r in self.reads)
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in granted)
 
     def clear_log(self) -> None:
         os.ftruncate(self.log.fileno(), 0)
