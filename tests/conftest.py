@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -110,3 +112,16 @@ def kernel_hash(text: str, name: str) -> str:
 
         found = _HASHES[(text, name)] = source_hash(JITFunction(fn).src)
     return found
+
+
+@pytest.fixture(scope="session")
+def share_captured(tmp_path_factory) -> Path:
+    """``tests/programs/share_program.py`` captured under the interpreter (read it, do not change it)."""
+    programs = Path(__file__).resolve().parent / "programs"
+    out = tmp_path_factory.mktemp("share") / "capture"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(programs),
+                                                                                  os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
+                           str(programs / "share_program.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out

@@ -33,14 +33,8 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("head") / "capture"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(PROGRAMS),
-                                                                                  os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
-                           str(PROGRAMS / "share_program.py")], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
+def captured(share_captured) -> Path:
+    return share_captured
 
 
 def test_same_reach_is_what_the_workers_can_reach_not_how_the_folders_are_listed():

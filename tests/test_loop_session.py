@@ -5,10 +5,7 @@ the times are scripted (``Evaluator.retime``); builds, verification and the stor
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,20 +23,13 @@ from tritune.replay import Variant
 from tritune.report import summarize, write_report
 from tritune.worker import Worker
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=3, per_round=3)
 MS_PER_PROGRAM = 0.01  # scripted: each program of the grid costs 10 us at the captured BLOCK=64
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("share") / "capture"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(PROGRAMS),
-                                                                                  os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "tritune", "capture", "--out", str(out), "--", sys.executable,
-                           str(PROGRAMS / "share_program.py")], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
+def captured(share_captured) -> Path:
+    return share_captured
 
 
 class CountingWorker(Worker):
