@@ -196,9 +196,10 @@ class Worker:
         those it started with, but for the folder Python keeps bytecode in (``PYTHONPYCACHEPREFIX``):
         where the new ``env`` changes it, the child takes the new one if its jail lets it read
         that folder, and none otherwise (Python then reads the packages' own ``__pycache__``). A
-        failed load ends the child: the next call
-        starts one with the new settings. For ``LocalLane``'s head start: its workers start while
-        the program is captured, and take the capture's libraries and the GPU once it is done."""
+        failed load ends the child: the next call starts one with the new settings. ``close`` and
+        ``abort`` end a load under way as they end a start. For ``LocalLane``'s head start: its
+        workers start while the program is captured, take the capture's libraries as it records
+        them, and bring the GPU up once it is done."""
         with self._lock:
             if self._closed:
                 return Outcome(ok=False, failure=Failure(CRASH, "not extended: the worker is closed"))
