@@ -34,7 +34,9 @@ group then also spans the space (``span_configs``): every block knob x4, x16, x6
 ladder allows, each with warps matched to the tile (``ELEMENTS_PER_WARP``, halved and doubled: a
 bigger block wants more warps, and no warp without an element), stages spread two steps either way
 on the most promising (for a kernel with a loop, or whose source is not known); the static cost
-model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``. The descent then walks from
+model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``, less room for the stages and
+for the captured shape's own warps halved and doubled (the descent's first steps, which the
+matched warps can miss: the suite's decode attention, 2 warps where 8 and 16 were matched). The descent then walks from
 the fastest. Near the roofline, with none known (the interpreter's times give none) or for a
 launch-bound kernel (its time is the launch's), the first group is the seeds alone, as before. The
 first group may hold more than a round (``first_round_size`` says how many: a loop may ask for that
@@ -185,8 +187,23 @@ class LaunchConfigSearch:
         stages = _two_steps(found["num_stages"], start["num_stages"]) if self.loops else []
         spread = [{**ranked[0], "num_stages": v} for v in stages]
         spread = [c for c in spread if c not in ranked]
-        kept = ranked[:max(1, SPAN_SIZE - len(spread))] + spread
+        # the captured shape's warps one step either way, kept beside the cut: the first steps a
+        # descent takes, which warps matched to an elementwise tile can miss (an attention kernel
+        # whose tile is a head's rows: 8 and 16 warps matched, 2 the win)
+        near = [c for c in ({**start, "num_warps": w} for w in self._near_warps(spec, start)) if c not in spread]
+        size = max(1, SPAN_SIZE - len(spread))
+        missing = [c for c in near if c not in ranked[:size]]
+        cut = ranked[:max(1, size - len(missing))]
+        kept = cut + spread + [c for c in near if c not in cut]
         return [c for c in kept if not _over(c, ceilings or {})]
+
+    def _near_warps(self, spec: LaunchSpec, start: dict[str, Any]) -> list[int]:
+        """The captured shape's warps halved and doubled, where they are warps a launch may take
+        (doubled, none with fewer elements than threads)."""
+        tile = cost.estimate(spec, start).tile
+        current = start["num_warps"]
+        return [w for w in (current // 2, current * 2)
+                if w in space.WARPS and w <= SPAN_MAX_WARPS and (w < current or tile >= w * 32)]
 
     def _span_warps(self, spec: LaunchSpec, shape: dict[str, Any]) -> list[int]:
         """Warps for a block shape: matched to its tile (``ELEMENTS_PER_WARP`` elements a warp),
