@@ -36,8 +36,8 @@ bigger block wants more warps, and no warp without an element), stages spread tw
 on the most promising (for a kernel with a loop, or whose source is not known); the static cost
 model (``search.cost``) ranks them and keeps the best ``SPAN_SIZE``, less room for the stages and
 for the captured shape's own warps halved and doubled (the descent's first steps, which the
-matched warps can miss: the suite's decode attention, 2 warps where 8 and 16 were matched). The descent then walks from
-the fastest. Near the roofline, with none known (the interpreter's times give none) or for a
+matched warps can miss: the suite's decode attention, 2 warps where 8 and 16 were matched). The
+descent then walks from the fastest. Near the roofline, with none known (the interpreter's times give none) or for a
 launch-bound kernel (its time is the launch's), the first group is the seeds alone, as before. The
 first group may hold more than a round (``first_round_size`` says how many: a loop may ask for that
 many).
@@ -200,8 +200,10 @@ class LaunchConfigSearch:
     def _near_warps(self, spec: LaunchSpec, start: dict[str, Any]) -> list[int]:
         """The captured shape's warps halved and doubled, where they are warps a launch may take
         (doubled, none with fewer elements than threads)."""
-        tile = cost.estimate(spec, start).tile
         current = start["num_warps"]
+        if not isinstance(current, int) or isinstance(current, bool):
+            return []
+        tile = cost.estimate(spec, start).tile
         return [w for w in (current // 2, current * 2)
                 if w in space.WARPS and w <= SPAN_MAX_WARPS and (w < current or tile >= w * 32)]
 
