@@ -250,7 +250,7 @@ def test_the_final_settings_come_after_every_warm_up(tmp_path, monkeypatch):
     capture.mkdir()
     lane = LocalLane(None, capture, jobs=2, head=True)  # made, not started
     calls: list = []
-    guard = {id(w): threading.Lock() for w in lane._workers()}
+    guard = {id(w): threading.Lock() for w in lane.evaluator.workers}
 
     def extend(worker, **settings):
         with guard[id(worker)]:  # a worker's calls one at a time, as its lock makes them
@@ -258,13 +258,13 @@ def test_the_final_settings_come_after_every_warm_up(tmp_path, monkeypatch):
             if "preload" not in settings:
                 time.sleep(0.2)
 
-    for worker in lane._workers():
+    for worker in lane.evaluator.workers:
         monkeypatch.setattr(worker, "extend", functools.partial(extend, worker))
     try:
         for modules in (("a",), ("a", "b"), ("a", "b", "c")):
             lane.warm_up(modules)
         lane._finish_head()
-        for worker in lane._workers():
+        for worker in lane.evaluator.workers:
             mine = [settings for wid, settings in calls if wid == id(worker)]
             assert "preload" in mine[-1] and all("preload" not in c for c in mine[:-1]), mine
         assert not lane._head

@@ -134,6 +134,7 @@ SECRET_ENV = (ENV_LLM_KEY, ENV_OPENAI_KEY)
 ENV_JAIL_MISSING = "TRITUNE_JAIL_MISSING"
 ENV_BYTECODE = "TRITUNE_BYTECODE"
 ENV_HEAD_START = "TRITUNE_HEAD_START"  # off: a run's lanes start after its capture, not beside it
+OFF = frozenset({"off", "0", "no", "false"})  # what turns a setting off (any case)
 ENV_PYCACHE_PREFIX = "PYTHONPYCACHEPREFIX"
 ENV_XDG_CACHE = "XDG_CACHE_HOME"
 ENV_INTERPRET = "TRITON_INTERPRET"
@@ -339,7 +340,7 @@ def bytecode_dir(environ: Mapping[str, str] | None = None) -> "Path | None":
 
     env = _env(environ)
     given = env.get(ENV_BYTECODE, "").strip()
-    if given.lower() in {"off", "0", "no", "false"}:
+    if given.lower() in OFF:
         return None
     if given:
         return Path(given).expanduser().absolute()
@@ -351,7 +352,7 @@ def head_start(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``tritune optimize -- COMMAND`` starts its lanes' workers while it captures the
     program (``loop.lanes.HeadStart``): yes unless ``TRITUNE_HEAD_START`` is ``off``, ``0``,
     ``no`` or ``false`` (a program that needs all of the machine's memory or cores as it runs)."""
-    return _env(environ).get(ENV_HEAD_START, "").strip().lower() not in {"off", "0", "no", "false"}
+    return _env(environ).get(ENV_HEAD_START, "").strip().lower() not in OFF
 
 
 def gpu_lock_path(name: str, environ: Mapping[str, str] | None = None) -> Path:

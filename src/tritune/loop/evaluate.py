@@ -171,11 +171,16 @@ class Evaluator:
         # the ranking's seconds (``baselines``): building in the verify workers, then timing
         self.ranking = {"build_s": 0.0, "time_s": 0.0, "launches": 0}
 
+    @property
+    def workers(self) -> list[Worker]:
+        """Its timing worker and its verify workers, each once (a lone timing worker verifies too)."""
+        return list({id(w): w for w in [self.worker, *self.verifiers]}.values())
+
     def interrupt(self) -> None:
         """From any thread: kill what the workers run; every call from now on raises ``Interrupted``."""
         self._interrupted.set()
         self._stopping.set()
-        for worker in {id(w): w for w in [*self.verifiers, self.worker]}.values():
+        for worker in self.workers:
             worker.abort()
 
     def call(self, job: str, payload: Any, **call: Any) -> Outcome:
@@ -505,7 +510,7 @@ class Evaluator:
         self._stopping.set()
         for future in futures:
             future.cancel()
-        for worker in {id(w): w for w in [*self.verifiers, self.worker]}.values():
+        for worker in self.workers:
             if worker.busy and id(worker) not in self._joining:  # a late worker's start goes on
                 worker.abort()
         concurrent.futures.wait(futures)

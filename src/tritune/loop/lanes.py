@@ -215,12 +215,9 @@ class LocalLane:
         if not self._head:
             return
         if self._warmer is None:
-            self._warmer = concurrent.futures.ThreadPoolExecutor(len(self._workers()), thread_name_prefix="tritune-warm")
-        for worker in self._workers():
+            self._warmer = concurrent.futures.ThreadPoolExecutor(len(self.evaluator.workers), thread_name_prefix="tritune-warm")
+        for worker in self.evaluator.workers:
             self._warmer.submit(worker.extend, warm=tuple(modules))
-
-    def _workers(self) -> list[Worker]:
-        return list({id(w): w for w in [self.evaluator.worker, *self.evaluator.verifiers]}.values())
 
     @property
     def name(self) -> str:
@@ -281,7 +278,7 @@ class LocalLane:
         self._head = False
         warm = kernel_imports(self.evaluator.root)
         env, policy = self._environment(self.evaluator.root, warm)
-        workers = self._workers()
+        workers = self.evaluator.workers
         pool = concurrent.futures.ThreadPoolExecutor(len(workers), thread_name_prefix="tritune-head")
         try:
             if self._warmer is not None:

@@ -301,14 +301,16 @@ def same_reach(a: Policy | None, b: Policy | None) -> bool:
     capture by a policy made then are kept only where the capture's own policy is that one)."""
     if a is None or b is None:
         return a is b
+    return (all(reads(b.read, path) for path in a.read) and all(reads(a.read, path) for path in b.read)
+            and set(a.read_write) == set(b.read_write) and set(a.devices) == set(b.devices)
+            and set(a.locks) == set(b.locks) and (a.landlock, a.seccomp, a.caps) == (b.landlock, b.seccomp, b.caps))
 
-    def covered(paths: tuple[str, ...], by: tuple[str, ...]) -> bool:
-        real = [os.path.realpath(folder) for folder in by]
-        return all(any(_holds(folder, os.path.realpath(path)) for folder in real) for path in paths)
 
-    return (covered(a.read, b.read) and covered(b.read, a.read) and set(a.read_write) == set(b.read_write)
-            and set(a.devices) == set(b.devices) and set(a.locks) == set(b.locks)
-            and (a.landlock, a.seccomp, a.caps) == (b.landlock, b.seccomp, b.caps))
+def reads(granted: Iterable[str], path: str) -> bool:
+    """Whether a jail that reads the folders ``granted`` reads ``path`` (one of them, or inside
+    one), links resolved on both sides as Landlock resolves them."""
+    real = os.path.realpath(path)
+    return any(_holds(os.path.realpath(folder), real) for folder in granted)
 
 
 def _holds(folder: str, path: str) -> bool:

@@ -59,7 +59,7 @@ from tritune import config
 from tritune.worker import replies
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
 from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
-from tritune.worker.jail import Policy, end_strays
+from tritune.worker.jail import Policy, end_strays, reads
 from tritune.worker.limits import POLL_S, Limits, Meter, enforceable
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -587,11 +587,7 @@ class _Child:
 
     def can_read(self, folder: str) -> bool:
         """Whether its jail lets it read ``folder`` (a folder it was granted, or inside one)."""
-        if self.reads is None:
-            return True
-        real = os.path.realpath(folder)
-        granted = (os.path.realpath(r) for r in self.reads)
-        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in granted)
+        return self.reads is None or reads(self.reads, folder)
 
     def clear_log(self) -> None:
         os.ftruncate(self.log.fileno(), 0)
