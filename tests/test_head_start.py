@@ -20,6 +20,7 @@ import pytest
 
 from tritune import config
 from tritune.loop import LoopSettings
+from tritune.capture import recorder
 from tritune.capture.recorder import PARTS
 from tritune.capture.spec import file_hash, read_launches, write_launches
 from tritune.loop import lanes
@@ -173,16 +174,16 @@ def test_a_capture_under_way_is_read_as_it_grows_and_with_care(captured, tmp_pat
     (parts / "4-link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
     (tmp_path / "elsewhere.jsonl").write_text(other + "\n")
     os.mkfifo(parts / "5-fifo.jsonl")
-    recording = lanes.Recorded(tmp_path)
+    recording = recorder.Recorded(tmp_path)
     assert recording.look() and list(recording.sources) == [spec.source]
     assert not recording.look()  # nothing new
     with (parts / "1-a.jsonl").open("a") as f:
         f.write('.py"}}\n' + other + "\n")  # the torn line finished, one more
     assert recording.look() and list(recording.sources) == [spec.source, "sources/torn.py", "sources/other.py"]
-    monkeypatch.setattr(lanes, "MAX_PART_BYTES", len(line) // 2)
-    small = lanes.Recorded(tmp_path)
+    monkeypatch.setattr(recorder, "MAX_PART_BYTES", len(line) // 2)
+    small = recorder.Recorded(tmp_path)
     assert not small.look() and not small.sources  # a line longer than the limit: nothing read
-    assert not lanes.Recorded(tmp_path / "none").look()
+    assert not recorder.Recorded(tmp_path / "none").look()
 
 
 def test_program_folders_leave_out_only_the_files_inductor_wrote(captured, tmp_path):

@@ -28,11 +28,12 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Hashable, Iterable, Iterator
+from typing import Any, Callable, Hashable, Iterable, Iterator
 
 from tritune.capture.spec import (SOURCES, TENSORS, LaunchSpec, SpecError, file_hash, json_default,
                                   read_launches, write_launches)
@@ -43,6 +44,7 @@ PARTS = "parts"
 MAX_IMPORT_LISTS = 256  # lists of imports written in all (the capture reads as many: ``worker.bytecode.MAX_LISTS``)
 SAVE_LIMIT_BYTES = 64 << 20  # index tensors up to this size are saved with their real values
 FLUSH_SECONDS = 1.0
+MAX_PART_BYTES = 16 << 20  # ``Recorded`` reads this much at most of the part files of a capture under way
 
 
 class Recorder:
@@ -331,6 +333,76 @@ def read_part(path: Path) -> list[LaunchSpec]:
     for spec_id, spec in specs.items():
         spec.count = int(counts.get(spec_id, 1))
     return list(specs.values())
+
+
+class Recorded:
+    """What a capture under way has recorded (its processes' part files, as ``Recorder`` writes them):
+    the kernel files its launches name (``LaunchSpec.source``), read as the files grow, each byte
+    once and ``MAX_PART_BYTES`` in all, a line once it is whole. A part that is no regular file
+    is not read (a link, a FIFO); a line that is no launch record is skipped. The user's program
+    writes these files: they are read with care, never run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sources: dict[str, None] = {}
+        self._read: dict[str, int] = {}  # part file name -> bytes read (whole lines)
+        self._left = MAX_PART_BYTES
+
+    def look(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Read what the part files gained (until ``stop()``); whether new kernel files were named."""
+        before = len(self.sources)
+        try:
+            paths = sorted((self.root / PARTS).glob("*.jsonl"))
+        except OSError:
+            return False
+        for path in paths:
+            if stop() or self._left <= 0:
+                break
+            try:
+                self._grow(path)
+            except OSError:  # gone, or not to be opened now: the next look tries again
+                continue
+        return len(self.sources) > before
+
+    def _grow(self, path: Path) -> None:
+        done = self._read.get(path.name, 0)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size <= done:
+                return
+            os.lseek(fd, done, os.SEEK_SET)
+            want, chunks = min(info.st_size - done, self._left), []
+            while want > 0:
+                chunk = os.read(fd, want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                want -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        whole = data.rfind(b"\n") + 1
+        if whole == 0:
+            if len(data) >= self._left:
+                self._left = 0  # a line longer than all that is left: nothing more is read
+            return
+        self._read[path.name] = done + whole
+        self._left -= whole
+        for line in data[:whole].splitlines():
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        if not line.startswith(b'{"spec"'):  # ``Recorder._append``'s other records (counts), skipped unparsed
+            return
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return
+        spec = record.get("spec") if isinstance(record, dict) else None
+        source = spec.get("source") if isinstance(spec, dict) else None
+        if isinstance(source, str) and source:
+            self.sources.setdefault(source)
 
 
 def read_part_skips(path: Path) -> list[Skipped]:

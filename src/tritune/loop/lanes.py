@@ -38,10 +38,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
-import os
 import queue
-import stat
 import subprocess
 import threading
 import time
@@ -71,7 +68,6 @@ DEVICES_TIMEOUT_S = 120.0
 JOIN_S = 30.0  # after Ctrl-C, how long the lanes' threads are waited for, in all (an LLM request may still run)
 POLL_S = 0.5
 WATCH_S = 1.0  # how often a head start looks at what the capture under way has recorded
-MAX_PART_BYTES = 16 << 20  # a head start reads this much at most of the part files of a capture under way
 
 
 class LaneDied(RuntimeError):
@@ -214,9 +210,10 @@ class LocalLane:
         ``start`` began."""
         if not self._head:
             return
+        workers = self.evaluator.workers
         if self._warmer is None:
-            self._warmer = concurrent.futures.ThreadPoolExecutor(len(self.evaluator.workers), thread_name_prefix="tritune-warm")
-        for worker in self.evaluator.workers:
+            self._warmer = concurrent.futures.ThreadPoolExecutor(len(workers), thread_name_prefix="tritune-warm")
+        for worker in workers:
             self._warmer.submit(worker.extend, warm=tuple(modules))
 
     @property
@@ -435,7 +432,7 @@ class HeadStart:
     """A run's lanes started while its program is captured (``tritune optimize -- COMMAND``): made
     on the capture's folder before the program runs (``LocalLane(head=True)``), their workers
     import torch and Triton beside the program, then, as its processes record launches
-    (``capture.recorder``'s part files, looked at every ``WATCH_S``), the libraries of the kernel
+    (``capture.recorder.Recorded``, looked at every ``WATCH_S``), the libraries of the kernel
     files recorded so far (``replay.warm``, ``LocalLane.warm_up``). A run's start otherwise pays
     both after the capture: a library's import alone took 4 s (Liger) to 20 s (fla) in each fresh
     worker on an H200 host, most of a short run's fixed costs.
@@ -474,6 +471,8 @@ class HeadStart:
     def _watch(self) -> None:
         """Until the capture ends: the libraries of the kernel files recorded so far, to the lanes
         as they grow (each file's imports read once)."""
+        from tritune.capture.recorder import Recorded  # its module's import registers at-exit hooks
+
         recording, parsed = Recorded(self.root), {}
         sent: tuple[str, ...] = ()
         while not self._done.wait(WATCH_S):
@@ -521,78 +520,6 @@ class HeadStart:
         self._stop_watching()
         lanes, self._lanes = self._lanes, []
         close_lanes(lanes)
-
-
-class Recorded:
-    """What a capture under way has recorded (its processes' part files, ``capture.recorder``):
-    the kernel files its launches name (``LaunchSpec.source``), read as the files grow, each byte
-    once and ``MAX_PART_BYTES`` in all, a line once it is whole. A part that is no regular file
-    is not read (a link, a FIFO); a line that is no launch record is skipped. The user's program
-    writes these files: they are read with care, never run."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.sources: dict[str, None] = {}
-        self._read: dict[str, int] = {}  # part file name -> bytes read (whole lines)
-        self._left = MAX_PART_BYTES
-
-    def look(self, stop: Callable[[], bool] = lambda: False) -> bool:
-        """Read what the part files gained (until ``stop()``); whether new kernel files were named."""
-        from tritune.capture.recorder import PARTS
-
-        before = len(self.sources)
-        try:
-            paths = sorted((self.root / PARTS).glob("*.jsonl"))
-        except OSError:
-            return False
-        for path in paths:
-            if stop() or self._left <= 0:
-                break
-            try:
-                self._grow(path)
-            except OSError:  # gone, or not to be opened now: the next look tries again
-                continue
-        return len(self.sources) > before
-
-    def _grow(self, path: Path) -> None:
-        done = self._read.get(path.name, 0)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size <= done:
-                return
-            os.lseek(fd, done, os.SEEK_SET)
-            want, chunks = min(info.st_size - done, self._left), []
-            while want > 0:
-                chunk = os.read(fd, want)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                want -= len(chunk)
-        finally:
-            os.close(fd)
-        data = b"".join(chunks)
-        whole = data.rfind(b"\n") + 1
-        if whole == 0:
-            if len(data) >= self._left:
-                self._left = 0  # a line longer than all that is left: nothing more is read
-            return
-        self._read[path.name] = done + whole
-        self._left -= whole
-        for line in data[:whole].splitlines():
-            self._line(line)
-
-    def _line(self, line: bytes) -> None:
-        if not line.startswith(b'{"spec"'):  # the recorder's counts lines, skipped unparsed
-            return
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return
-        spec = record.get("spec") if isinstance(record, dict) else None
-        source = spec.get("source") if isinstance(spec, dict) else None
-        if isinstance(source, str) and source:
-            self.sources.setdefault(source)
 
 
 # ------------------------------------------------------------------------------- the pool

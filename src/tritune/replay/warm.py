@@ -43,12 +43,13 @@ def kernel_imports(root: str | Path) -> tuple[str, ...]:
         return ()
 
 
-def imports_of(root: str | Path, sources: Iterable[str], parsed: dict[Path, list[str]] | None = None
+def imports_of(root: str | Path, sources: Iterable[str], parsed: dict[str, tuple[Path, list[str]]] | None = None
                ) -> tuple[str, ...]:
     """``kernel_imports`` for the kernel files ``sources`` (their names in the capture, as
     ``LaunchSpec.source``) of the capture in ``root``: a capture still running, the files its
-    processes recorded so far (``loop.lanes.HeadStart``). ``parsed``: each file's imports as read
-    before, kept there (a capture's copies never change: their names hold their hash). Never raises."""
+    processes recorded so far (``loop.lanes.HeadStart``). ``parsed``: each file found before, by
+    name, with its imports, kept there and not looked up or read again (a capture's copies never
+    change: their names hold their hash). Never raises."""
     try:
         return _imports_of(root, sources, {} if parsed is None else parsed)
     except Exception:  # noqa: BLE001 - as kernel_imports
@@ -63,18 +64,21 @@ def _kernel_imports(root: str | Path) -> tuple[str, ...]:
     return _imports_of(root, (spec.source for spec in specs), {})
 
 
-def _imports_of(root: str | Path, sources: Iterable[str], parsed: dict[Path, list[str]]) -> tuple[str, ...]:
-    paths: dict[Path, None] = {}
+def _imports_of(root: str | Path, sources: Iterable[str], parsed: dict[str, tuple[Path, list[str]]]
+                ) -> tuple[str, ...]:
+    files: dict[Path, list[str]] = {}
     for name in dict.fromkeys(sources):
-        path = _source(root, name)
-        if path is not None:
-            paths.setdefault(path)
-    local = set().union(*(_local_names(folder) for folder in {path.parent for path in paths}))
+        if name not in parsed:
+            path = _source(root, name)
+            if path is None:
+                continue
+            parsed[name] = (path, _imports(path))
+        path, imports = parsed[name]
+        files.setdefault(path, imports)
+    local = set().union(*(_local_names(folder) for folder in {path.parent for path in files}))
     found: dict[str, None] = {}
-    for path in paths:
-        if path not in parsed:
-            parsed[path] = _imports(path)
-        for name in parsed[path]:
+    for imports in files.values():
+        for name in imports:
             if name.split(".")[0] not in local:
                 found.setdefault(name)
     return tuple(found)[:WARM_MAX]
