@@ -30,7 +30,7 @@ BODY = """
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
-    tl.store(seen_ptr + pid, BLOCK)
+    tl.store(seen_ptr + offs // BLOCK, BLOCK)
 """
 KERNELS = f'''
 import triton
@@ -66,9 +66,9 @@ def special_kernel(x_ptr, out_ptr, seen_ptr, n, SCALE: tl.constexpr, FLAG: tl.co
     if FLAG:
         y = y + 1
     tl.store(out_ptr + offs, y, mask=mask)
-    tl.store(seen_ptr + pid, BLOCK)
+    tl.store(seen_ptr + offs // BLOCK, BLOCK)
 '''
-MARKED = "tl.store(seen_ptr + pid, BLOCK + 1000)"  # a source variant: same results, another marker
+MARKED = "tl.store(seen_ptr + offs // BLOCK, BLOCK + 1000)"  # a source variant: same results, another marker
 CPU = current_target("cpu")
 
 
@@ -261,7 +261,7 @@ def test_options_reach_the_launch(k, specs, store):
 
 
 def test_a_source_variant_runs_the_replacement_text(k, specs, store):
-    text = KERNELS.replace("tl.store(seen_ptr + pid, BLOCK)", MARKED)
+    text = KERNELS.replace("tl.store(seen_ptr + offs // BLOCK, BLOCK)", MARKED)
     decide(store, specs[("scale_kernel", 100)], Variant(name="marked", source=text))
     apply.enable(store, device="cpu")
     with spying() as seen:
@@ -331,7 +331,7 @@ def test_a_decision_that_fails_after_it_ran_is_not_tried_again(k, specs, store, 
     the shim; else in the shim's hook): that launch runs as written, and the decision is not
     tried again."""
     text = KERNELS.replace("def fake_bench", f"FAIL = []  # one module per case: {alone}\n\n\ndef fake_bench").replace(
-        "tl.store(seen_ptr + pid, BLOCK)", "tl.store(seen_ptr + pid, BLOCK + 1000)\n    assert not FAIL, 'planted'", 1)
+        "tl.store(seen_ptr + offs // BLOCK, BLOCK)", "tl.store(seen_ptr + offs // BLOCK, BLOCK + 1000)\n    assert not FAIL, 'planted'", 1)
     decide(store, specs[("scale_kernel", 100)], Variant(name="fails later", source=text, rewrite=RULED))
     applier = apply.enable(store, device="cpu")
     with contextlib.nullcontext() if alone else spying():

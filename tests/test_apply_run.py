@@ -31,7 +31,7 @@ def scale_kernel(x_ptr, out_ptr, seen_ptr, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
-    tl.store(seen_ptr + pid, BLOCK)
+    tl.store(seen_ptr + offs // BLOCK, BLOCK)
 """
 PROGRAM = """
 import os, sys

@@ -31,7 +31,7 @@ def cast_scale_kernel(x_ptr, out_ptr, seen_ptr, n, OUT_DTYPE: tl.constexpr, ACC_
     acc = tl.full([BLOCK], 0, ACC_DTYPE)  # tl.zeros is a jit function, which an in-process interpreter refuses
     acc += tl.load(x_ptr + offs, mask=mask).to(ACC_DTYPE) * 2
     tl.store(out_ptr + offs, acc.to(OUT_DTYPE), mask=mask)
-    tl.store(seen_ptr + pid, BLOCK)
+    tl.store(seen_ptr + offs // BLOCK, BLOCK)
 """
 PROGRAM = """
 import os, sys

@@ -253,10 +253,10 @@ class Prepared:
         try:
             found = self.grids.get(grid, _MISSING)
         except TypeError:  # a list: recomputed each time
-            return grids.recompute(grid, self.before, self.plan.constexprs, self.scalars)
+            return grids.recompute(grid, self.before, self.plan.constexprs, self.scalars, self.plan.kernel.tiles)
         if found is _MISSING:
             found = _remember(self.grids, grid, grids.recompute(grid, self.before, self.plan.constexprs,
-                                                                self.scalars))
+                                                                self.scalars, self.plan.kernel.tiles))
         return found
 
 

@@ -13,6 +13,13 @@ integer constexpr ``block`` with ``dim == ceil(numel / block)``:
   above 1, only constexprs named ``*BLOCK*`` (``"from": "arithmetic"``). A dimension of 1 is
   left constant: ``ceil(n / BLOCK) == 1`` also holds for a one-row kernel whose row fits in a
   block, and changing that grid would launch programs for rows that do not exist.
+
+Either way, given ``tiles`` (``capture.grid_blocks.tiles``: the pairs of dimension and block
+whose program index reaches memory only scaled by that block, read from the kernel's source), a
+block only explains a dimension it tiles: arithmetic matches coincidences (``heads ==
+cdiv(stride_qbs, BLOCK_DMODEL)``; a square grid's second dimension and its first block), and a
+probed grid may follow a block the kernel's output layout depends on (one partial sum a program).
+A probed block refused so is ``unexplained``. ``tiles=None`` (no source to read): arithmetic alone.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ def pad3(grid: Any) -> list[int]:
 
 
 def infer(grid: list[int], given: int, grid_fn: Callable | None, bound: dict[str, Any],
-          constexprs: dict[str, Any], scalars: dict[str, Any]) -> tuple[dict | None, list[str]]:
+          constexprs: dict[str, Any], scalars: dict[str, Any],
+          tiles: set[tuple[int, str]] | None = None) -> tuple[dict | None, list[str]]:
     """``(grid_rule or None, constexprs that move the grid in a way no rule explains)``.
 
     ``grid``: the launch's grid padded to 3; ``given``: how many dimensions the program gave;
-    ``bound``: the arguments the grid function is called with; ``scalars``: runtime scalars.
+    ``bound``: the arguments the grid function is called with; ``scalars``: runtime scalars;
+    ``tiles``: which block may explain which dimension (module docstring), None for any.
     """
     ints = {k: v for k, v in constexprs.items() if _is_int(v)}
     blocks = sorted((k for k, v in ints.items() if v > 0), key=lambda k: "BLOCK" not in k.upper())
@@ -44,17 +53,33 @@ def infer(grid: list[int], given: int, grid_fn: Callable | None, bound: dict[str
     dims: list[dict] = [{"const": g} for g in grid]
     unexplained: list[str] = []
     if grid_fn is not None:
-        _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained)
+        _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained, tiles)
         origin = "probe"
     else:
-        _arithmetic(grid, given, blocks, ints, numels, dims)
+        _arithmetic(grid, given, blocks, ints, numels, dims, tiles)
         origin = "arithmetic"
     if not any("block" in d for d in dims):
         return None, unexplained
     return {"kind": "cdiv", "dims": dims, "from": origin}, unexplained
 
 
-def _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained) -> None:
+def placed(name: str, dims: list[dict]) -> set[int]:
+    """The dimensions ``name`` is the block of in a rule's ``dims``."""
+    return {d for d, dim in enumerate(dims) if dim.get("block") == name}
+
+
+def unsettled(dims: list[dict], grid: list[int], given: int, constexprs: dict[str, Any],
+              scalars: dict[str, Any]) -> set[str]:
+    """Blocks of a fixed grid that arithmetic alone (``tiles=None``, what capture did before it
+    read the kernel's source) places on other dimensions than ``dims`` does: a decision stored then
+    that changes one was verified on another grid. The search leaves them alone and the applier
+    launches such a decision as written (``apply.grid``)."""
+    legacy, _ = infer(grid, given, None, {}, constexprs, scalars)
+    old = legacy["dims"] if legacy else []
+    return {name for name in {d.get("block") for d in old} - {None} if placed(name, old) != placed(name, dims)}
+
+
+def _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained, tiles) -> None:
     for block in blocks:
         value = ints[block]
         probes = {value: grid}
@@ -67,7 +92,7 @@ def _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained)
         moved = [d for d in range(given) if any(p[d] != grid[d] for p in probes.values())]
         for d in moved:
             numel = _explain(d, block, probes, numels)
-            if numel is not None and "block" not in dims[d]:
+            if numel is not None and "block" not in dims[d] and (tiles is None or (d, block) in tiles):
                 dims[d] = {"numel": numel, "block": block}
             elif block not in unexplained:
                 unexplained.append(block)
@@ -80,12 +105,14 @@ def _explain(d: int, block: str, probes: dict[int, list[int]], numels) -> str | 
     return None
 
 
-def _arithmetic(grid, given, blocks, ints, numels, dims) -> None:
+def _arithmetic(grid, given, blocks, ints, numels, dims, tiles) -> None:
     named = [b for b in blocks if "BLOCK" in b.upper()]
     for d in range(given):
         if grid[d] <= 1:
             continue
         for block in named:
+            if tiles is not None and (d, block) not in tiles:
+                continue
             found = next((name for name, n in numels
                           if "BLOCK" not in name.upper() and cdiv(n, ints[block]) == grid[d]), None)
             if found is not None:

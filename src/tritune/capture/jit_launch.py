@@ -32,7 +32,7 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 from tritune import aliasing
 from tritune.kernel_facts import DEFAULT_OPTIONS
 from tritune.capture import constexprs as codec
-from tritune.capture import grid_rule, skipped
+from tritune.capture import grid_blocks, grid_rule, skipped
 from tritune.capture._jit_shim import Launch, is_interpreted
 from tritune.capture._language_shim import compilable_language
 from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
@@ -40,6 +40,7 @@ from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, 
 
 STORAGE_SLACK = 1 << 20  # elements a view may reach past its span: see _storage_size
 _TARGET = GPUTarget("cuda", 90, 32)
+_UNREAD = object()  # Kernel.tiles not read yet (None is an answer: the source cannot tell)
 
 
 class UnsupportedLaunch(ValueError):
@@ -65,6 +66,14 @@ class Kernel:
         self.source_file = inspect.getsourcefile(python_fn) or ""
         self.source_hash = source_hash(self.jit.src)
         self.writes: dict[Hashable, Writes | None] = {}  # specialization -> TTIR writes
+        self._tiles: set[tuple[int, str]] | None | object = _UNREAD
+
+    @property
+    def tiles(self) -> set[tuple[int, str]] | None:
+        """Which constexpr tiles which grid dimension (``capture.grid_blocks``), read once."""
+        if self._tiles is _UNREAD:
+            self._tiles = grid_blocks.tiles(self.jit.src, sorted(self.constexpr), self.name)
+        return self._tiles  # type: ignore[return-value]
 
     def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         """Parameter name -> value, defaults applied: what Triton passes a grid function."""
@@ -206,7 +215,7 @@ def build_spec(kernel: Kernel, launch: Launch, bound: dict, grid: Any) -> tuple[
     padded = grid_rule.pad3(grid)
     scalars = {a.name: a.value for a in args if a.kind == "scalar"}
     rule, unexplained = grid_rule.infer(padded, len(tuple(grid)), launch.grid if callable(launch.grid) else None,
-                                        bound, constexprs, scalars)
+                                        bound, constexprs, scalars, kernel.tiles)
     extra = _extra(launch, unexplained)
     aliasing.record(extra, {a.name: bound[a.name] for a in args if a.kind == "tensor"})
     spec = LaunchSpec(kernel=kernel.name, kind=launch.kind, module=kernel.module, source_file=kernel.source_file,
