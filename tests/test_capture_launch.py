@@ -102,7 +102,7 @@ def test_autotuned_kernel_records_the_chosen_config_not_the_trials(k, tmp_path):
     assert [c["BLOCK"] for c in spec.extra["autotune"]["configs"]] == [16, 32]
     assert spec.grid == [2, 1, 1]
     assert spec.grid_rule == {"kind": "cdiv", "dims": [{"numel": "n", "block": "BLOCK"}, {"const": 1}, {"const": 1}],
-                              "from": "probe"}
+                              "from": "probe", "tiles": True}
 
 
 def test_heuristics_kernel(k, tmp_path):

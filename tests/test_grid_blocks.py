@@ -10,12 +10,16 @@ import torch
 import triton
 
 from conftest import import_interpreted
+from tritune import apply
 from tritune.apply.grid import recompute
-from tritune.capture import grid_rule
+from tritune.capture import _jit_shim, grid_rule
 from tritune.capture.grid_blocks import tiles
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
+from tritune.replay import Variant
 from tritune.search import space
+from tritune.search.proposers import variant_of
+from tritune.store import DecisionStore, current_target, key_for
 
 KERNELS = Path(__file__).parent / "programs" / "grid_kernels.py"
 
@@ -92,7 +96,33 @@ def test_an_index_that_reaches_memory_unscaled_tiles_nothing():
     assert tiles(LOOPED, ["BLOCK"]) == set()
 
 
+STALE = """
+def k(x, out, n, stride, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    offs = i * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.load(x + offs)
+    for j in range(4):
+        i = j * stride
+        acc += tl.load(x + i + offs)
+    off = tl.program_id(0)
+    off *= BLOCK
+    if n > 0:
+        off = off + 1
+        tl.store(out + off + tl.arange(0, BLOCK), acc)
+"""
+
+
+def test_a_name_is_followed_statement_by_statement():
+    # ``i`` is reassigned inside the loop before its use there; ``off *= BLOCK`` scales
+    assert tiles(STALE, ["BLOCK"]) == {(0, "BLOCK")}
+
+
 def test_a_source_that_cannot_tell_gives_none():
+    helper = "def k(x, BLOCK: tl.constexpr):\n    pid = _pid()\n    tl.store(x + pid * BLOCK, 1)\n"
+    assert tiles(helper, ["BLOCK"]) is None  # the index comes from a helper: nothing to follow
+    deep = "def k(x, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n    tl.store(x + pid * BLOCK + " + \
+        " + ".join(["1"] * 3000) + ", 1)\n"
+    assert tiles(deep, ["BLOCK"]) is None  # too deep to walk: as unreadable, never an error
     assert tiles(None, ["BLOCK"]) is None
     assert tiles("def broken(:", ["BLOCK"]) is None
     axis = "def k(x, BLOCK: tl.constexpr):\n    d = 0\n    tl.store(x + tl.program_id(d) * BLOCK, 1)\n"
@@ -113,9 +143,9 @@ def test_arithmetic_explains_a_dimension_only_by_a_block_that_tiles_it():
     square, blocks, sizes = [4, 4, 1], {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 128, "N": 128}
     legacy, _ = grid_rule.infer(square, 2, None, {}, blocks, sizes)
     assert [d["block"] for d in legacy["dims"][:2]] == ["BLOCK_M", "BLOCK_M"]
+    assert "tiles" not in legacy
     rule, _ = grid_rule.infer(square, 2, None, {}, blocks, sizes, tiles={(0, "BLOCK_M"), (1, "BLOCK_N")})
-    assert [d["block"] for d in rule["dims"][:2]] == ["BLOCK_M", "BLOCK_N"]
-    assert grid_rule.unsettled(rule["dims"], square, 2, blocks, sizes) == {"BLOCK_M"}
+    assert [d["block"] for d in rule["dims"][:2]] == ["BLOCK_M", "BLOCK_N"] and rule["tiles"] is True
 
 
 def test_a_probed_block_that_does_not_tile_is_unexplained():
@@ -168,18 +198,55 @@ def test_capture_places_each_block_on_the_dimension_it_tiles(g, tmp_path):
     spec = _spec(tmp_path, "transpose_kernel")
     # (M or N, equal here, explains the second: the applier infers it again from each live launch)
     assert [d["block"] for d in spec.grid_rule["dims"][:2]] == ["BLOCK_M", "BLOCK_N"]
-    # BLOCK_M is where arithmetic alone put it on both dimensions (a decision stored then was
-    # verified on that grid): the search leaves it alone, and turns BLOCK_N
-    assert _blocks(spec) == ["BLOCK_N"]
+    assert _blocks(spec) == ["BLOCK_M", "BLOCK_N"] and spec.grid_rule["tiles"] is True
+    # a variant changing a block is verified on this rule, and says so
+    assert variant_of(spec, {"BLOCK_N": 32}).tiled and not variant_of(spec, {"num_warps": 8}).tiled
 
 
-def test_the_applier_refuses_a_decision_whose_block_arithmetic_alone_placed_elsewhere():
+def test_each_decision_is_applied_on_the_rule_it_was_verified_on():
     before, sizes = {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 128, "N": 128}
     square = {(0, "BLOCK_M"), (1, "BLOCK_N")}
-    # BLOCK_M: on both dimensions before the source was read, on the first now: not known which
-    assert recompute((4, 4), before, {"BLOCK_M": 64}, sizes, square) is None
-    assert recompute((4, 4), before, {"BLOCK_M": 64}, sizes) == (2, 2)  # unread source: arithmetic, as before
-    # BLOCK_N was no knob before: a decision changing it was made since
+    # verified on the source's rule: each block its own dimension
+    assert recompute((4, 4), before, {"BLOCK_M": 64}, sizes, square) == (2, 4)
     assert recompute((4, 4), before, {"BLOCK_N": 64}, sizes, square) == (4, 2)
+    # stored before capture read the source: the grid arithmetic alone gave it then
+    assert recompute((4, 4), before, {"BLOCK_M": 64}, sizes) == (2, 2)
     # a block that tiles nothing leaves the grid as the program gave it
-    assert recompute((4, 32), {"BLOCK_DMODEL": 128}, {"BLOCK_DMODEL": 64}, {"stride_qbs": 4096}, set()) is None
+    assert recompute((4, 32), {"BLOCK_DMODEL": 128}, {"BLOCK_DMODEL": 256}, {"stride_qbs": 4096}, set()) == (4, 32)
+
+
+def _decide(store, spec, variant):
+    key = key_for(spec, **current_target("cpu"))
+    run = store.start_run({"test": True})
+    candidate = store.add_candidate(run, key, variant)
+    store.finish_candidate(candidate.id, "verified", verification={"ok": True, "mode": "bitwise"},
+                           timings={"median_ms": 1.0})
+    store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
+
+
+@pytest.mark.parametrize("tiled, changes, grid", [(True, {"BLOCK_N": 32}, (4, 2)), (False, {"BLOCK_M": 8}, (8, 8))],
+                         ids=["verified-on-the-source-rule", "stored-before"])
+def test_the_applier_launches_the_grid_the_decision_was_verified_on(g, tmp_path, tiled, changes, grid):
+    x = torch.randn(64, 64)
+    with capture(tmp_path / "capture"):
+        g.transpose_kernel[(4, 4)](x, torch.empty(64, 64), 64, 64, BLOCK_M=16, BLOCK_N=16)
+    spec = _spec(tmp_path / "capture", "transpose_kernel")
+    variant = Variant(name="decided", constexprs=changes, tiled=tiled)
+    launched = []
+
+    def spy(launch, run):
+        launched.append(tuple(launch.grid))
+        return run(launch)
+
+    with DecisionStore(tmp_path / "decisions.db") as store:
+        _decide(store, spec, variant)
+        apply.enable(store, device="cpu")
+        _jit_shim.install_around(spy)
+        try:
+            y = torch.empty(64, 64)
+            g.transpose_kernel[(4, 4)](x, y, 64, 64, BLOCK_M=16, BLOCK_N=16)
+        finally:
+            _jit_shim.uninstall_around(spy)
+            apply.disable()
+    assert torch.equal(y, x.T)
+    assert launched == [grid]

@@ -15,11 +15,9 @@ per row" there, and a smaller block would leave part of n uncovered. A larger bl
 either way (``cdiv(n, bigger) <= 1``), and an unexplained dimension above 1 is what replay kept
 too, so verification ran that very grid.
 
-``tiles`` (``Kernel.tiles``, from the kernel's source) is what capture gave ``infer`` too. A store
-may hold a decision verified before capture read it, when arithmetic alone placed the blocks:
-where the two rules place a changed block on different dimensions (``grid_rule.unsettled``), the
-grid that decision was verified on is not known, and it is ``None`` as well. The search offers no
-such block (``search.space.grid_blocks``), so no decision made since is refused so.
+``tiles`` (``Kernel.tiles``, from the kernel's source) is what capture gave ``infer`` too, for a
+decision verified on such a rule (``Variant.tiled``); a decision stored before capture read the
+source was verified on arithmetic's rule alone, and gets ``tiles=None``: each its own grid.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ def recompute(grid: Any, before: Mapping[str, Any], changes: Mapping[str, Any],
     """The grid for ``before`` updated with ``changes`` (constexprs, in parameter order, as capture
     saw them), or None when it cannot be told safely. ``scalars``: the launch's scalar arguments
     in parameter order (``infer`` prefers the first numel that matches, as at capture); ``tiles``:
-    the kernel's (module docstring)."""
+    the kernel's, for a decision verified on them (module docstring)."""
     given = tuple(grid)
     moved = [name for name, value in changes.items() if _moves(before.get(name), value)]
     if not moved:
@@ -42,8 +40,6 @@ def recompute(grid: Any, before: Mapping[str, Any], changes: Mapping[str, Any],
     padded = grid_rule.pad3(given)
     rule, _ = grid_rule.infer(padded, len(given), None, {}, dict(before), dict(scalars), tiles)
     dims = rule["dims"] if rule else [{"const": g} for g in padded]
-    if tiles is not None and set(moved) & grid_rule.unsettled(dims, padded, len(given), dict(before), dict(scalars)):
-        return None
     after = {**before, **changes}
     if any(_shrinks_unplaced_block(name, before, after, dims, padded, len(given)) for name in moved):
         return None

@@ -115,6 +115,8 @@ class JitPlan:
         self.params = frozenset(kernel.names)
         self.persistent = persistent_grid(kernel.fn, variant)
         self.noalias = aliasing.assumes_noalias(variant)
+        # the rule its fixed grid was verified on: read from the source, or arithmetic alone (apply.grid)
+        self.tiles = kernel.tiles if variant.tiled else None
 
     def prepare(self, launch: Launch, bound: dict) -> "Prepared":
         """The rewrite of every launch with ``launch``'s signature (``bound``: its arguments by name)."""
@@ -253,10 +255,10 @@ class Prepared:
         try:
             found = self.grids.get(grid, _MISSING)
         except TypeError:  # a list: recomputed each time
-            return grids.recompute(grid, self.before, self.plan.constexprs, self.scalars, self.plan.kernel.tiles)
+            return grids.recompute(grid, self.before, self.plan.constexprs, self.scalars, self.plan.tiles)
         if found is _MISSING:
             found = _remember(self.grids, grid, grids.recompute(grid, self.before, self.plan.constexprs,
-                                                                self.scalars, self.plan.kernel.tiles))
+                                                                self.scalars, self.plan.tiles))
         return found
 
 

@@ -22,8 +22,10 @@ the index appears scaled by ``BLOCK`` somewhere and never reaches a pointer unsc
 - ``Q + cur_head * stride_qh`` (a head per program, no block at all) is not either.
 
 The analysis is a filter, not a proof: verification still checks every variant. Where the source
-cannot be read (no source, a syntax error, a ``program_id`` whose axis is not a literal) it gives
-``None`` and the rule stays the arithmetic's alone, as before.
+cannot be read (no source, a syntax error, a ``program_id`` whose axis is not a literal, none at
+all: a helper gives the index, an expression too deep to walk) it gives ``None`` and the rule stays
+the arithmetic's alone, as before. Not followed (the block is then taken, and verification judges):
+a helper function given the index, an index stored as a value, ``offs // BLOCK`` as a pointer.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ POINTER_CALLS = frozenset({"load", "store", "atomic_add", "atomic_and", "atomic_
                            "atomic_or", "atomic_xchg", "atomic_xor", "make_block_ptr", "advance"})
 POINTER_KEYWORDS = frozenset({"pointer", "ptr", "base", "offsets"})
 MAKE_BLOCK_PTR_OFFSETS = 3  # make_block_ptr(base, shape, strides, offsets, ...)
+LOOP_PASSES_DEPTH = 4  # nested loops whose bodies are read twice (2**depth passes in all)
 
 
 class Unreadable(Exception):
@@ -49,9 +52,13 @@ def tiles(source: str | None, blocks: Iterable[str], kernel: str | None = None) 
     try:
         function = _function(source, kernel)
         axes = _axes(function)
+        if not axes:  # the index comes from a helper (or there is none): nothing to follow
+            return None
+        return {(d, block) for d in axes for block in blocks if _tiles(function, d, block)}
     except Unreadable:
         return None
-    return {(d, block) for d in axes for block in blocks if _tiles(function, d, block)}
+    except Exception:  # noqa: BLE001 - an expression too deep to walk (RecursionError), any surprise: unreadable
+        return None
 
 
 def _function(source: str | None, kernel: str | None) -> ast.FunctionDef:
@@ -100,6 +107,7 @@ class _Flow:
         self.held: set[str] = set()  # names holding the index unscaled
         self.scaled = False  # the index met the block in a product
         self.leaks = False  # the index reached a pointer unscaled
+        self.loops = 0  # loops around the statement being read
 
     def raw(self, node: ast.AST | None) -> bool:
         """``node`` holds the index, not scaled by the block."""
@@ -128,9 +136,15 @@ class _Flow:
             self.statement(statement)
 
     def statement(self, node: ast.stmt) -> None:
-        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-            self._sink(call)
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        for own in _own_expressions(node):  # a body's statements are walked in order, below
+            for call in (n for n in ast.walk(own) if isinstance(n, ast.Call)):
+                self._sink(call)
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult) and self._mentions_block(node.value):
+            names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            if names & self.held:  # ``off *= BLOCK``: scaled from here on
+                self.scaled = True
+                self.held -= names
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value_raw = self.raw(node.value)
             for target in targets:
@@ -146,12 +160,16 @@ class _Flow:
             for item in node.items:
                 if item.optional_vars is not None and self.raw(item.context_expr):
                     self.held |= {n.id for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)}
-        loops = 2 if isinstance(node, (ast.For, ast.While)) else 1  # a body hands names to its next pass
-        for _ in range(loops):
+        # a loop's body hands names to its next pass: twice, down to LOOP_PASSES_DEPTH nested loops
+        loop = isinstance(node, (ast.For, ast.While))
+        passes = 2 if loop and self.loops < LOOP_PASSES_DEPTH else 1
+        self.loops += loop
+        for _ in range(passes):
             for field in ("body", "orelse", "finalbody"):
                 inner = getattr(node, field, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
                     self.statements(inner)
+        self.loops -= loop
 
     def _sink(self, call: ast.Call) -> None:
         func = call.func
@@ -165,6 +183,13 @@ class _Flow:
             pointers.extend(call.args[1:2])
         if any(self.raw(p) for p in pointers):
             self.leaks = True
+
+
+def _own_expressions(node: ast.stmt) -> list[ast.AST]:
+    """A statement's expressions outside its bodies (a loop's ``iter``, an ``if``'s test)."""
+    bodies = {id(s) for field in ("body", "orelse", "finalbody", "handlers") for s in getattr(node, field, None) or ()
+              if isinstance(s, ast.AST)}
+    return [child for child in ast.iter_child_nodes(node) if id(child) not in bodies]
 
 
 def _tiles(function: ast.FunctionDef, axis: int, block: str) -> bool:

@@ -20,6 +20,7 @@ block only explains a dimension it tiles: arithmetic matches coincidences (``hea
 cdiv(stride_qbs, BLOCK_DMODEL)``; a square grid's second dimension and its first block), and a
 probed grid may follow a block the kernel's output layout depends on (one partial sum a program).
 A probed block refused so is ``unexplained``. ``tiles=None`` (no source to read): arithmetic alone.
+A rule made with ``tiles`` says so (``"tiles": true``), and so does each variant verified on it.
 """
 
 from __future__ import annotations
@@ -60,23 +61,10 @@ def infer(grid: list[int], given: int, grid_fn: Callable | None, bound: dict[str
         origin = "arithmetic"
     if not any("block" in d for d in dims):
         return None, unexplained
-    return {"kind": "cdiv", "dims": dims, "from": origin}, unexplained
-
-
-def placed(name: str, dims: list[dict]) -> set[int]:
-    """The dimensions ``name`` is the block of in a rule's ``dims``."""
-    return {d for d, dim in enumerate(dims) if dim.get("block") == name}
-
-
-def unsettled(dims: list[dict], grid: list[int], given: int, constexprs: dict[str, Any],
-              scalars: dict[str, Any]) -> set[str]:
-    """Blocks of a fixed grid that arithmetic alone (``tiles=None``, what capture did before it
-    read the kernel's source) places on other dimensions than ``dims`` does: a decision stored then
-    that changes one was verified on another grid. The search leaves them alone and the applier
-    launches such a decision as written (``apply.grid``)."""
-    legacy, _ = infer(grid, given, None, {}, constexprs, scalars)
-    old = legacy["dims"] if legacy else []
-    return {name for name in {d.get("block") for d in old} - {None} if placed(name, old) != placed(name, dims)}
+    rule = {"kind": "cdiv", "dims": dims, "from": origin}
+    if tiles is not None:
+        rule["tiles"] = True  # a variant verified on it says so (``Variant.tiled``): the applier uses it too
+    return rule, unexplained
 
 
 def _probe(grid, given, grid_fn, bound, blocks, ints, numels, dims, unexplained, tiles) -> None:

@@ -13,6 +13,11 @@ rewrites``): ``{"rule": name, "exact": class, "params": {...}}``, so a decision 
 of the JSON while None (the default), so variants without them keep their hash and stored rows
 without them load unchanged.
 
+``tiled`` says that the grid its constexprs were verified on followed the capture's rule read from
+the kernel's source (``capture.grid_blocks``; set by ``search.proposers.variant_of`` from the spec's
+``grid_rule``): the applier recomputes a fixed grid by that rule, and by arithmetic alone for a
+decision stored before (its grid then). Left out of the JSON while False.
+
 ``assumes`` names what the variant is only correct under (``"noalias"``: the kernel's distinct
 tensor arguments do not overlap in memory, ``tritune.aliasing``). Replay gives every argument a
 tensor of its own, so verification holds the assumption; the applier checks it at each live
@@ -39,6 +44,7 @@ class Variant:
     grid: dict | None = None   # how the source is launched, when not on the program's grid
     rewrite: dict | None = None  # the rule that made ``source`` (module docstring), JSON values only
     assumes: tuple[str, ...] = ()  # e.g. ("noalias",): correct only while the assumption holds
+    tiled: bool = False  # its grid rule read the kernel's source (module docstring)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
@@ -72,6 +78,8 @@ class Variant:
             body["assumes"] = list(self.assumes)
         else:
             del body["assumes"]
+        if not self.tiled:
+            del body["tiled"]
         return body
 
     @classmethod

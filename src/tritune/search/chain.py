@@ -42,7 +42,7 @@ def on_rewrite(base: Variant, config: Variant | None) -> Variant:
         return dataclasses.replace(base, name=label(base.rewrite), options={}, constexprs={})
     settings = Variant(options=options, constexprs=constexprs).describe()
     return dataclasses.replace(base, name=f"{label(base.rewrite)} + {settings}", options=options,
-                               constexprs=constexprs)
+                               constexprs=constexprs, tiled=bool(config and config.tiled))
 
 
 def rewrite_mode(variant: Variant) -> str:

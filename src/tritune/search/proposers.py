@@ -101,13 +101,15 @@ def config_of(spec: LaunchSpec, variant: Variant) -> dict[str, Any]:
 
 
 def variant_of(spec: LaunchSpec, config: dict[str, Any], *, name: str | None = None) -> Variant:
-    """The variant setting ``config``, keeping only what differs from the captured launch."""
+    """The variant setting ``config``, keeping only what differs from the captured launch; ``tiled``
+    where its constexprs move a grid whose rule capture read from the source (``Variant.tiled``)."""
     options, constexprs = {}, {}
     for knob in space.knobs(spec):
         value = config.get(knob.name, knob.current)
         if value != knob.current:
             (options if knob.kind == "option" else constexprs)[knob.name] = value
-    variant = Variant(options=options, constexprs=constexprs)
+    tiled = bool(constexprs) and bool((spec.grid_rule or {}).get("tiles"))
+    variant = Variant(options=options, constexprs=constexprs, tiled=tiled)
     return dataclasses.replace(variant, name=name or variant.describe())
 
 

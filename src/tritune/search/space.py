@@ -6,8 +6,7 @@ keeps the kernel correct by construction:
 - a constexpr the grid is computed from (``grid_rule``): ``BLOCK`` in ``cdiv(n, BLOCK)``, or
   Inductor's ``XBLOCK``/``YBLOCK``: the grid follows it, every element keeps one program. For a
   program's own kernel capture only takes a block its program index reaches memory through
-  (``capture.grid_blocks``); of a fixed grid, not one that capture placed elsewhere before it read
-  the source (``grid_rule.unsettled``: the applier could not tell which grid such a decision had);
+  (``capture.grid_blocks``);
 - Inductor's ``R0_BLOCK`` of a looped reduction (``triton_red_*``): the loop covers ``r0_numel``
   whatever the block, and ``R0_BLOCK >= r0_numel`` makes the loop a single iteration, the case
   where seed 000's redundant loads appear and the passes pay.
@@ -41,7 +40,6 @@ from typing import Any
 import triton
 
 from tritune.analyze.targets import SPECS, SMSpec
-from tritune.capture import grid_rule
 from tritune.capture.spec import LaunchSpec
 from tritune.kernel_facts import DEFAULT_OPTIONS as BACKEND_DEFAULTS
 from tritune.kernel_facts import LOOPED, inductor_kind
@@ -145,9 +143,6 @@ def grid_blocks(spec: LaunchSpec) -> list[str]:
     else:
         names = []
     unexplained = set(spec.extra.get("grid_unexplained") or ())
-    if rule.get("from") == "arithmetic":  # a fixed grid: what the applier can recompute (apply.grid)
-        scalars = {a.name: a.value for a in spec.args if a.kind == "scalar"}
-        unexplained |= grid_rule.unsettled(rule["dims"], list(spec.grid), len(spec.grid), dict(spec.constexprs), scalars)
     return [n for n in dict.fromkeys(names) if n in spec.constexprs and n not in unexplained
             and _is_power_of_two(spec.constexprs[n])]
 
