@@ -71,6 +71,8 @@ PLANTS = {
             "spec 0", ["out[1, 6]: baseline ", "candidate nan"]),
     "two outputs": ("    return out\n", "    return out, out\n", "wrong_result", "spec 0",
                     ["run() returns 2 tensor(s), the reference 1"]),
+    "a tuple for a tensor": ("    return out\n", "    return (out,)\n", "wrong_result", "spec 0",
+                             ["run() returns a tuple, the reference a Tensor"]),
     "raises": ("def run(x, bias):", "def run(x):", "runtime", "spec 0",
                ["run() raised TypeError: run() takes 1 positional argument but 2 were given"]),
     # a kernel launches (so "no launch" does not fire) but the outputs do not come from it
@@ -151,6 +153,40 @@ def test_the_spec_cases_alone_miss_what_the_odd_case_catches(tmp_path, worker):
     assert [c["label"] for c in result["cases"] if not c["ok"]] == ["odd"]
     result = check("direct", worker, payload(tmp_path, planted("past the end"), derived=False))
     assert result["ok"] and [c["label"] for c in result["cases"]] == ["spec 0"]
+
+
+# serves any size, but launches at most 8 programs of 64: right on the spec's cases and the derived
+# ones (at most (8, 64)), wrong where the family's sampled sizes are larger
+CAPPED = GOOD.replace("bias_relu_kernel[(triton.cdiv(n, 64),)]", "bias_relu_kernel[(min(triton.cdiv(n, 64), 8),)]") + """
+
+FAMILY = True
+
+
+def serves(x, bias):
+    return x.dim() == 2 and bias.dim() == 1 and x.shape[-1] == bias.shape[0]
+"""
+
+
+def test_sizes_of_the_family_catch_what_the_cases_miss(tmp_path, worker):
+    assert "min(triton.cdiv(n, 64), 8)" in CAPPED
+    without = check("direct", worker, payload(tmp_path, CAPPED.replace("FAMILY = True", "FAMILY = False")))
+    assert without["ok"] and without["family"] == {"sampled": 0, "served": 0}, without["message"]
+    result = check("direct", worker, payload(tmp_path, CAPPED))
+    assert not result["ok"] and result["failure"] == "wrong_result"
+    assert result["message"].startswith("case 'family ") and "unwritten" in result["message"], result["message"]
+    good = check("direct", worker, payload(tmp_path, GOOD + "\nFAMILY = True\n\n\ndef serves(x, bias):\n    return True\n"))
+    assert good["ok"] and good["family"] == {"sampled": 16, "served": 16}, good["message"]
+    assert "16 of 16 sampled sizes of the family" in good["message"]
+
+
+def test_a_size_the_module_does_not_serve_is_no_failure(tmp_path, worker):
+    narrow = GOOD + "\nFAMILY = True\n\n\ndef serves(x, bias):\n    return x.shape[0] <= 8\n"
+    result = check("direct", worker, payload(tmp_path, narrow))
+    assert result["ok"], result["message"]
+    family = result["family"]
+    unserved = [c for c in result["cases"] if c["ok"] is None]
+    assert 0 < family["served"] < family["sampled"] == 16 and len(unserved) == 16 - family["served"]
+    assert all(c["label"].startswith("family ") and c["message"].startswith("not served") for c in unserved)
 
 
 INT_SPEC = """

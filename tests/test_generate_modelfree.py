@@ -67,7 +67,7 @@ CHECK_RUN = """
 x, bias = torch.randn(8, 40), torch.randn(40)
 print(torch.equal(kernel.run(x, bias), torch.relu(x + bias) * 2.0))
 try:
-    kernel.run(torch.randn(5, 5), torch.randn(5))
+    kernel.run(torch.randn(2, 5, 5), torch.randn(5))  # another rank: neither a case nor the family
 except ValueError as exc:
     print(exc)
 """

@@ -27,7 +27,8 @@ the odd shapes ``derive`` makes from the first one. Per case:
    - a changed margin of an input or of an allocation: ``wrong_result`` (a write outside a tensor);
    - a changed input, or a change elsewhere in its storage (a slice's other columns):
      ``wrong_result`` (a kernel must not write into its inputs);
-   - outputs whose number, shape or dtype differ from the reference's: ``wrong_result``;
+   - outputs whose number, shape or dtype differ from the reference's, or that come in another
+     container (a tuple where the reference returns one tensor): ``wrong_result``;
    - an output against the reference (``compare``: unwritten elements, NaN/Inf parity, values
      under the table's tolerance for its dtype or the spec's override): ``wrong_result``, the
      worst element (case, output, index, both values) in the message.
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tritune.errors import one_line
-from tritune.generate.derive import derived_cases
+from tritune.generate.derive import derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
@@ -116,10 +117,16 @@ def check_job(payload: dict) -> dict:
     run = getattr(module, "run", None)
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
+    serves = getattr(module, "serves", None)
+    if payload.get("derived") and getattr(module, "FAMILY", False) and callable(serves):
+        cases += family_cases(spec, device, seed=seed)  # sizes no case shows: the family's own
     for case in cases:
-        expected, sources = spec.outputs_and_sources(case)
+        if case.label.startswith("family ") and not serves(*case.tensors):
+            report.unserved(case)
+            continue
+        expected, sources, kind = spec.outputs_sources_kind(case)
         try:
-            verdict = _check_case(spec, module, run, case, expected, sources)
+            verdict = _check_case(spec, module, run, case, expected, sources, kind)
         except Exception as exc:  # noqa: BLE001 - as above
             verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
         report.add(case, verdict)
@@ -146,8 +153,10 @@ class _Run:
     launches: int
 
 
-def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple) -> _Verdict:
-    """``sources``: per output, the argument the reference's output is a view of, else None."""
+def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple,
+                kind: str = "") -> _Verdict:
+    """``sources``: per output, the argument the reference's output is a view of, else None;
+    ``kind``: what the reference returns them in (``GenSpec.outputs_sources_kind``)."""
     import torch
 
     names = _input_names(spec.reference, len(case.tensors))
@@ -162,6 +171,9 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
         problem = _problem(second, case, names, expected, outputs)
     if problem is not None:
         return _Verdict(*problem, launches=launches)
+    returned = "Tensor" if isinstance(first.result, torch.Tensor) else type(first.result).__name__
+    if kind and returned != kind:
+        return _Verdict(WRONG, f"run() returns a {returned}, the reference a {kind}", launches=launches)
     got = tensors_of(first.result)
     checks = []
     for k, (name, want, have) in enumerate(zip(outputs, expected, got)):
@@ -446,9 +458,19 @@ class _Report:
         self.launches = 0
         self.derived = 0
         self.checks: list[CompareResult] = []
+        self.family = {"sampled": 0, "served": 0}  # derive.family_cases, and of those the module serves
+
+    def unserved(self, case: Case) -> None:
+        """A sampled size of the family the module says it does not serve (``serves``): no verdict."""
+        self.family["sampled"] += 1
+        self.cases.append({"label": case.label, "shapes": shapes_text(case.tensors), "ok": None,
+                           "message": "not served: run() raises for these inputs", "outputs": []})
 
     def add(self, case: Case, verdict: _Verdict) -> None:
         shapes = shapes_text(case.tensors)
+        if case.label.startswith("family "):
+            self.family["sampled"] += 1
+            self.family["served"] += 1
         self.launches += verdict.launches
         self.derived += case.derived
         self.checks += verdict.checks
@@ -468,7 +490,11 @@ class _Report:
     def result(self) -> dict:
         if self.failure is None:
             worst = _worst(self.checks)
-            self.message = (f"verified on {len(self.cases)} cases ({self.derived} derived)"
+            served = self.family["served"]
+            self.message = (f"verified on {len(self.cases) - (self.family['sampled'] - served)} cases "
+                            f"({self.derived} derived"
+                            + (f", {served} of {self.family['sampled']} sampled sizes of the family"
+                               if self.family["sampled"] else "") + ")"
                             + (f"; worst {worst.message()}" if worst else ""))
         return {"ok": self.failure is None, "failure": self.failure, "message": shorten(self.message, MESSAGE_CHARS),
-                "cases": self.cases, "launches": self.launches}
+                "cases": self.cases, "launches": self.launches, "family": dict(self.family)}

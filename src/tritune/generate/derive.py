@@ -80,6 +80,53 @@ def derived_cases(spec: GenSpec, device: str, *, seed: int = 0) -> list[Case]:
     return derived
 
 
+FAMILY_CASES = 16  # sizes sampled per dtype pattern of the spec's cases (issue 25: at least 16)
+FAMILY_GROWTH = 4  # a sampled dim reaches up to this many times the case's (some large)
+
+
+def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMILY_CASES) -> list[Case]:
+    """Sizes of the spec's family its own cases do not show: for the first case of each pattern of
+    tensor dtypes, ``count`` frames drawn from one seeded generator, each dim from 1 to
+    ``FAMILY_GROWTH`` times the case's (the first frame all odd, the second with every leading dim 1,
+    the last ``FAMILY_GROWTH`` times the case's in its first dim), broadcast kept as ``resized``
+    keeps it. Labelled ``family N``, ``derived=True``; a frame the reference refuses is skipped."""
+    import random
+
+    import torch
+
+    draw = random.Random(seed)
+    cases, seen, generators = [], set(), {}
+    patterns: dict[tuple, Case] = {}
+    for case in spec.cases(device):
+        patterns.setdefault(tuple(str(t.dtype) for t in case.tensors if isinstance(t, torch.Tensor)), case)
+    for first in patterns.values():
+        tensors = first.tensors
+        frame = _frame([t.shape for t in tensors if isinstance(t, torch.Tensor)])
+        if not frame:
+            continue
+        for k in range(count):
+            if k == 0:
+                target = odd(frame)
+            elif k == 1:
+                target = one_row(frame)
+            elif k == count - 1:
+                target = (FAMILY_GROWTH * frame[0],) + frame[1:]
+            else:
+                target = tuple(draw.randint(1, max(2, FAMILY_GROWTH * d)) for d in frame)
+            args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
+                         if isinstance(t, torch.Tensor) else t for t in tensors)
+            if shapes_text(args) in seen:
+                continue
+            case = Case(f"family {len(cases)}", args, derived=True)
+            try:
+                spec.outputs(case)
+            except SpecError:
+                continue
+            seen.add(shapes_text(args))
+            cases.append(case)
+    return cases
+
+
 def resized(shape: Shape, frame: Shape, target: Shape) -> Shape:
     """``shape`` right-aligned against ``frame``: each dim equal to the frame's becomes ``target``'s."""
     offset = len(frame) - len(shape)

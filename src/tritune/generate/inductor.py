@@ -40,14 +40,16 @@ class GenerateError(RuntimeError):
 
 
 def capture_job(payload: dict) -> dict:
-    """``{"spec", "device", "capture", "derived": bool, "interpret": bool}`` -> plans and facts.
+    """``{"spec", "device", "capture", "derived": bool, "interpret": bool, "family": bool}`` -> plans
+    and facts.
 
     Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
-    "fused": bool, "notes": [...]}``; every plan is ``{"label", "key", "inputs", "buffers",
+    "fused": bool, "notes": [...], "families": the symbolic-size compiles (``family.compile_family``),
+    one per pattern of input dtypes of the spec's cases (a refused one's one-line reason in the notes)}``; every plan is ``{"label", "key", "inputs", "buffers",
     "steps", "outputs", "single"}`` (see ``_plan``). A spec this path cannot plan returns
     ``{"refused": one line}`` instead (a raised error's message would come back cut short)."""
     from tritune.generate.derive import derived_cases
-    from tritune.generate.spec import load_spec
+    from tritune.generate.spec import load_spec, shapes_text
     from tritune.store.keys import current_target
 
     device = payload["device"]
@@ -62,6 +64,17 @@ def capture_job(payload: dict) -> dict:
             return {"refused": str(exc)}
     kernels = sorted({step["kernel"] for plan in plans for step in plan["steps"]})
     notes = []
+    families = []
+    if payload.get("family", True):
+        from tritune.generate.family import compile_family, patterns
+
+        for case in patterns(spec.cases(device)):
+            try:
+                families.append(compile_family(spec.reference, _apart(case.tensors),
+                                               interpret=bool(payload.get("interpret"))))
+            except GenerateError as exc:
+                notes.append(f"kernel.py serves only the sizes it was generated for ({shapes_text(case.tensors)} "
+                             f"and its dtypes): {exc}")
     unfused = [plan["label"] for plan in plans if len(plan["steps"]) != 1]
     if unfused:
         counts = sorted({len(plan["steps"]) for plan in plans})
@@ -69,7 +82,7 @@ def capture_job(payload: dict) -> dict:
                      f"launches for {', '.join(unfused[:3])}{'...' if len(unfused) > 3 else ''}): "
                      "kernel.py launches what it produced")
     return {"plans": plans, "target": current_target(device), "kernels": kernels, "fused": not unfused,
-            "notes": notes}
+            "notes": notes, "families": families}
 
 
 def _capture(spec: Any, cases: list, root: Path) -> list[dict]:

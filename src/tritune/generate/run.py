@@ -5,9 +5,11 @@
 2. Model-free (needs a GPU): Inductor's kernels for every case are captured in a worker
    (``inductor.capture_job``), optimized by the normal loop (configs, cache hints, source rewrites;
    compiler passes are left out: they cannot be written into a file), and written into
-   ``DIR/inductor/kernel.py`` with the decisions baked in (``emit``). That module is verified
-   against the reference on the spec's cases and the derived odd shapes (``check.check_job``);
-   should the optimized one fail, the one without decisions is written instead, and the notes say so.
+   ``DIR/inductor/kernel.py`` with the decisions baked in (``emit``), and, for other sizes, the
+   launcher of the kernels compiled for symbolic sizes (``family``). That module is verified
+   against the reference on the spec's cases, the derived odd shapes and sampled sizes of the
+   family (``check.check_job``); should it fail, it is made again without the decisions, then
+   without the family, and the notes say so.
 3. With ``--llm``: seed 004's loop (``llm.generate_with_llm``) writes ``DIR/llm/kernel.py``; where
    the loop can run (a GPU), that module goes through it too and its decisions are baked into
    ``DIR/llm/optimized.py`` (``modules``), kept only if it passes both allowlists again
@@ -188,17 +190,25 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     origin = ("Model-free: Inductor's kernels for the spec's reference (torch.compile, static shapes), "
               + ("optimized by tritune's search" if decisions else "as Inductor configured them") + ".")
     path = folder / "kernel.py"
-    text, notes = emit(body["plans"], capture, decisions, name=spec.name, origin=origin)
-    result["notes"] += notes
-    path.write_text(text)
-    check = _check(worker, path, spec.path, device)
-    if not check.get("ok") and decisions:
-        result["notes"].append(f"the optimized module failed verification ({check.get('failure')}: {check.get('message')}): "
-                               "kernel.py holds Inductor's configuration instead")
-        text, _ = emit(body["plans"], capture, {}, name=spec.name, origin=origin.replace(
-            "optimized by tritune's search", "as Inductor configured them"))
+    families = body.get("families") or []
+    # the module as made, then without the search's decisions, then without the launchers for other
+    # sizes: the first that verifies is kept, and the notes say what was left out and why
+    tries = [(decisions, families)] + ([({}, families)] if decisions else []) + ([({}, [])] if families else [])
+    check: dict = {}
+    for number, (decided, sizes) in enumerate(tries):
+        made = origin if decided else origin.replace("optimized by tritune's search", "as Inductor configured them")
+        text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes)
+        if number == 0:
+            result["notes"] += notes
         path.write_text(text)
         check = _check(worker, path, spec.path, device)
+        if check.get("ok"):
+            break
+        if number + 1 < len(tries):
+            left = "the search's decisions" if decided and not tries[number + 1][0] else "the launchers for other sizes"
+            result["notes"].append(f"kernel.py failed verification ({check.get('failure')}: {check.get('message')}): "
+                                   f"made again without {left}")
+    result["family"] = {"emitted": "\nFAMILY = True\n" in text, **(check.get("family") or {})}
     if not check.get("ok"):
         result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
     return path, check

@@ -82,6 +82,12 @@ class GenSpec:
     def outputs_and_sources(self, case: Case) -> tuple[tuple, tuple]:
         """``outputs(case)``, and for each output the position of the argument whose memory it
         shares (the reference returned that input or a view of it), else None."""
+        outputs, sources, _ = self.outputs_sources_kind(case)
+        return outputs, sources
+
+    def outputs_sources_kind(self, case: Case) -> tuple[tuple, tuple, str]:
+        """``outputs_and_sources(case)``, and what the reference returned them in: ``"Tensor"``
+        (one tensor), ``"tuple"`` or ``"list"``."""
         import torch
 
         args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
@@ -96,7 +102,8 @@ class GenSpec:
             raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
         storages = {a.untyped_storage().data_ptr(): k for k, a in enumerate(args)
                     if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr()}
-        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs)
+        kind = "Tensor" if isinstance(result, torch.Tensor) else type(result).__name__
+        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs), kind
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance of an output of ``dtype`` (a torch dtype name): the spec's override, else the table's."""

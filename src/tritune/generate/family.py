@@ -1,0 +1,415 @@
+"""Model-free generation for any size: one launcher for the spec's whole family of shapes.
+
+The per-case launchers (``inductor``, ``emit``) run Inductor's kernels compiled for static shapes:
+they serve the exact shapes they were generated for. Here the reference is compiled once more,
+for symbolic sizes (``torch.compile(dynamic=True)``, sizes of 0 and 1 not specialized, no two dims
+tied by an equal example size), so its kernels take their sizes as arguments and mask their tails.
+Inductor's wrapper module (``torch._inductor.utils.run_and_get_code``) says, in its ``call``
+function, how those arguments follow from the inputs: symbols bound to the graph's arguments, each
+tensor's asserted sizes and strides, the buffers it allocates, each kernel's scalar arguments as
+expressions of the symbols, what it returns. Dynamo's graph says which input each graph argument
+is (``grapharg.source``: ``L['x']``, ``L['x'].size()[0]``, an int argument ``L['n']``).
+
+``family_text`` translates that ``call`` into ``_family(in0, in1, ...)``, a plain Python function
+of kernel.py: the same statements, with
+
+- each graph argument spelt from ``run``'s inputs (``in0.size(2)``);
+- ``assert_size_stride`` as a check that returns ``None`` (the family does not serve these inputs:
+  another layout, another rank) instead of raising;
+- allocations as ``torch.empty_strided`` on the first input's device;
+- each kernel launch ``name.run(...)`` as ``name[grid](..., XBLOCK=..., num_warps=...)``: the
+  configuration Inductor chose for the example case (recorded by ``capture.inductor`` as the
+  compiled graph ran), its grid written out from Inductor's own grid expression
+  (``GridExpr.from_meta``) over the launch's scalar arguments; a persistent reduction
+  (``triton_per_``) takes ``R0_BLOCK = next_power_of_2(r0_numel)``, as its single pass must cover
+  the row whatever its length.
+
+Only those statement forms, arithmetic over names and numbers, and ``reinterpret_tensor`` are
+translated; anything else (a library call, an op Inductor left to ATen, a mutated input, a dynamic
+output size, a graph argument that is not an input or one of its sizes) is a one-line
+``GenerateError``, and kernel.py keeps its per-case launchers alone.
+
+Nothing here runs the translated text: ``emit`` writes it into kernel.py, which ``check`` verifies
+on the spec's cases, the derived ones and a seeded family of other sizes (``derive.family_cases``).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import re
+from typing import Any
+
+from tritune.generate.inductor import GenerateError
+
+ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided_xpu", "empty_strided")
+DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
+SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer may write over sizes
+SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
+                    r"\.(?P<offset>storage_offset)\(\))?$")
+
+
+def patterns(cases: list) -> list:
+    """The first case of each pattern of input dtypes (a family is compiled for one: ``_family``
+    checks each tensor's dtype)."""
+    import torch
+
+    first: dict[tuple, Any] = {}
+    for case in cases:
+        first.setdefault(tuple(str(t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
+                               for t in case.tensors), case)
+    return list(first.values())
+
+
+def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) -> dict:
+    """Compile ``reference`` for symbolic sizes on ``inputs`` and run it once, recording what a
+    family needs: ``{"code": Inductor's wrapper module, "sources": each graph argument's Dynamo
+    source, "params": the reference's parameter names, "launches": [LaunchSpec JSON, in order]}``.
+    A one-line ``GenerateError`` when it cannot."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+    import torch.fx.experimental._config as fx_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.utils import run_and_get_code
+
+    from tritune.capture import inductor
+    from tritune.capture.recorder import Recorder
+    from tritune.generate.inductor import on_interpreter
+
+    graphs: list[list[str]] = []
+    envs: list[Any] = []
+
+    def backend(gm: Any, example_inputs: list) -> Any:
+        graphs.append([_source_name(node) for node in gm.graph.nodes if node.op == "placeholder"])
+        envs.extend(v.fake_mode.shape_env for v in (n.meta.get("example_value") for n in gm.graph.nodes)
+                    if getattr(getattr(v, "fake_mode", None), "shape_env", None) is not None)
+        return compile_fx(gm, example_inputs)
+
+    launches: list[Any] = []
+    with tempfile.TemporaryDirectory(prefix="tritune-family-") as folder:
+        recorder = Recorder(Path(folder))
+
+        def add(launch: Any, values: dict, fast_key: Any = None) -> None:
+            launches.append(recorder.add(launch, values))
+
+        sizes = fx_config.patch(use_duck_shape=False, backed_size_oblivious=True)
+        floats = torch._dynamo.config.patch(specialize_float=True)  # a float input is baked in, and checked
+        with (on_interpreter() if interpret else contextlib.nullcontext()), sizes, floats, torch.no_grad():
+            torch._dynamo.reset()
+            compiled = torch.compile(reference, dynamic=True, backend=backend)
+            try:
+                with inductor.recording(add):
+                    result, codes = run_and_get_code(compiled, *inputs)
+            except Exception as exc:  # noqa: BLE001 - Dynamo/Inductor on the user's reference
+                raise GenerateError(f"no symbolic-size compile: {type(exc).__name__}: "
+                                    f"{' '.join(str(exc).split())[:200]}") from None
+            finally:
+                recorder.close()
+                torch._dynamo.reset()
+            texts = {spec.source: (Path(folder) / spec.source).read_text() for spec in launches if spec.source}
+    if len(graphs) != 1 or len(codes) != 1:
+        raise GenerateError(f"the symbolic-size compile made {len(graphs)} graphs ({len(codes)} modules): "
+                            "a family needs one")
+    from torch.utils._sympy.printers import PythonPrinter
+
+    printer = PythonPrinter()
+    env = envs[0] if envs else None
+    guards = [printer.doprint(g.expr) for g in (env.guards if env is not None else [])]
+    symbols = {}
+    for symbol, found in (getattr(env, "var_to_sources", None) or {}).items():
+        if found:
+            name = found[0].name
+            symbols[str(symbol)] = str(name() if callable(name) else name)
+    return {"code": codes[0], "sources": graphs[0], "params": list(inspect.signature(reference).parameters),
+            "launches": [spec.to_json() for spec in launches], "texts": texts, "guards": list(dict.fromkeys(guards)),
+            "symbols": symbols,
+            "inputs": [_described(value) for value in inputs],
+            "returns": "Tensor" if isinstance(result, torch.Tensor) else type(result).__name__}
+
+
+def _described(value: Any) -> dict:
+    """What the family was compiled for, of one input: a tensor's rank, dtype and device type; a
+    scalar's type and value (one that is no graph argument was baked into the code)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.dim(), "dtype": str(value.dtype).removeprefix("torch."), "device": value.device.type}
+    return {"scalar": type(value).__name__, "value": value}
+
+
+def _source_name(node: Any) -> str:
+    """Dynamo's name of where a graph argument comes from (``L['x'].size()[0]``), "" when unknown."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    name = getattr(source, "name", "")
+    return str(name() if callable(name) else name)
+
+
+def family_text(family: dict, kernel_names: dict[str, str], function: str = "_family") -> str:
+    """``_family(in0, ...)``'s source (module docstring), under the name ``function``.
+    ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under."""
+    from tritune.capture.spec import LaunchSpec
+
+    tree = ast.parse(family["code"])
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
+    if call is None:
+        raise GenerateError("Inductor's wrapper has no call(): no family")
+    translator = _Translator(family["sources"], family["params"], kernel_names,
+                             [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"))
+    body = translator.body(call.body)
+    if translator.launched != len(translator.launches):
+        raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
+                            f"{len(translator.launches)}: no family")
+    params = ", ".join(f"in{i}" for i in range(len(family["params"])))
+    lines = [f"def {function}({params}, _probe=False):",
+             '    """Any size of the spec\'s family (Inductor\'s kernels for symbolic sizes); None where it does not',
+             '    serve the inputs. ``_probe``: True once the inputs pass every check, before any work."""']
+    lines += ["    " + line for line in _input_checks(family)]
+    lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
+    lines.append(f"    device = {translator.device}")
+    lines += ["    " + line for line in body]
+    return "\n".join(lines) + "\n"
+
+
+def _input_checks(family: dict) -> list[str]:
+    """The inputs the family was compiled for: each tensor's rank, dtype and device type; a scalar
+    that is a graph argument by its type, any other by its value (Dynamo baked it in)."""
+    spelt = {SOURCE.match(s)["name"] for s in family["sources"] if SOURCE.match(s or "") and not
+             SOURCE.match(s)["what"] and not SOURCE.match(s)["offset"]}
+    checks = []
+    for i, (param, found) in enumerate(zip(family["params"], family["inputs"])):
+        if "tensor" in found:
+            checks.append(f"isinstance(in{i}, torch.Tensor) and in{i}.dim() == {found['tensor']} and "
+                          f"in{i}.dtype == torch.{found['dtype']} and in{i}.device.type == {found['device']!r}")
+        elif param in spelt:
+            checks.append(f"type(in{i}) is {found['scalar']}")
+        else:
+            value = found["value"]
+            if isinstance(value, float) and value != value:
+                checks.append(f"type(in{i}) is float and in{i} != in{i}")
+            else:
+                checks.append(f"type(in{i}) is {found['scalar']} and in{i} == {value!r}")
+    return [f"if not ({check}):", "    return None"] if (check := " and ".join(f"({c})" for c in checks)) else []
+
+
+class _Translator:
+    def __init__(self, sources: list[str], params: list[str], names: dict[str, str], launches: list[Any],
+                 returns: str):
+        self.params, self.names, self.launches, self.returns = params, names, launches, returns
+        self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
+        self.sources = sources
+        self.launched = 0
+        self.device = "None"
+        self.probed = False  # the probe's return is written (before the first allocation or launch)
+
+    def body(self, statements: list[ast.stmt]) -> list[str]:
+        lines: list[str] = []
+        for statement in statements:
+            lines += self.statement(statement)
+        return lines
+
+    def guards(self, guards: list[str], symbols: dict[str, str]) -> list[str]:
+        """Dynamo's guards on the sizes (``s77 > 3``, equal sizes, int32 bounds), each symbol bound
+        from the input it came from: where they fail, the code was not made for these sizes."""
+        if not guards:
+            return []
+        names = sorted({n.id for g in guards for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)})
+        unknown = [n for n in names if n not in symbols]
+        if unknown:
+            raise GenerateError(f"a guard reads {', '.join(unknown)}, which no input's size gives: no family")
+        lines = [f"{name} = {self._spell(symbols[name])}" for name in names]
+        for guard in guards:
+            self.expression(ast.parse(guard, mode="eval").body)  # arithmetic and comparisons only
+        return lines + [f"if not ({' and '.join(f'({g})' for g in guards)}):", "    return None  # Dynamo's guards"]
+
+    def statement(self, node: ast.stmt) -> list[str]:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) and _is_name(node.value, "args"):
+            return self._arguments(node)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            return self._call(node.value)
+        if isinstance(node, ast.Delete):
+            return []
+        if isinstance(node, ast.With):  # a device guard: its body, on the inputs' device
+            return self.body(node.body)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return self._assign(node.targets[0].id, node.value)
+        if isinstance(node, ast.Return):
+            return self._probe() + [f"return {self._returned(node.value)}"]
+        raise GenerateError(f"Inductor's wrapper does {_short(node)}: no family")
+
+    def _arguments(self, node: ast.Assign) -> list[str]:
+        names = [e.id for e in node.targets[0].elts if isinstance(e, ast.Name)]
+        if len(names) != len(self.sources):
+            raise GenerateError(f"the wrapper takes {len(names)} arguments, the graph {len(self.sources)}: no family")
+        lines = []
+        for name, source in zip(names, self.sources):
+            spelt = self._spell(source)
+            self.bound[name] = spelt
+            lines.append(f"{name} = {spelt}")
+            if self.device == "None" and re.fullmatch(r"in\d+", spelt):
+                self.device = f"{spelt}.device if isinstance({spelt}, torch.Tensor) else None"
+        return lines
+
+    def _spell(self, source: str) -> str:
+        found = SOURCE.match(source or "")
+        if found is None or found["name"] not in self.params:
+            raise GenerateError(f"a graph argument comes from {source!r}, not from an input or its sizes: no family")
+        base = f"in{self.params.index(found['name'])}"
+        if found["what"]:
+            return f"{base}.{found['what']}({found['dim']})"
+        if found["offset"]:
+            return f"{base}.storage_offset()"
+        return base
+
+    def _call(self, call: ast.Call) -> list[str]:
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if _is_attribute(func, "clear") or name in DROPPED_CALLS:
+            return []
+        if name == "assert_size_stride":
+            tensor, sizes, strides = (self.expression(a) for a in call.args[:3])
+            return [f"if tuple({tensor}.size()) != {sizes} or tuple({tensor}.stride()) != {strides}:",
+                    "    return None  # another layout or size pattern: not this family"]
+        if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
+            return self._launch(func.value.id, call)
+        raise GenerateError(f"Inductor's wrapper calls {ast.unparse(func)}: work outside Triton, no family")
+
+    def _assign(self, target: str, value: ast.expr) -> list[str]:
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in DROPPED_CALLS:
+                return []
+            if name in ALLOCATORS:
+                sizes, strides, dtype = (self.expression(a) for a in value.args[:3])
+                return self._probe() + [f"{target} = torch.empty_strided({sizes}, {strides}, dtype={dtype}, "
+                                        "device=device)"]
+        return [f"{target} = {self.expression(value)}"]
+
+    def _launch(self, kernel: str, call: ast.Call) -> list[str]:
+        if kernel not in self.names:
+            raise GenerateError(f"the wrapper launches {kernel}, which the compile did not record: no family")
+        if self.launched >= len(self.launches):
+            raise GenerateError("the wrapper launches more kernels than the compile recorded: no family")
+        spec = self.launches[self.launched]
+        self.launched += 1
+        if spec.kernel != kernel:
+            raise GenerateError(f"the wrapper's launch {self.launched} is {kernel}, the compile's {spec.kernel}: no family")
+        runtime = [a for a in spec.args if a.kind != "constexpr"]
+        args = [self.expression(a) for a in call.args]
+        if len(args) != len(runtime):
+            raise GenerateError(f"{kernel}: the wrapper passes {len(args)} arguments, the kernel takes "
+                                f"{len(runtime)}: no family")
+        written = [arg for arg, given in zip(runtime, args) if arg.kind == "tensor" and arg.written
+                   and re.fullmatch(r"in\d+", self.bound.get(given, ""))]
+        if written:
+            raise GenerateError(f"{kernel} writes into input {written[0].name}: no family (kernel.py never changes "
+                                "its caller's tensors)")
+        scalars = {arg.name: given for arg, given in zip(runtime, args)}
+        constexprs = {k: v for k, v in spec.constexprs.items()}
+        if kernel.startswith("triton_per_") and "R0_BLOCK" in constexprs and "r0_numel" in scalars:
+            constexprs["R0_BLOCK"] = f"triton.next_power_of_2({scalars['r0_numel']})"
+        settings = [f"{k}={v if isinstance(v, str) and k == 'R0_BLOCK' else repr(v)}" for k, v in constexprs.items()]
+        settings += [f"{k}={v!r}" for k, v in spec.options.items()]
+        grid = _grid(spec.grid_rule, constexprs, scalars)
+        return self._probe() + [f"{self.names[kernel]}[{grid}]({', '.join(args + settings)})"]
+
+    def _returned(self, value: ast.expr | None) -> str:
+        """The wrapper's outputs in the reference's container (one tensor, a tuple, a list)."""
+        if not isinstance(value, (ast.Tuple, ast.List)):
+            raise GenerateError("Inductor's wrapper returns no tuple of outputs: no family")
+        items = [self.expression(e) for e in value.elts]
+        if self.returns == "Tensor":
+            if len(items) != 1:
+                raise GenerateError(f"the wrapper returns {len(items)} values for the reference's one tensor: no family")
+            return items[0]
+        text = ", ".join(items)
+        return f"[{text}]" if self.returns == "list" else f"({text}{',' if len(items) == 1 else ''})"
+
+    def _probe(self) -> list[str]:
+        if self.probed:
+            return []
+        self.probed = True
+        return ["if _probe:", "    return True"]
+
+    def expression(self, node: ast.expr) -> str:
+        shape_reads = {id(sub.func) for sub in ast.walk(node) if _is_shape_read(sub)}
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                func = sub.func
+                name = func.id if isinstance(func, ast.Name) else None
+                if name == "reinterpret_tensor" or id(func) in shape_reads:
+                    continue
+                if name not in SAFE_FUNCTIONS and not _is_dtype(func):
+                    raise GenerateError(f"Inductor's wrapper computes {ast.unparse(sub)[:80]}: no family")
+            elif isinstance(sub, ast.Subscript) and not (isinstance(sub.value, ast.Name)
+                                                         and isinstance(sub.slice, ast.Constant)):
+                raise GenerateError(f"Inductor's wrapper computes {ast.unparse(sub)[:80]}: no family")
+            elif isinstance(sub, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+                raise GenerateError(f"Inductor's wrapper computes {ast.unparse(sub)[:80]}: no family")
+            elif isinstance(sub, ast.Attribute) and not _is_dtype(sub) and id(sub) not in shape_reads:
+                raise GenerateError(f"Inductor's wrapper reads {ast.unparse(sub)[:80]}: no family")
+        return ast.unparse(_Reinterpret().visit(node))
+
+
+class _Reinterpret(ast.NodeTransformer):
+    """``reinterpret_tensor(t, size, stride, offset)``: a view of ``t``'s storage ``offset`` elements
+    past ``t``'s own offset."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "reinterpret_tensor" and len(node.args) == 4:
+            base, size, stride, offset = node.args
+            text = (f"{ast.unparse(base)}.as_strided({ast.unparse(size)}, {ast.unparse(stride)}, "
+                    f"{ast.unparse(base)}.storage_offset() + {ast.unparse(offset)})")
+            return ast.parse(text, mode="eval").body
+        return node
+
+
+def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
+    """The launch's grid as Python over its scalar arguments' expressions (Inductor's own
+    ``GridExpr``, its block sizes filled in)."""
+    from torch._inductor.runtime import triton_heuristics
+
+    if not rule or rule.get("kind") != "inductor":
+        raise GenerateError("a launch without Inductor's grid rule: no family")
+    meta = dict(rule.get("inductor_meta") or {"grid_type": rule.get("grid_type")})
+    blocks = {k: v for k, v in constexprs.items() if isinstance(v, int) and not isinstance(v, bool)}
+    try:
+        expr = triton_heuristics.GridExpr.from_meta(meta, blocks)
+    except Exception as exc:  # noqa: BLE001 - a grid type this torch does not know
+        raise GenerateError(f"grid {meta.get('grid_type')}: {type(exc).__name__}: no family") from None
+    parts = [str(getattr(expr, axis)) for axis in ("x_grid", "y_grid", "z_grid")]
+    names = sorted({n for part in parts for n in re.findall(r"[A-Za-z_]\w*", part)})
+    missing = [n for n in names if n not in scalars and n not in constexprs]
+    if missing:
+        raise GenerateError(f"grid {meta.get('grid_type')} reads {', '.join(missing)}: no family")
+    values = {**{k: str(v) for k, v in constexprs.items()}, **scalars}
+    return "(" + ", ".join(re.sub(r"[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})", part)
+                           for part in parts) + ")"
+
+
+def _is_shape_read(node: ast.AST) -> bool:
+    """``t.size()``, ``t.stride()``, ``t.storage_offset()`` of a name (the wrapper reads sizes so)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+        and node.func.attr in ("size", "stride", "storage_offset") and isinstance(node.func.value, ast.Name)
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_attribute(node: ast.AST, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    """``torch.float32`` and the like: the one attribute read the wrapper may make."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+        and isinstance(getattr(__import__("torch"), node.attr, None), __import__("torch").dtype)
+
+
+def _short(node: ast.AST) -> str:
+    return " ".join(ast.unparse(node).split())[:80]

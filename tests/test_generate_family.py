@@ -1,0 +1,161 @@
+"""``tritune generate``'s launcher for any size of a spec's family (``generate/family.py``) on the
+CPU: Inductor's kernels compiled for symbolic sizes, run on Triton's interpreter. kernel.py serves
+sizes it was not generated for, with torch and Triton alone; what the family does not serve is a
+clear error; a wrong family is caught by the sampled sizes and left out; a wrapper doing work
+outside Triton is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tritune.generate import family as fam  # noqa: E402
+from tritune.generate.inductor import GenerateError  # noqa: E402
+from tritune.generate.run import GenerateSettings, generate  # noqa: E402
+
+SPEC = '''
+import torch
+name = "bias_relu_sum"
+
+def reference(x, bias, scale):
+    y = torch.relu(x + bias) * scale
+    return y, y.sum(-1)
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(6, 40, generator=g).to(device), torch.randn(40, generator=g).to(device), 2.0)]
+'''
+
+QUIET = GenerateSettings(budget_s=0, bench=False, interpret=True)
+
+# kernel.py in a fresh interpreter that cannot import tritune, on sizes no case had
+UNSEEN = """
+import importlib.abc, importlib.util, sys, torch
+
+class NoTritune(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tritune":
+            raise ImportError("kernel.py imports tritune")
+
+sys.meta_path.insert(0, NoTritune())
+spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
+kernel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kernel)
+g = torch.Generator().manual_seed(1)
+for rows, cols in ((5, 33), (1, 7), (3, 1), (37, 130), (0, 9)):
+    x, bias = torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
+    y, total = kernel.run(x, bias, 2.0)
+    want = torch.relu(x + bias) * 2.0
+    print(rows, cols, kernel.serves(x, bias, 2.0), torch.allclose(y, want), torch.allclose(total, want.sum(-1), atol=1e-5))
+for args in ((torch.randn(2, 3, 4), torch.randn(4), 2.0), (torch.randn(3, 4).double(), torch.randn(4).double(), 2.0),
+             (torch.randn(4, 3).t(), torch.randn(4), 2.0), (torch.randn(3, 4), torch.randn(4), 3.0)):
+    try:
+        kernel.run(*args)
+        print("served", kernel.serves(*args))
+    except ValueError as exc:
+        print("refused", kernel.serves(*args), str(exc).split(":")[0])
+"""
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _generate(tmp_path: Path) -> dict:
+    (tmp_path / "spec.py").write_text(SPEC)
+    return generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+
+
+def test_kernel_py_serves_unseen_sizes_with_torch_and_triton_alone(tmp_path, interpreted):
+    result = _generate(tmp_path)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert result["family"] == {"emitted": True, "sampled": 16, "served": 16}
+    assert "16 of 16 sampled sizes of the family" in result["check"]["message"]
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert "\nFAMILY = True\n" in text and "def _family_0(in0, in1, in2, _probe=False):" in text
+    assert "tritune" not in text.split('"""', 2)[2]  # no import of it (its docstring names the generator)
+    done = subprocess.run([sys.executable, "-c", UNSEEN, str(tmp_path / "out" / "kernel.py")], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[:5] == [f"{r} {c} True True True" for r, c in ((5, 33), (1, 7), (3, 1), (37, 130), (0, 9))]
+    # another rank, another dtype, another layout, another value of a float the reference was given
+    assert lines[5:] == ["refused False bias_relu_sum"] * 4
+    saved = json.loads((tmp_path / "out" / "generate.json").read_text())
+    assert saved["family"]["served"] == 16
+
+
+def test_a_family_with_a_wrong_grid_is_caught_and_left_out(tmp_path, interpreted, monkeypatch):
+    real = fam._grid
+
+    def halved(rule, constexprs, scalars):  # half the programs on the first axis: rows left unwritten
+        x, rest = real(rule, constexprs, scalars)[1:-1].split(", ", 1)
+        return f"(max(1, ({x}) // 2), {rest})"
+
+    monkeypatch.setattr(fam, "_grid", halved)
+    result = _generate(tmp_path)
+    assert result["check"]["ok"], result["check"]["message"]  # the per-case launchers alone
+    assert result["family"]["emitted"] is False
+    notes = " ".join(result["notes"])
+    assert "made again without the launchers for other sizes" in notes and "case 'family" in notes
+    assert "\nFAMILY = False\n" in (tmp_path / "out" / "kernel.py").read_text()
+
+
+WRAPPER = '''
+def call(self, args):
+    arg0_1, arg1_1, arg2_1 = args
+    args.clear()
+    s0 = arg0_1
+    buf0 = empty_strided_cuda((s0, 16), (16, 1), torch.float32)
+    {line}
+    return (buf0, )
+'''
+
+
+@pytest.mark.parametrize("line, says", [
+    ("extern_kernels.mm(arg1_1, arg2_1, out=buf0)", "calls extern_kernels.mm"),
+    ("torch.ops.aten.copy_(buf0, arg1_1)", "calls torch.ops.aten.copy_"),
+    ("buf1 = arg1_1.data_ptr()", "computes arg1_1.data_ptr()"),
+    ("buf1 = os.environ", "reads os.environ"),
+    ("import os", "does import os"),
+])
+def test_a_wrapper_doing_anything_else_is_one_line(line, says):
+    family = {"code": WRAPPER.format(line=line), "sources": ["L['x'].size()[0]", "L['x']", "L['w']"],
+              "params": ["x", "w"], "launches": [], "inputs": [{"tensor": 2, "dtype": "float32", "device": "cuda"}] * 2,
+              "returns": "Tensor"}
+    with pytest.raises(GenerateError) as caught:
+        fam.family_text(family, {})
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_graph_argument_from_anywhere_but_the_inputs_is_refused():
+    family = {"code": WRAPPER.format(line="pass"), "sources": ["G['weights'].size()[0]", "L['x']", "L['w']"],
+              "params": ["x", "w"], "launches": [], "returns": "Tensor",
+              "inputs": [{"tensor": 2, "dtype": "float32", "device": "cuda"}] * 2}
+    with pytest.raises(GenerateError, match="not from an input or its sizes"):
+        fam.family_text(family, {})
+
+
+TWO_DTYPES = SPEC.replace(
+    "return [(torch.randn(6, 40, generator=g).to(device), torch.randn(40, generator=g).to(device), 2.0)]",
+    "x, bias = torch.randn(6, 40, generator=g).to(device), torch.randn(40, generator=g).to(device)\n"
+    "    return [(x, bias, 2.0), (x.double(), bias.double(), 2.0)]")
+
+
+def test_each_dtype_pattern_of_the_cases_gets_a_family(tmp_path, interpreted):
+    assert TWO_DTYPES != SPEC
+    (tmp_path / "spec.py").write_text(TWO_DTYPES)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert result["family"] == {"emitted": True, "sampled": 32, "served": 32}  # 16 sizes per dtype pattern
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert "in0.dtype == torch.float32" in text and "in0.dtype == torch.float64" in text
+    assert "for family in (_family_0, _family_1, ):" in text
