@@ -5,8 +5,8 @@ For each spec of ``benchmarks/generate_specs/`` named (default: bias_gelu_tanh),
 1. ``tritune generate SPEC`` (model-free, ``--budget-s`` default 0: Inductor's configurations, no
    search; no benchmark of the spec's own cases) into ``WORK/NAME``;
 2. an *unseen* spec beside it: the same ``reference``, and inputs at sizes none of the spec's cases
-   has (``UNSEEN``: each dim of the spec's first frame scaled, odd sizes among them, one with a
-   single row, the bias following the last dim), in every dtype of the spec's cases;
+   has (``UNSEEN``: each dim of the spec's largest frame scaled, ``--base first`` its first; odd
+   sizes, one with a single row, the bias following the last dim), in every dtype of the spec's cases;
 3. ``check_job`` of kernel.py on the unseen spec (the same verification as every generated module:
    guards, poison, tolerance table, a launch required) and ``bench_job`` on it: kernel.py against
    eager and ``torch.compile`` (default mode; ``--modes`` for more), p50 of interleaved CUDA-event
@@ -79,6 +79,8 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=0.0)
     parser.add_argument("--limit-s", type=float, default=420.0)
     parser.add_argument("--modes", nargs="*", default=["eager", "compile"])
+    parser.add_argument("--base", choices=("largest", "first"), default="largest",
+                        help="the case whose frame the unseen sizes scale")
     parser.add_argument("--interpret", action="store_true",
                         help="CPU smoke: Triton's interpreter (TRITON_INTERPRET=1, TRITUNE_SPEC_SMALL=1), no timings")
     args = parser.parse_args()
@@ -112,7 +114,9 @@ def main() -> int:
         kernel = work / name / "kernel.py"
         spec = load_spec(spec_path, device=device, check=False)
         cases = spec.cases(device)
-        frame = tuple(cases[0].tensors[0].shape)
+        # the sizes scale the spec's largest frame (``--base smallest``: its first), so most are large
+        frames = [tuple(c.tensors[0].shape) for c in cases]
+        frame = frames[0] if args.base == "first" else max(frames, key=lambda f: (len(f), __import__("math").prod(f)))
         dtypes = list(dict.fromkeys(str(c.tensors[0].dtype).removeprefix("torch.") for c in cases))
         unseen = work / name / "unseen_spec.py"
         unseen.write_text(UNSEEN_SPEC.format(path=str(spec_path), shapes=unseen_frames(frame), dtypes=dtypes))
