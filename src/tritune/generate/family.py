@@ -51,15 +51,22 @@ SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<d
 
 
 def patterns(cases: list) -> list:
-    """The first case of each pattern of input dtypes (a family is compiled for one: ``_family``
-    checks each tensor's dtype)."""
+    """The largest case (most elements in all) of each pattern of input dtypes: a family is compiled
+    for one (``_family`` checks each tensor's dtype), and its kernels keep the configuration
+    Inductor chose for that case, which suits the large sizes, where it matters (a small one is
+    bound by its launch; measured 2026-11-29, ``benchmarks/results/generate-family/``)."""
     import torch
 
-    first: dict[tuple, Any] = {}
+    largest: dict[tuple, Any] = {}
     for case in cases:
-        first.setdefault(tuple(str(t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
-                               for t in case.tensors), case)
-    return list(first.values())
+        key = tuple(str(t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in case.tensors)
+        if key not in largest or _elements(case) > _elements(largest[key]):
+            largest[key] = case
+    return list(largest.values())
+
+
+def _elements(case: Any) -> int:
+    return sum(t.numel() for t in case.tensors if hasattr(t, "numel"))
 
 
 def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) -> dict:
