@@ -1,13 +1,14 @@
 """``tritune generate``'s launcher for any size of a spec's family (``generate/family.py``) on the
 CPU: Inductor's kernels compiled for symbolic sizes, run on Triton's interpreter. kernel.py serves
-sizes it was not generated for, with torch and Triton alone; what the family does not serve is a
-clear error; a wrong family is caught by the sampled sizes and left out; a wrapper doing work
+sizes it was not generated for, with torch and Triton alone, also as a torch operator inside a
+torch.compile'd model (no graph break); what the family does not serve is a clear error; a wrong family is caught by the sampled sizes and left out; a wrapper doing work
 outside Triton is one line."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,17 @@ for rows, cols in ((5, 33), (1, 7), (3, 1), (37, 130), (0, 9)):
     y, total = kernel.run(x, bias, 2.0)
     want = torch.relu(x + bias) * 2.0
     print(rows, cols, kernel.serves(x, bias, 2.0), torch.allclose(y, want), torch.allclose(total, want.sum(-1), atol=1e-5))
+# the operator, inside a model torch.compile traces whole (fullgraph: a graph break is an error)
+def model(x, bias):
+    y, total = kernel.op(x, bias, 2.0)
+    return y * 3, total + 1
+
+compiled = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=True)
+for rows, cols in ((5, 33), (9, 17)):
+    x, bias = torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
+    y, total = compiled(x, bias)
+    want = torch.relu(x + bias) * 2.0
+    print("op", rows, cols, torch.allclose(y, want * 3), torch.allclose(total, want.sum(-1) + 1, atol=1e-5))
 for args in ((torch.randn(2, 3, 4), torch.randn(4), 2.0), (torch.randn(3, 4).double(), torch.randn(4).double(), 2.0),
              (torch.randn(4, 3).t(), torch.randn(4), 2.0), (torch.randn(3, 4), torch.randn(4), 3.0)):
     try:
@@ -80,15 +92,17 @@ def test_kernel_py_serves_unseen_sizes_with_torch_and_triton_alone(tmp_path, int
     assert result["family"] == {"emitted": True, "sampled": 16, "served": 16}
     assert "16 of 16 sampled sizes of the family" in result["check"]["message"]
     text = (tmp_path / "out" / "kernel.py").read_text()
-    assert "\nFAMILY = True\n" in text and "def _family_0(in0, in1, in2, _probe=False):" in text
-    assert "tritune" not in text.split('"""', 2)[2]  # no import of it (its docstring names the generator)
+    assert "\nFAMILY = True\n" in text and "def _family_0(in0, in1, in2, _probe=False, _fake=False):" in text
+    assert not re.search(r"^\s*(import|from)\s+tritune\b", text, re.M)  # and the subprocess below cannot import it
     done = subprocess.run([sys.executable, "-c", UNSEEN, str(tmp_path / "out" / "kernel.py")], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[:5] == [f"{r} {c} True True True" for r, c in ((5, 33), (1, 7), (3, 1), (37, 130), (0, 9))]
+    assert lines[5:7] == ["op 5 33 True True", "op 9 17 True True"]
     # another rank, another dtype, another layout, another value of a float the reference was given
-    assert lines[5:] == ["refused False bias_relu_sum"] * 4
+    assert lines[7:] == ["refused False bias_relu_sum"] * 4
+    assert str(torch.ops.tritune_generated) and "@torch.library.custom_op(\"tritune_generated::bias_relu_sum\"" in text
     saved = json.loads((tmp_path / "out" / "generate.json").read_text())
     assert saved["family"]["served"] == 16
 

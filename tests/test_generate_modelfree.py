@@ -43,7 +43,11 @@ def inputs(device):
     return [(torch.randn(16, 32, device=device), torch.randn(32, 16, device=device), torch.randn(16, device=device))]
 '''
 
-QUIET = GenerateSettings(budget_s=0, bench=False, interpret=True)
+QUIET = GenerateSettings(budget_s=0, bench=False, interpret=True, family=False)  # kernel.py's family: its own tests
+
+
+def _quiet(budget_s: float) -> GenerateSettings:
+    return GenerateSettings(budget_s=budget_s, bench=False, interpret=True, family=False)
 
 
 def _spec(tmp_path: Path, text: str = SPEC) -> Path:
@@ -110,7 +114,7 @@ def _planted(monkeypatch, make):
 
 def test_a_decided_config_is_baked_in_with_its_grid(tmp_path, interpreted, monkeypatch):
     _planted(monkeypatch, lambda spec, capture: Variant(name="x16", constexprs={"XBLOCK": 16}))
-    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+    result = generate(_spec(tmp_path), tmp_path / "out", _quiet(1),
                       log=lambda line: None)
     assert result["check"]["ok"]
     text = (tmp_path / "out" / "kernel.py").read_text()
@@ -125,7 +129,7 @@ def test_a_wrong_decision_is_caught_and_inductors_configuration_kept(tmp_path, i
         return Variant(name="planted", source=source.replace("2.0", "3.0"))
 
     _planted(monkeypatch, wrong)
-    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+    result = generate(_spec(tmp_path), tmp_path / "out", _quiet(1),
                       log=lambda line: None)
     assert result["check"]["ok"]
     assert any("failed verification (wrong_result: case 'spec 0'" in note for note in result["notes"])
@@ -134,7 +138,7 @@ def test_a_wrong_decision_is_caught_and_inductors_configuration_kept(tmp_path, i
 
 def test_a_decision_that_needs_tritune_at_run_time_is_not_baked(tmp_path, interpreted, monkeypatch):
     _planted(monkeypatch, lambda spec, capture: Variant(name="p", passes=("merge-redundant-loads",)))
-    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=1, bench=False, interpret=True),
+    result = generate(_spec(tmp_path), tmp_path / "out", _quiet(1),
                       log=lambda line: None)
     assert result["check"]["ok"]
     assert any("not baked in: compiler passes" in note for note in result["notes"])
@@ -260,7 +264,7 @@ def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, i
         return real_plan(capture, folder, body, settings, result, log)
 
     monkeypatch.setattr(flow, "_optimize", keep_plans)
-    result = generate(_spec(tmp_path), tmp_path / "out", GenerateSettings(budget_s=60, bench=False, interpret=True),
+    result = generate(_spec(tmp_path), tmp_path / "out", _quiet(60),
                       log=lambda line: None)
     assert result["check"]["ok"]
     plans = seen["plans"]

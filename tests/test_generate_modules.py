@@ -111,7 +111,7 @@ def planted(capture, folder, settings, kernels, result, field, log, only=None):
 flow._loop_on = planted
 from tritune.generate.run import GenerateSettings, generate
 from tritune.llm.family import LLMSettings
-result = generate(sys.argv[1], sys.argv[2], GenerateSettings(budget_s=1, bench=False, interpret=True,
+result = generate(sys.argv[1], sys.argv[2], GenerateSettings(budget_s=1, bench=False, interpret=True, family=False,
                   llm=LLMSettings(url=sys.argv[4], model="scripted")), log=lambda line: None)
 print(json.dumps({"paths": result["paths"], "notes": result["notes"], "ok": result["check"]["ok"],
                   "winner": result["winner"]}))

@@ -170,14 +170,57 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
                             f"{len(translator.launches)}: no family")
     params = ", ".join(f"in{i}" for i in range(len(family["params"])))
-    lines = [f"def {function}({params}, _probe=False):",
+    lines = [f"def {function}({params}, _probe=False, _fake=False):",
              '    """Any size of the spec\'s family (Inductor\'s kernels for symbolic sizes); None where it does not',
-             '    serve the inputs. ``_probe``: True once the inputs pass every check, before any work."""']
+             '    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;',
+             '    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""']
     lines += ["    " + line for line in _input_checks(family)]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
     lines.append(f"    device = {translator.device}")
     lines += ["    " + line for line in body]
     return "\n".join(lines) + "\n"
+
+
+def operator_text(family: dict, name: str) -> str:
+    """``op``: ``run`` as the torch operator ``tritune_generated::<name>`` (``torch.library.custom_op``),
+    its fake implementation the family's allocations without launches, so that a ``torch.compile``d
+    model calls it without a graph break. Typed from the inputs the family was compiled for."""
+    tree = ast.parse(family["code"])
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
+    returned = next((n.value for n in ast.walk(call) if isinstance(n, ast.Return)), None) if call else None
+    count = len(returned.elts) if isinstance(returned, (ast.Tuple, ast.List)) else 0
+    kind = family.get("returns", "tuple")
+    if count < 1 or (kind == "Tensor" and count != 1):
+        raise GenerateError("no operator: the wrapper's outputs do not match the reference's")
+    result = {"Tensor": "torch.Tensor", "list": "list[torch.Tensor]"}.get(kind, f"tuple[{', '.join(['torch.Tensor'] * count)}]")
+    params = [f"in{i}: {'torch.Tensor' if 'tensor' in item else item['scalar']}" for i, item in enumerate(family["inputs"])]
+    names = ", ".join(f"in{i}" for i in range(len(family["inputs"])))
+    op = re.sub(r"\W", "_", name)
+    op = op if op[:1].isalpha() else f"k_{op}"
+    return f'''def _operator():
+    """``run`` as the torch operator ``torch.ops.tritune_generated.{op}`` (a torch.compile'd model calls it
+    without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
+    try:
+        return getattr(torch.ops.tritune_generated, {op!r})  # registered by an earlier import of this module
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("tritune_generated::{op}", mutates_args=())
+    def {op}({", ".join(params)}) -> {result}:
+        return run({names})
+
+    @{op}.register_fake
+    def _({names}):
+        found = _family({names}, _fake=True)
+        if found is None:
+            raise ValueError(f"{{_NAME}}: no kernel for these inputs' ranks, dtypes or layouts")
+        return found
+
+    return {op}
+
+
+op = _operator()
+'''
 
 
 def _input_checks(family: dict) -> list[str]:
@@ -321,7 +364,7 @@ class _Translator:
         settings = [f"{k}={v if isinstance(v, str) and k == 'R0_BLOCK' else repr(v)}" for k, v in constexprs.items()]
         settings += [f"{k}={v!r}" for k, v in spec.options.items()]
         grid = _grid(spec.grid_rule, constexprs, scalars)
-        return self._probe() + [f"{self.names[kernel]}[{grid}]({', '.join(args + settings)})"]
+        return self._probe() + ["if not _fake:", f"    {self.names[kernel]}[{grid}]({', '.join(args + settings)})"]
 
     def _returned(self, value: ast.expr | None) -> str:
         """The wrapper's outputs in the reference's container (one tensor, a tuple, a list)."""

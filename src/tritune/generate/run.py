@@ -55,6 +55,7 @@ class GenerateSettings:
     max_iterations: int = 15
     bench: bool = True
     interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (inductor.on_interpreter)
+    family: bool = True  # kernel.py also serves other sizes of the spec's family (``family``; tests turn it off)
     unsafe_no_jail: bool = False  # the workers run unjailed (``worker.jail``; ``--unsafe-no-jail``)
 
 
@@ -178,7 +179,7 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     log(f"{spec.name}: compiling the reference with torch.compile for each case (model-free path)")
     captured = worker.call("tritune.generate.inductor:capture_job",
                            {"spec": str(spec.path), "device": device, "capture": str(capture), "derived": True,
-                            "interpret": settings.interpret}, timeout_s=CAPTURE_TIMEOUT_S)
+                            "interpret": settings.interpret, "family": settings.family}, timeout_s=CAPTURE_TIMEOUT_S)
     if not captured.ok:
         raise GenerateError(f"{spec.name}: torch.compile of the reference failed: {captured.failure.message}")
     body = captured.value
