@@ -171,7 +171,9 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
         problem = _problem(second, case, names, expected, outputs)
     if problem is not None:
         return _Verdict(*problem, launches=launches)
-    returned = "Tensor" if isinstance(first.result, torch.Tensor) else type(first.result).__name__
+    result = first.result
+    returned = "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else \
+        "tuple" if isinstance(result, tuple) else type(result).__name__
     if kind and returned != kind:
         return _Verdict(WRONG, f"run() returns a {returned}, the reference a {kind}", launches=launches)
     got = tensors_of(first.result)

@@ -23,6 +23,7 @@ on it (a spec that needs a multiple of 16 gets no odd case).
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from tritune.generate.spec import Case, GenSpec, SpecError, shapes_text
@@ -87,15 +88,18 @@ FAMILY_GROWTH = 4  # a sampled dim reaches up to this many times the case's (som
 def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMILY_CASES) -> list[Case]:
     """Sizes of the spec's family its own cases do not show: for the first case of each pattern of
     tensor dtypes, ``count`` frames drawn from one seeded generator, each dim from 1 to
-    ``FAMILY_GROWTH`` times the case's (the first frame all odd, the second with every leading dim 1,
-    the last ``FAMILY_GROWTH`` times the case's in its first dim), broadcast kept as ``resized``
-    keeps it. Labelled ``family N``, ``derived=True``; a frame the reference refuses is skipped."""
+    ``FAMILY_GROWTH`` times the case's, at most ``FAMILY_GROWTH`` times its elements in all, none with
+    the shapes of a case or a derived case (kernel.py serves those by their own launchers). The first
+    frame has every dim doubled and odd, the second single rows of another width, the third
+    ``FAMILY_GROWTH`` times the case's first dim; broadcast is kept as ``resized`` keeps it. Labelled
+    ``family N``, ``derived=True``; a frame the reference refuses is drawn again."""
     import random
 
     import torch
 
     draw = random.Random(seed)
-    cases, seen, generators = [], set(), {}
+    # not the shapes of the spec's cases nor of the derived ones: kernel.py serves those by their own launchers
+    cases, seen, generators = [], {shapes_text(c.tensors) for c in spec.cases(device) + derived_cases(spec, device)}, {}
     patterns: dict[tuple, Case] = {}
     for case in spec.cases(device):
         patterns.setdefault(tuple(str(t.dtype) for t in case.tensors if isinstance(t, torch.Tensor)), case)
@@ -104,15 +108,22 @@ def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMI
         frame = _frame([t.shape for t in tensors if isinstance(t, torch.Tensor)])
         if not frame:
             continue
-        for k in range(count):
+        made = 0
+        for k in range(count * 4):  # a frame the cases have, or the reference refuses, is drawn again
+            if made == count:
+                break
             if k == 0:
-                target = odd(frame)
-            elif k == 1:
-                target = one_row(frame)
-            elif k == count - 1:
+                target = odd(tuple(2 * d for d in frame))
+            elif k == 1:  # single rows of another width: sizes of 1, which symbolic sizes leave to the cases
+                target = one_row(frame)[:-1] + (odd_size(frame[-1] + 2),)
+            elif k == 2:
                 target = (FAMILY_GROWTH * frame[0],) + frame[1:]
             else:
                 target = tuple(draw.randint(1, max(2, FAMILY_GROWTH * d)) for d in frame)
+                total, limit = math.prod(target), FAMILY_GROWTH * math.prod(frame)
+                if total > limit:  # at most FAMILY_GROWTH times the case's elements: a rank-4 spec's 4x each dim is 256x
+                    scale = (limit / total) ** (1 / len(target))
+                    target = tuple(max(1, int(d * scale)) for d in target)
             args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                          if isinstance(t, torch.Tensor) else t for t in tensors)
             if shapes_text(args) in seen:
@@ -124,6 +135,7 @@ def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMI
                 continue
             seen.add(shapes_text(args))
             cases.append(case)
+            made += 1
     return cases
 
 

@@ -89,8 +89,9 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
     for family in families:
         try:
             launchers.append(_family(family, functions, imports, f"_family_{len(launchers)}"))
-        except GenerateError as exc:
-            notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
+            notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
+                         f"{exc if isinstance(exc, GenerateError) else f'{type(exc).__name__}: {exc}'}"[:300])
     body = [_docstring(name, origin, plans, bool(launchers)), "import torch", "import triton",
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
@@ -114,6 +115,8 @@ def _family(family: dict, functions: dict[str, str], imports: list[str], label: 
     """The family's launcher, named ``label``; its kernels join ``functions`` and their imports ``imports``."""
     names, found, used_all = {}, {}, []
     for step in family["launches"]:
+        if step.get("source") not in family.get("texts", {}):
+            raise GenerateError(f"{step['kernel']}: its source was not recorded")
         function, used = _function(family["texts"][step["source"]], step["kernel"])
         used_all += used
         emitted = f"{step['kernel']}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"

@@ -46,6 +46,9 @@ from tritune.generate.inductor import GenerateError
 ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided_xpu", "empty_strided")
 DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
 SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer may write over sizes
+SCALAR_TYPES = {bool: "bool", int: "int", float: "float"}
+# names the translation binds itself, or reads: never an assignment's target in the wrapper
+RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", *SAFE_FUNCTIONS}
 SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
                     r"\.(?P<offset>storage_offset)\(\))?$")
 
@@ -102,7 +105,9 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
         def add(launch: Any, values: dict, fast_key: Any = None) -> None:
             launches.append(recorder.add(launch, values))
 
-        sizes = fx_config.patch(use_duck_shape=False, backed_size_oblivious=True)
+        # no two dims tied by an equal example size; sizes 0 and 1 stay Dynamo's special cases (the code is
+        # made for sizes >= 2, and the family checks that: ``squeeze`` of a size-oblivious 1 keeps the dim)
+        sizes = fx_config.patch(use_duck_shape=False)
         floats = torch._dynamo.config.patch(specialize_float=True)  # a float input is baked in, and checked
         with (on_interpreter() if interpret else contextlib.nullcontext()), sizes, floats, torch.no_grad():
             torch._dynamo.reset()
@@ -125,6 +130,14 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
     printer = PythonPrinter()
     env = envs[0] if envs else None
     guards = [printer.doprint(g.expr) for g in (env.guards if env is not None else [])]
+    for symbol, bounds in (getattr(env, "var_to_range", None) or {}).items():  # Dynamo's guards include them
+        for bound, compare in ((bounds.lower, ">="), (bounds.upper, "<=")):
+            try:
+                value = int(bound)  # an infinite bound (sympy's or torch's int_oo) is no guard
+            except (TypeError, ValueError, AttributeError, OverflowError):
+                continue
+            if abs(value) < 1 << 62:
+                guards.append(f"{symbol} {compare} {value}")
     symbols = {}
     for symbol, found in (getattr(env, "var_to_sources", None) or {}).items():
         if found:
@@ -134,7 +147,15 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
             "launches": [spec.to_json() for spec in launches], "texts": texts, "guards": list(dict.fromkeys(guards)),
             "symbols": symbols,
             "inputs": [_described(value) for value in inputs],
-            "returns": "Tensor" if isinstance(result, torch.Tensor) else type(result).__name__}
+            "returns": container(result)}
+
+
+def container(result: Any) -> str:
+    """What a result comes in: ``"Tensor"``, ``"list"``, or ``"tuple"`` (a named tuple, a structseq
+    such as ``max``'s, included)."""
+    import torch
+
+    return "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else "tuple"
 
 
 def _described(value: Any) -> dict:
@@ -144,7 +165,10 @@ def _described(value: Any) -> dict:
 
     if isinstance(value, torch.Tensor):
         return {"tensor": value.dim(), "dtype": str(value.dtype).removeprefix("torch."), "device": value.device.type}
-    return {"scalar": type(value).__name__, "value": value}
+    kind = SCALAR_TYPES.get(type(value))  # the exact type: a subclass's name would be written into kernel.py
+    if kind is None:
+        raise GenerateError(f"an input is a {type(value).__qualname__[:40]}, not exactly a bool, int or float: no family")
+    return {"scalar": kind, "value": value}
 
 
 def _source_name(node: Any) -> str:
@@ -164,7 +188,8 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     if call is None:
         raise GenerateError("Inductor's wrapper has no call(): no family")
     translator = _Translator(family["sources"], family["params"], kernel_names,
-                             [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"))
+                             [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
+                             family["inputs"])
     body = translator.body(call.body)
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
@@ -176,7 +201,11 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
              '    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""']
     lines += ["    " + line for line in _input_checks(family)]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
-    lines.append(f"    device = {translator.device}")
+    args = ", ".join(f"in{i}" for i in range(len(family["params"])))
+    lines += [f"    device = {translator.device}",
+              "    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():",
+              "        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU",
+              f"            return {function}({args}, _probe=_probe, _fake=_fake)"]
     lines += ["    " + line for line in body]
     return "\n".join(lines) + "\n"
 
@@ -229,10 +258,12 @@ def _input_checks(family: dict) -> list[str]:
     spelt = {SOURCE.match(s)["name"] for s in family["sources"] if SOURCE.match(s or "") and not
              SOURCE.match(s)["what"] and not SOURCE.match(s)["offset"]}
     checks = []
+    first = next(i for i, item in enumerate(family["inputs"]) if "tensor" in item)
     for i, (param, found) in enumerate(zip(family["params"], family["inputs"])):
         if "tensor" in found:
             checks.append(f"isinstance(in{i}, torch.Tensor) and in{i}.dim() == {found['tensor']} and "
-                          f"in{i}.dtype == torch.{found['dtype']} and in{i}.device.type == {found['device']!r}")
+                          f"in{i}.dtype == torch.{found['dtype']} and in{i}.device.type == {found['device']!r}"
+                          + (f" and in{i}.device == in{first}.device" if i != first else ""))
         elif param in spelt:
             checks.append(f"type(in{i}) is {found['scalar']}")
         else:
@@ -246,12 +277,16 @@ def _input_checks(family: dict) -> list[str]:
 
 class _Translator:
     def __init__(self, sources: list[str], params: list[str], names: dict[str, str], launches: list[Any],
-                 returns: str):
-        self.params, self.names, self.launches, self.returns = params, names, launches, returns
+                 returns: str, inputs: list[dict]):
+        self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
-        self.device = "None"
+        first = next((i for i, item in enumerate(inputs) if "tensor" in item), None)
+        if first is None:
+            raise GenerateError("no tensor input: no family")
+        self.device = f"in{first}.device"
+        self.assigned: set[str] = {f"in{i}" for i in range(len(inputs))} | {"device"}  # names the text binds
         self.probed = False  # the probe's return is written (before the first allocation or launch)
 
     def body(self, statements: list[ast.stmt]) -> list[str]:
@@ -265,11 +300,14 @@ class _Translator:
         from the input it came from: where they fail, the code was not made for these sizes."""
         if not guards:
             return []
-        names = sorted({n.id for g in guards for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)})
+        names = sorted({n.id for g in guards for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
+                       - SAFE_FUNCTIONS)
         unknown = [n for n in names if n not in symbols]
         if unknown:
             raise GenerateError(f"a guard reads {', '.join(unknown)}, which no input's size gives: no family")
         lines = [f"{name} = {self._spell(symbols[name])}" for name in names]
+        for name in names:
+            self._bind(name)
         for guard in guards:
             self.expression(ast.parse(guard, mode="eval").body)  # arithmetic and comparisons only
         return lines + [f"if not ({' and '.join(f'({g})' for g in guards)}):", "    return None  # Dynamo's guards"]
@@ -284,7 +322,9 @@ class _Translator:
         if isinstance(node, ast.With):  # a device guard: its body, on the inputs' device
             return self.body(node.body)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            return self._assign(node.targets[0].id, node.value)
+            lines = self._assign(node.targets[0].id, node.value)
+            self._bind(node.targets[0].id)
+            return lines
         if isinstance(node, ast.Return):
             return self._probe() + [f"return {self._returned(node.value)}"]
         raise GenerateError(f"Inductor's wrapper does {_short(node)}: no family")
@@ -297,10 +337,15 @@ class _Translator:
         for name, source in zip(names, self.sources):
             spelt = self._spell(source)
             self.bound[name] = spelt
+            self._bind(name)
             lines.append(f"{name} = {spelt}")
-            if self.device == "None" and re.fullmatch(r"in\d+", spelt):
-                self.device = f"{spelt}.device if isinstance({spelt}, torch.Tensor) else None"
         return lines
+
+    def _bind(self, name: str) -> None:
+        """``name`` as an assignment's target: never one the translation reads for itself."""
+        if name in RESERVED or name.startswith("__") or re.fullmatch(r"in\d+|_family\w*", name):
+            raise GenerateError(f"Inductor's wrapper assigns {name!r}: no family")
+        self.assigned.add(name)
 
     def _spell(self, source: str) -> str:
         found = SOURCE.match(source or "")
@@ -319,6 +364,8 @@ class _Translator:
         if _is_attribute(func, "clear") or name in DROPPED_CALLS:
             return []
         if name == "assert_size_stride":
+            if len(call.args) < 3 or call.keywords:
+                raise GenerateError(f"Inductor's wrapper calls {_short(call)}: no family")
             tensor, sizes, strides = (self.expression(a) for a in call.args[:3])
             return [f"if tuple({tensor}.size()) != {sizes} or tuple({tensor}.stride()) != {strides}:",
                     "    return None  # another layout or size pattern: not this family"]
@@ -333,7 +380,9 @@ class _Translator:
             if name in DROPPED_CALLS:
                 return []
             if name in ALLOCATORS:
-                sizes, strides, dtype = (self.expression(a) for a in value.args[:3])
+                if len(value.args) != 3 or value.keywords:
+                    raise GenerateError(f"Inductor's wrapper allocates {_short(value)}: no family")
+                sizes, strides, dtype = (self.expression(a) for a in value.args)
                 return self._probe() + [f"{target} = torch.empty_strided({sizes}, {strides}, dtype={dtype}, "
                                         "device=device)"]
         return [f"{target} = {self.expression(value)}"]
@@ -386,7 +435,11 @@ class _Translator:
 
     def expression(self, node: ast.expr) -> str:
         shape_reads = {id(sub.func) for sub in ast.walk(node) if _is_shape_read(sub)}
+        dtype_roots = {id(sub.value) for sub in ast.walk(node) if _is_dtype(sub)}
         for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and not (sub.id in self.assigned or sub.id in SAFE_FUNCTIONS
+                                                  or sub.id == "reinterpret_tensor" or id(sub) in dtype_roots):
+                raise GenerateError(f"Inductor's wrapper reads {sub.id!r} before binding it: no family")
             if isinstance(sub, ast.Call):
                 func = sub.func
                 name = func.id if isinstance(func, ast.Name) else None
@@ -397,7 +450,8 @@ class _Translator:
             elif isinstance(sub, ast.Subscript) and not (isinstance(sub.value, ast.Name)
                                                          and isinstance(sub.slice, ast.Constant)):
                 raise GenerateError(f"Inductor's wrapper computes {ast.unparse(sub)[:80]}: no family")
-            elif isinstance(sub, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            elif isinstance(sub, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.JoinedStr,
+                                  ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Starred)):
                 raise GenerateError(f"Inductor's wrapper computes {ast.unparse(sub)[:80]}: no family")
             elif isinstance(sub, ast.Attribute) and not _is_dtype(sub) and id(sub) not in shape_reads:
                 raise GenerateError(f"Inductor's wrapper reads {ast.unparse(sub)[:80]}: no family")

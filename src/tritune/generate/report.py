@@ -143,7 +143,8 @@ def verification_blocks(check: Mapping[str, Any] | None) -> list[Block]:
         f"FAILED: {check.get('failure') or 'failure'}: {check.get('message') or ''}".rstrip(": ")
     blocks.append(Para(f"{verdict}; Triton kernel launches seen while run() ran: {check.get('launches', '-')}.",
                        warning=not check.get("ok")))
-    rows = [[str(c.get("label")), str(c.get("shapes")), "yes" if c.get("ok") else "NO", worst_text(c)]
+    rows = [[str(c.get("label")), str(c.get("shapes")),
+             "yes" if c.get("ok") else "not served" if c.get("ok") is None else "NO", worst_text(c)]
             for c in check.get("cases") or []]
     if rows:
         blocks.append(Table(("case", "shapes", "verified", "worst element"), rows))

@@ -87,7 +87,7 @@ class GenSpec:
 
     def outputs_sources_kind(self, case: Case) -> tuple[tuple, tuple, str]:
         """``outputs_and_sources(case)``, and what the reference returned them in: ``"Tensor"``
-        (one tensor), ``"tuple"`` or ``"list"``."""
+        (one tensor), ``"list"``, or ``"tuple"`` (a named tuple, a structseq such as ``max``'s)."""
         import torch
 
         args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
@@ -102,7 +102,7 @@ class GenSpec:
             raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
         storages = {a.untyped_storage().data_ptr(): k for k, a in enumerate(args)
                     if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr()}
-        kind = "Tensor" if isinstance(result, torch.Tensor) else type(result).__name__
+        kind = "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else "tuple"
         return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs), kind
 
     def tolerance_for(self, dtype: str) -> Tolerance:
