@@ -69,16 +69,23 @@ def derived_cases(spec: GenSpec, device: str, *, seed: int = 0) -> list[Case]:
         target = derive(frame)
         args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                      if isinstance(t, torch.Tensor) else t for t in first)
-        if shapes_text(args) in seen:
-            continue
-        case = Case(label, args, derived=True)
-        try:
-            spec.outputs(case)
-        except SpecError:
-            continue
-        seen.add(shapes_text(args))
-        derived.append(case)
+        case = _new(spec, label, args, seen)
+        if case is not None:
+            derived.append(case)
     return derived
+
+
+def _new(spec: GenSpec, label: str, args: tuple, seen: set[str]) -> Case | None:
+    """A derived case of ``args``, unless its shapes are in ``seen`` (then added) or the reference refuses it."""
+    if shapes_text(args) in seen:
+        return None
+    case = Case(label, args, derived=True)
+    try:
+        spec.outputs(case)
+    except SpecError:
+        return None
+    seen.add(shapes_text(args))
+    return case
 
 
 FAMILY_CASES = 16  # sizes sampled per dtype pattern of the spec's cases (issue 25: at least 16)
@@ -126,16 +133,10 @@ def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMI
                     target = tuple(max(1, int(d * scale)) for d in target)
             args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                          if isinstance(t, torch.Tensor) else t for t in tensors)
-            if shapes_text(args) in seen:
-                continue
-            case = Case(f"family {len(cases)}", args, derived=True)
-            try:
-                spec.outputs(case)
-            except SpecError:
-                continue
-            seen.add(shapes_text(args))
-            cases.append(case)
-            made += 1
+            case = _new(spec, f"family {len(cases)}", args, seen)
+            if case is not None:
+                cases.append(case)
+                made += 1
     return cases
 
 
