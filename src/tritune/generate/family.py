@@ -1,22 +1,27 @@
 """Model-free generation for any size: one launcher for the spec's whole family of shapes.
 
 The per-case launchers (``inductor``, ``emit``) run Inductor's kernels compiled for static shapes:
-they serve the exact shapes they were generated for. Here the reference is compiled once more,
-for symbolic sizes (``torch.compile(dynamic=True)``, sizes of 0 and 1 not specialized, no two dims
-tied by an equal example size), so its kernels take their sizes as arguments and mask their tails.
+they serve the exact shapes they were generated for. Here the reference is compiled once more per
+pattern of input dtypes, on its largest case (``patterns``), for symbolic sizes
+(``torch.compile(dynamic=True)``, no two dims tied by an equal example size, floats baked in), so
+its kernels take their sizes as arguments and mask their tails. Sizes 0 and 1 stay Dynamo's
+special cases: the code is made for sizes of 2 and more, and Dynamo's ranges say so (a size-
+oblivious 1 would be wrong for ``squeeze``).
 Inductor's wrapper module (``torch._inductor.utils.run_and_get_code``) says, in its ``call``
 function, how those arguments follow from the inputs: symbols bound to the graph's arguments, each
 tensor's asserted sizes and strides, the buffers it allocates, each kernel's scalar arguments as
 expressions of the symbols, what it returns. Dynamo's graph says which input each graph argument
 is (``grapharg.source``: ``L['x']``, ``L['x'].size()[0]``, an int argument ``L['n']``).
 
-``family_text`` translates that ``call`` into ``_family(in0, in1, ...)``, a plain Python function
-of kernel.py: the same statements, with
+``family_text`` translates that ``call`` into ``_family_N(in0, in1, ...)``, a plain Python function
+of kernel.py: the same statements, after checks of what the code was made for (each input's rank,
+dtype and device, all tensors on one device, a scalar's exact type and a float's value; Dynamo's
+shape guards and ranges over the sizes, each symbol spelt from the input it came from), with
 
 - each graph argument spelt from ``run``'s inputs (``in0.size(2)``);
 - ``assert_size_stride`` as a check that returns ``None`` (the family does not serve these inputs:
   another layout, another rank) instead of raising;
-- allocations as ``torch.empty_strided`` on the first input's device;
+- allocations as ``torch.empty_strided`` on the first tensor input's device (its GPU made current);
 - each kernel launch ``name.run(...)`` as ``name[grid](..., XBLOCK=..., num_warps=...)``: the
   configuration Inductor chose for the example case (recorded by ``capture.inductor`` as the
   compiled graph ran), its grid written out from Inductor's own grid expression
@@ -24,8 +29,11 @@ of kernel.py: the same statements, with
   (``triton_per_``) takes ``R0_BLOCK = next_power_of_2(r0_numel)``, as its single pass must cover
   the row whatever its length.
 
+``_probe`` returns True where every check passes, before any work (``serves``); ``_fake`` allocates
+and returns the outputs without launching (the fake implementation of ``operator_text``'s op).
 Only those statement forms, arithmetic over names and numbers, and ``reinterpret_tensor`` are
-translated; anything else (a library call, an op Inductor left to ATen, a mutated input, a dynamic
+translated, names assigned are Inductor's own (never one the translation reads for itself) and none
+is read before it is bound; anything else (a library call, an op Inductor left to ATen, a mutated input, a dynamic
 output size, a graph argument that is not an input or one of its sizes) is a one-line
 ``GenerateError``, and kernel.py keeps its per-case launchers alone.
 
@@ -75,8 +83,10 @@ def _elements(case: Any) -> int:
 def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) -> dict:
     """Compile ``reference`` for symbolic sizes on ``inputs`` and run it once, recording what a
     family needs: ``{"code": Inductor's wrapper module, "sources": each graph argument's Dynamo
-    source, "params": the reference's parameter names, "launches": [LaunchSpec JSON, in order]}``.
-    A one-line ``GenerateError`` when it cannot."""
+    source, "params": the reference's parameter names, "launches": [LaunchSpec JSON, in order],
+    "texts": the kernels' module sources, "guards": Dynamo's shape guards and ranges as Python,
+    "symbols": each size symbol's source, "inputs": what each input was (``_described``),
+    "returns": ``container``}``. A one-line ``GenerateError`` when it cannot."""
     import tempfile
     from pathlib import Path
 
