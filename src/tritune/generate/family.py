@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import inspect
 import re
 from typing import Any
@@ -221,7 +222,8 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
 
 
 def operator_text(family: dict, name: str) -> str:
-    """``op``: ``run`` as the torch operator ``tritune_generated::<name>`` (``torch.library.custom_op``),
+    """``op``: ``run`` as the torch operator ``tritune_generated::<name>_<hash of Inductor's wrapper>``
+    (``torch.library.custom_op``),
     its fake implementation the family's allocations without launches, so that a ``torch.compile``d
     model calls it without a graph break. Typed from the inputs the family was compiled for."""
     tree = ast.parse(family["code"])
@@ -235,7 +237,8 @@ def operator_text(family: dict, name: str) -> str:
     params = [f"in{i}: {'torch.Tensor' if 'tensor' in item else item['scalar']}" for i, item in enumerate(family["inputs"])]
     names = ", ".join(f"in{i}" for i in range(len(family["inputs"])))
     op = re.sub(r"\W", "_", name)
-    op = op if op[:1].isalpha() else f"k_{op}"
+    # the name says which kernels: another spec of the same name, imported in the same process, is another op
+    op = f"{op if op[:1].isalpha() else f'k_{op}'}_{hashlib.sha256(family['code'].encode()).hexdigest()[:8]}"
     return f'''def _operator():
     """``run`` as the torch operator ``torch.ops.tritune_generated.{op}`` (a torch.compile'd model calls it
     without a graph break); its fake implementation allocates the family's outputs and launches nothing."""

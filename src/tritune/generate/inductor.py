@@ -72,9 +72,10 @@ def capture_job(payload: dict) -> dict:
             try:
                 families.append(compile_family(spec.reference, _apart(case.tensors),
                                                interpret=bool(payload.get("interpret"))))
-            except GenerateError as exc:
+            except Exception as exc:  # noqa: BLE001 - the cases' kernel.py stands without it, whatever failed
+                why = exc if isinstance(exc, GenerateError) else f"{type(exc).__name__}: {' '.join(str(exc).split())}"
                 notes.append(f"kernel.py serves only the sizes it was generated for ({shapes_text(case.tensors)} "
-                             f"and its dtypes): {exc}")
+                             f"and its dtypes): {why}"[:400])
     unfused = [plan["label"] for plan in plans if len(plan["steps"]) != 1]
     if unfused:
         counts = sorted({len(plan["steps"]) for plan in plans})
