@@ -179,6 +179,13 @@ def test_sizes_of_the_family_catch_what_the_cases_miss(tmp_path, worker):
     assert "16 of 16 sampled sizes of the family" in good["message"]
 
 
+def test_a_serves_that_raises_leaves_the_verdict_to_run(tmp_path, worker):
+    raising = CAPPED.replace("    return x.dim() == 2 and", "    raise RuntimeError('planted')\n    return x.dim() == 2 and")
+    assert raising != CAPPED
+    result = check("direct", worker, payload(tmp_path, raising))
+    assert not result["ok"] and result["message"].startswith("case 'family "), result["message"]
+
+
 def test_a_size_the_module_does_not_serve_is_no_failure(tmp_path, worker):
     narrow = GOOD + "\nFAMILY = True\n\n\ndef serves(x, bias):\n    return x.shape[0] <= 8\n"
     result = check("direct", worker, payload(tmp_path, narrow))

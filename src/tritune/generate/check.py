@@ -121,7 +121,7 @@ def check_job(payload: dict) -> dict:
     if payload.get("derived") and getattr(module, "FAMILY", False) and callable(serves):
         cases += family_cases(spec, device, seed=seed)  # sizes no case shows: the family's own
     for case in cases:
-        if case.label.startswith("family ") and not serves(*case.tensors):
+        if case.label.startswith("family ") and not _serves(serves, case):
             report.unserved(case)
             continue
         expected, sources, kind = spec.outputs_sources_kind(case)
@@ -133,6 +133,15 @@ def check_job(payload: dict) -> dict:
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
     return report.result()
+
+
+def _serves(serves: Callable, case: Case) -> bool:
+    """The module's ``serves`` for a case; one that raises counts as served, so that ``run``'s own
+    failure there is the case's verdict."""
+    try:
+        return bool(serves(*case.tensors))
+    except Exception:  # noqa: BLE001 - the candidate's code
+        return True
 
 
 # ------------------------------------------------------------------------------------ one case
