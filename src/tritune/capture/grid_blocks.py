@@ -55,9 +55,7 @@ def tiles(source: str | None, blocks: Iterable[str], kernel: str | None = None) 
         if not axes:  # the index comes from a helper (or there is none): nothing to follow
             return None
         return {(d, block) for d in axes for block in blocks if _tiles(function, d, block)}
-    except Unreadable:
-        return None
-    except Exception:  # noqa: BLE001 - an expression too deep to walk (RecursionError), any surprise: unreadable
+    except Exception:  # noqa: BLE001 - Unreadable, an expression too deep to walk (RecursionError), any surprise
         return None
 
 
@@ -93,10 +91,12 @@ def _axis(call: ast.Call) -> int:
 
 
 def _is_call(node: ast.AST, name: str) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    return (isinstance(func, ast.Attribute) and func.attr == name) or (isinstance(func, ast.Name) and func.id == name)
+    return isinstance(node, ast.Call) and _called(node.func) == name
+
+
+def _called(func: ast.expr) -> str:
+    """The name a call calls: ``f`` of ``f(...)`` and of ``tl.f(...)``; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 class _Flow:
@@ -172,8 +172,7 @@ class _Flow:
         self.loops -= loop
 
     def _sink(self, call: ast.Call) -> None:
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = _called(call.func)
         if name not in POINTER_CALLS:
             return
         pointers = list(call.args[:1]) + [k.value for k in call.keywords if k.arg in POINTER_KEYWORDS]

@@ -60,7 +60,7 @@ from typing import Any, Callable, Iterator
 
 from tritune.errors import one_line
 from tritune.generate.derive import derived_cases, family_cases
-from tritune.generate.spec import Case, GenSpec, load_spec, shapes_text, tensors_of
+from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
 from tritune.replay.launches import Launches, skipping
@@ -180,9 +180,7 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
         problem = _problem(second, case, names, expected, outputs)
     if problem is not None:
         return _Verdict(*problem, launches=launches)
-    result = first.result
-    returned = "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else \
-        "tuple" if isinstance(result, tuple) else type(result).__name__
+    returned = container(first.result)  # a tensor or a sequence of them: ``_problem`` checked
     if kind and returned != kind:
         return _Verdict(WRONG, f"run() returns a {returned}, the reference a {kind}", launches=launches)
     got = tensors_of(first.result)

@@ -51,6 +51,7 @@ import re
 from typing import Any
 
 from tritune.generate.inductor import GenerateError
+from tritune.generate.spec import container
 
 ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided_xpu", "empty_strided")
 DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
@@ -161,14 +162,6 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
             "returns": container(result)}
 
 
-def container(result: Any) -> str:
-    """What a result comes in: ``"Tensor"``, ``"list"``, or ``"tuple"`` (a named tuple, a structseq
-    such as ``max``'s, included)."""
-    import torch
-
-    return "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else "tuple"
-
-
 def _described(value: Any) -> dict:
     """What the family was compiled for, of one input: a tensor's rank, dtype and device type; a
     scalar's type and value (one that is no graph argument was baked into the code)."""
@@ -194,10 +187,7 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under."""
     from tritune.capture.spec import LaunchSpec
 
-    tree = ast.parse(family["code"])
-    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
-    if call is None:
-        raise GenerateError("Inductor's wrapper has no call(): no family")
+    call = _call_of(family)
     translator = _Translator(family["sources"], family["params"], kernel_names,
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
                              family["inputs"])
@@ -212,13 +202,21 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
              '    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""']
     lines += ["    " + line for line in _input_checks(family)]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
-    args = ", ".join(f"in{i}" for i in range(len(family["params"])))
     lines += [f"    device = {translator.device}",
               "    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():",
               "        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU",
-              f"            return {function}({args}, _probe=_probe, _fake=_fake)"]
+              f"            return {function}({params}, _probe=_probe, _fake=_fake)"]
     lines += ["    " + line for line in body]
     return "\n".join(lines) + "\n"
+
+
+def _call_of(family: dict) -> ast.FunctionDef:
+    """The ``call`` function of the family's Inductor wrapper."""
+    call = next((n for n in ast.walk(ast.parse(family["code"])) if isinstance(n, ast.FunctionDef) and n.name == "call"),
+                None)
+    if call is None:
+        raise GenerateError("Inductor's wrapper has no call(): no family")
+    return call
 
 
 def operator_text(family: dict, name: str) -> str:
@@ -226,9 +224,7 @@ def operator_text(family: dict, name: str) -> str:
     (``torch.library.custom_op``),
     its fake implementation the family's allocations without launches, so that a ``torch.compile``d
     model calls it without a graph break. Typed from the inputs the family was compiled for."""
-    tree = ast.parse(family["code"])
-    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
-    returned = next((n.value for n in ast.walk(call) if isinstance(n, ast.Return)), None) if call else None
+    returned = next((n.value for n in ast.walk(_call_of(family)) if isinstance(n, ast.Return)), None)
     count = len(returned.elts) if isinstance(returned, (ast.Tuple, ast.List)) else 0
     kind = family.get("returns", "tuple")
     if count < 1 or (kind == "Tensor" and count != 1):
@@ -268,8 +264,8 @@ op = _operator()
 def _input_checks(family: dict) -> list[str]:
     """The inputs the family was compiled for: each tensor's rank, dtype and device type; a scalar
     that is a graph argument by its type, any other by its value (Dynamo baked it in)."""
-    spelt = {SOURCE.match(s)["name"] for s in family["sources"] if SOURCE.match(s or "") and not
-             SOURCE.match(s)["what"] and not SOURCE.match(s)["offset"]}
+    matched = [SOURCE.match(source or "") for source in family["sources"]]
+    spelt = {m["name"] for m in matched if m and not m["what"] and not m["offset"]}  # the inputs themselves
     checks = []
     first = next(i for i, item in enumerate(family["inputs"]) if "tensor" in item)
     for i, (param, found) in enumerate(zip(family["params"], family["inputs"])):
@@ -373,7 +369,7 @@ class _Translator:
 
     def _call(self, call: ast.Call) -> list[str]:
         func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = _called(func)
         if _is_attribute(func, "clear") or name in DROPPED_CALLS:
             return []
         if name == "assert_size_stride":
@@ -388,8 +384,7 @@ class _Translator:
 
     def _assign(self, target: str, value: ast.expr) -> list[str]:
         if isinstance(value, ast.Call):
-            func = value.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            name = _called(value.func)
             if name in DROPPED_CALLS:
                 return []
             if name in ALLOCATORS:
@@ -506,6 +501,11 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
     values = {**{k: str(v) for k, v in constexprs.items()}, **scalars}
     return "(" + ", ".join(re.sub(r"[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})", part)
                            for part in parts) + ")"
+
+
+def _called(func: ast.expr) -> str:
+    """The name a call calls: ``f`` of ``f(...)`` and of ``obj.f(...)``; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _is_shape_read(node: ast.AST) -> bool:

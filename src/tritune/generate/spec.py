@@ -102,8 +102,7 @@ class GenSpec:
             raise self.error(f"reference returns {_kind(result)} on {where}, not a tensor or a tuple of tensors")
         storages = {a.untyped_storage().data_ptr(): k for k, a in enumerate(args)
                     if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr()}
-        kind = "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else "tuple"
-        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs), kind
+        return outputs, tuple(storages.get(t.untyped_storage().data_ptr()) for t in outputs), container(result)
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance of an output of ``dtype`` (a torch dtype name): the spec's override, else the table's."""
@@ -158,6 +157,14 @@ def load_spec(path: str | Path, *, device: str = "cpu", check: bool = True) -> G
         for case in spec.cases(device):
             spec.outputs(case)
     return spec
+
+
+def container(result: Any) -> str:
+    """What a result comes in: ``"Tensor"``, ``"list"``, or ``"tuple"`` (a named tuple, a structseq
+    such as ``max``'s, included)."""
+    import torch
+
+    return "Tensor" if isinstance(result, torch.Tensor) else "list" if isinstance(result, list) else "tuple"
 
 
 def tensors_of(result: Any) -> tuple | None:
