@@ -119,7 +119,7 @@ def check_job(payload: dict) -> dict:
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
     serves = getattr(module, "serves", None)
     if payload.get("derived") and getattr(module, "FAMILY", False) and callable(serves):
-        cases += family_cases(spec, device, seed=seed)  # sizes no case shows: the family's own
+        cases += family_cases(spec, cases, seed=seed)  # sizes no case shows: the family's own
     for case in cases:
         if case.label.startswith("family ") and not _serves(serves, case):
             report.unserved(case)

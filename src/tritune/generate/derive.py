@@ -92,9 +92,9 @@ FAMILY_CASES = 16  # sizes sampled per dtype pattern of the spec's cases (issue 
 FAMILY_GROWTH = 4  # a sampled dim reaches up to this many times the case's (some large)
 
 
-def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMILY_CASES) -> list[Case]:
-    """Sizes of the spec's family its own cases do not show: for the first case of each pattern of
-    tensor dtypes, ``count`` frames drawn from one seeded generator, each dim from 1 to
+def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int = FAMILY_CASES) -> list[Case]:
+    """Sizes of the spec's family its own cases do not show (``known``: the spec's cases and the
+    derived ones, as ``check`` made them): for the first case of each pattern of tensor dtypes, ``count`` frames drawn from one seeded generator, each dim from 1 to
     ``FAMILY_GROWTH`` times the case's, at most ``FAMILY_GROWTH`` times its elements in all, none with
     the shapes of a case or a derived case (kernel.py serves those by their own launchers). The first
     frame has every dim doubled and odd, the second single rows of another width, the third
@@ -106,9 +106,9 @@ def family_cases(spec: GenSpec, device: str, *, seed: int = 0, count: int = FAMI
 
     draw = random.Random(seed)
     # not the shapes of the spec's cases nor of the derived ones: kernel.py serves those by their own launchers
-    cases, seen, generators = [], {shapes_text(c.tensors) for c in spec.cases(device) + derived_cases(spec, device)}, {}
+    cases, seen, generators = [], {shapes_text(c.tensors) for c in known}, {}
     patterns: dict[tuple, Case] = {}
-    for case in spec.cases(device):
+    for case in (c for c in known if not c.derived):
         patterns.setdefault(tuple(str(t.dtype) for t in case.tensors if isinstance(t, torch.Tensor)), case)
     for first in patterns.values():
         tensors = first.tensors
