@@ -73,12 +73,11 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
                 variant = None
             text = variant.source if variant is not None and variant.source is not None else \
                 (root / spec.source).read_text()
-            function, used = _function(text, spec.kernel)
+            emitted, function, used = _emitted(text, spec.kernel)
             for line in used:
                 if line not in imports:
                     imports.append(line)
-            emitted = f"{spec.kernel}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
-            functions.setdefault(emitted, _renamed(function, spec.kernel, emitted))
+            functions.setdefault(emitted, function)
             launches.append(_launch(emitted, spec, step, variant))
         if copies:
             note = (f"the reference writes into its input {', '.join(map(str, sorted(copies)))}: kernel.py writes "
@@ -117,10 +116,9 @@ def _family(family: dict, functions: dict[str, str], imports: list[str], label: 
     for step in family["launches"]:
         if step.get("source") not in family.get("texts", {}):
             raise GenerateError(f"{step['kernel']}: its source was not recorded")
-        function, used = _function(family["texts"][step["source"]], step["kernel"])
+        emitted, function, used = _emitted(family["texts"][step["source"]], step["kernel"])
         used_all += used
-        emitted = f"{step['kernel']}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
-        found.setdefault(emitted, _renamed(function, step["kernel"], emitted))
+        found.setdefault(emitted, function)
         names[step["kernel"]] = emitted
     launcher = family_text(family, names, label)  # may refuse: then nothing of the family is kept
     for emitted, text in found.items():
@@ -148,6 +146,14 @@ def _key_text(key: list) -> str:
         else:
             parts.append(repr(item))
     return ", ".join(parts)
+
+
+def _emitted(text: str, kernel: str) -> tuple[str, str, list[str]]:
+    """``kernel`` of the module source ``text`` as kernel.py emits it: its name there (the kernel's,
+    and a hash of its text), its ``def`` under that name, and the imports it may need."""
+    function, used = _function(text, kernel)
+    emitted = f"{kernel}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
+    return emitted, _renamed(function, kernel, emitted), used
 
 
 def _function(text: str, kernel: str) -> tuple[str, list[str]]:
