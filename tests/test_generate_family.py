@@ -94,12 +94,13 @@ def test_kernel_py_serves_unseen_sizes_with_torch_and_triton_alone(tmp_path, int
     result = _generate(tmp_path)
     assert result["check"]["ok"], result["check"]["message"]
     family = result["family"]
-    assert family["emitted"] and family["sampled"] == 16 and 10 <= family["served"] < 16, family
+    # 16 drawn, 3 beside the one case (``derive.near``)
+    assert family["emitted"] and family["sampled"] == 19 and 13 <= family["served"] < 19, family
     # what the family leaves to the cases: dims of 0 or 1, Dynamo's special sizes (the code is made for >= 2)
     unserved = [c["shapes"] for c in result["check"]["cases"] if c["ok"] is None]
-    assert len(unserved) == 16 - family["served"]
+    assert len(unserved) == 19 - family["served"]
     assert all(re.search(r"\[(1|0),|,(1|0)\]", shapes) for shapes in unserved), unserved
-    assert f"{family['served']} of 16 sampled sizes of the family" in result["check"]["message"]
+    assert f"{family['served']} of 19 sampled sizes of the family" in result["check"]["message"]
     text = (tmp_path / "out" / "kernel.py").read_text()
     assert "\nFAMILY = True\n" in text and "def _family_0(in0, in1, in2, _probe=False, _fake=False):" in text
     assert not re.search(r"^\s*(import|from)\s+tritune\b", text, re.M)  # and the subprocess below cannot import it
@@ -188,7 +189,8 @@ def test_each_dtype_pattern_of_the_cases_gets_a_family(tmp_path, interpreted):
     result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
     assert result["check"]["ok"], result["check"]["message"]
     family = result["family"]
-    assert family["emitted"] and family["sampled"] == 32 and family["served"] >= 20, family  # 16 per dtype pattern
+    # 16 per dtype pattern, 3 beside each case
+    assert family["emitted"] and family["sampled"] == 38 and family["served"] >= 26, family
     text = (tmp_path / "out" / "kernel.py").read_text()
     assert "in0.dtype == torch.float32" in text and "in0.dtype == torch.float64" in text
     assert "for family in (_family_0, _family_1, ):" in text
@@ -280,3 +282,106 @@ def test_a_scalar_of_a_subclass_gets_no_family(tmp_path, interpreted):
     assert result["check"]["ok"] and not result["family"]["emitted"]
     assert any("not exactly a bool, int or float" in note for note in result["notes"]), result["notes"]
     assert "PLANTED" not in (tmp_path / "out" / "kernel.py").read_text()
+
+
+TWO_SIZES = '''
+import torch
+name = "bias_relu_two"
+
+def reference(x, bias):
+    return torch.relu(x + bias) * 2.0
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(rows, cols, generator=g).to(device), torch.randn(cols, generator=g).to(device))
+            for rows, cols in ((6, 40), (12, 24))]
+'''
+
+# kernel.py of TWO_SIZES, tuned and not (TUNED), on sizes in a case's bucket and beside it
+TUNED_CALLS = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
+kernel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kernel)
+g = torch.Generator().manual_seed(1)
+for tuned in (True, False):
+    kernel.TUNED = tuned
+    for rows, cols in ((7, 40), (13, 40), (5, 33), (16, 24)):
+        x, bias = torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
+        print(tuned, rows, cols, torch.equal(kernel.run(x, bias), torch.relu(x + bias) * 2.0))
+"""
+
+
+def _small_blocks(static, variant, launch, label):
+    """Spec 0's bucket launches with XBLOCK=64 (Inductor's interpreter configuration is 256 for every case)."""
+    config = real_case_config(static, variant, launch, label)
+    return None if config is None else (({**config[0], "XBLOCK": 64}, config[1]) if label == "spec 0" else config)
+
+
+from tritune.generate import emit as emit_module  # noqa: E402
+
+real_case_config = emit_module._case_config
+
+
+def _tuned(tmp_path: Path) -> tuple[dict, str]:
+    (tmp_path / "spec.py").write_text(TWO_SIZES)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    return result, (tmp_path / "out" / "kernel.py").read_text()
+
+
+def test_the_family_takes_its_cases_configuration_by_bucket_and_their_sizes_as_constants(tmp_path, interpreted,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(emit_module, "_case_config", _small_blocks)
+    result, text = _tuned(tmp_path)
+    assert result["check"]["ok"], result["check"]["message"]
+    assert result["family"]["tuned"] is True, result["family"]
+    # 16 drawn, and beside each of the two cases: another first dim of its bucket, one of another bucket, another last dim
+    assert result["family"]["sampled"] == 22, result["family"]
+    # the bucket of spec 0 (6, 40) -> (8, 64), with its configuration; the general one elsewhere
+    assert "if TUNED and _b == ((8, 64), (64,)):  # Inductor's autotuning for spec 0" in text
+    assert re.search(r"\[\(-\(\(\(\w+\)\) // -\(64\)\), 1, 1\)\]", text)
+    assert "bucket [8, 64], [64]: XBLOCK=64 num_warps=4 num_stages=1  (Inductor's autotuning for spec 0)" in text
+    assert "bucket [16, 32], [32]: XBLOCK=256" in text  # spec 1's, the same as the general one: no branch of its own
+    # the kernel specialized on the cases' hidden sizes, launched where the inputs repeat one
+    assert re.search(r"def triton_poi_\w+\(in_ptr0, in_ptr1, out_ptr0, ks0: tl.constexpr, xnumel, XBLOCK: tl.constexpr\)",
+                     text)
+    assert re.search(r"_kernel = triton_poi_\w+ if TUNED and \(\w+,\) in \{\(24,\), \(40,\)\} else triton_poi_\w+", text)
+    assert "as constants where the inputs give: ks0=24; ks0=40" in text
+    done = subprocess.run([sys.executable, "-c", TUNED_CALLS, str(tmp_path / "out" / "kernel.py")],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line.split()[-1] for line in done.stdout.splitlines()] == ["True"] * 8
+
+
+def _caught(result: dict, text: str) -> None:
+    assert result["check"]["ok"], result["check"]["message"]
+    assert "made again without the tuning of the launchers for other sizes" in " ".join(result["notes"]), result["notes"]
+    assert result["family"]["emitted"] is True and result["family"]["tuned"] is False
+    assert "TUNED and" not in text and "tl.constexpr, xnumel" not in text
+
+
+def test_a_wrong_kernel_for_the_cases_sizes_is_caught_and_the_tuning_left_out(tmp_path, interpreted, monkeypatch):
+    real = fam.specialized
+
+    def half(function, name, params):  # the specialized kernel covers half of the elements
+        text = real(function, name, params)
+        head, body = text.split("\n", 1)
+        return f"{head}\n    xnumel = xnumel // 2\n{body}"
+
+    monkeypatch.setattr(emit_module, "specialized", half)
+    _caught(*_tuned(tmp_path))
+
+
+def test_a_wrong_launch_in_a_cases_bucket_is_caught_and_the_tuning_left_out(tmp_path, interpreted, monkeypatch):
+    real = fam._grid
+
+    def halved(rule, constexprs, scalars):  # the bucket's launch (XBLOCK=64 only there) runs half the programs
+        grid = real(rule, constexprs, scalars)
+        if constexprs.get("XBLOCK") != 64:
+            return grid
+        x, rest = grid[1:-1].split(", ", 1)
+        return f"(max(1, ({x}) // 2), {rest})"
+
+    monkeypatch.setattr(emit_module, "_case_config", _small_blocks)
+    monkeypatch.setattr(fam, "_grid", halved)
+    _caught(*_tuned(tmp_path))

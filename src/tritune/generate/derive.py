@@ -98,8 +98,10 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
     ``FAMILY_GROWTH`` times the case's, at most ``FAMILY_GROWTH`` times its elements in all, none with
     the shapes of a case or a derived case (kernel.py serves those by their own launchers). The first
     frame has every dim doubled and odd, the second single rows of another width, the third
-    ``FAMILY_GROWTH`` times the case's first dim; broadcast is kept as ``resized`` keeps it. Labelled
-    ``family N``, ``derived=True``; a frame the reference refuses is drawn again."""
+    ``FAMILY_GROWTH`` times the case's first dim; broadcast is kept as ``resized`` keeps it. Then,
+    for each of the spec's own cases, the frames ``near`` it, where kernel.py's tuning by size
+    takes over. Labelled ``family N``, ``derived=True``; a frame the reference refuses is drawn again
+    (``near``'s are left out)."""
     import random
 
     import torch
@@ -137,7 +139,46 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
             if case is not None:
                 cases.append(case)
                 made += 1
+    for own in (c for c in known if not c.derived):  # where kernel.py's tuning takes over (``near``)
+        tensors = own.tensors
+        frame = _frame([t.shape for t in tensors if isinstance(t, torch.Tensor)])
+        for target in near(frame):
+            args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
+                         if isinstance(t, torch.Tensor) else t for t in tensors)
+            case = _new(spec, f"family {len(cases)}", args, seen)
+            if case is not None:
+                cases.append(case)
     return cases
+
+
+def near(frame: Shape) -> list[Shape]:
+    """Frames beside a case's, for the paths kernel.py's family takes by size (``emit.tuning``):
+    the first dim another size of its bucket (the case's configuration, and its kernel specialized
+    on the case's other sizes); the first dim in another bucket (the general configuration, the
+    specialized kernel); the last dim another size of its bucket (the case's configuration, the
+    general kernel). A frame whose dims leave no other size of their bucket is left out."""
+    if not frame:
+        return []
+    found = []
+    first = _other_in_bucket(frame[0])
+    if first is not None:
+        found.append((first,) + frame[1:])
+    found.append((2 * frame[0] + 1,) + frame[1:])
+    last = _other_in_bucket(frame[-1])
+    if last is not None and len(frame) > 1:
+        found.append(frame[:-1] + (last,))
+    return found
+
+
+def _other_in_bucket(size: int) -> int | None:
+    """Another size of ``size``'s power-of-two bucket, below it if it can (an odd one where there
+    is room); None for sizes of 2 and less (their bucket holds no other size of 2 or more)."""
+    if size <= 2:
+        return None
+    low = 1 << (size - 1).bit_length() - 1  # the bucket is (low, 2 * low]
+    if size - 1 > low:
+        return size - 1
+    return size + 1 if size + 1 <= 2 * low else None
 
 
 def resized(shape: Shape, frame: Shape, target: Shape) -> Shape:

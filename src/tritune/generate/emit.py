@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from tritune.capture.spec import LaunchSpec
-from tritune.generate.family import family_text, operator_text
+from tritune.generate.family import family_text, operator_text, specialized
 from tritune.generate.inductor import GenerateError
 
 # Inductor-only names in a kernel module's imports: the autotuning decorator and its hints.
 _DROP_MODULES = ("torch._inductor.runtime.hints",)
+TUNING_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # the docstring's table shows these
 _DROP_NAMES = {"triton_heuristics", "AutotuneHint", "ReductionHint", "TileHint", "DeviceProperties"}
 
 
@@ -48,12 +49,14 @@ def bakeable(variant: Any) -> str | None:
 
 
 def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name: str, origin: str,
-         families: list[dict] = ()) -> tuple[str, list[str]]:
+         families: list[dict] = (), tuned: bool = True) -> tuple[str, list[str]]:
     """The text of kernel.py, and notes. ``root``: the capture directory the plans' specs name their
     sources in; ``decisions``: spec id -> decided ``Variant`` (bakeable ones are applied);
     ``origin``: one line for the docstring (where the kernels came from); ``families``: the
     symbolic-size compiles (``family.compile_family``), whose launchers ``run`` falls back to, in
-    order, for inputs no case matches (Inductor's configuration for its example, no decision baked in)."""
+    order, for inputs no case matches; ``tuned``: each family launch takes its case's configuration
+    in that case's size bucket and is compiled for the cases' sizes where they recur (``tuning``),
+    else Inductor's configuration for the family's example everywhere."""
     root = Path(root)
     functions: dict[str, str] = {}  # emitted name -> function text
     imports: list[str] = []
@@ -84,14 +87,17 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
                     "into a copy (it never changes its caller's tensors)")
             notes += [note] if note not in notes else []
         cases.append(_case(number, plan, launches, sorted(copies)))
-    launchers = []
+    launchers, tables = [], []
     for family in families:
+        label = f"_family_{len(launchers)}"
         try:
-            launchers.append(_family(family, functions, imports, f"_family_{len(launchers)}"))
+            made = tuning(family, plans, decisions) if tuned else []
+            launchers.append(_family(family, functions, imports, label, made))
+            tables.append(_bucket_table(family, made, label))
         except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
             notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
                          f"{exc if isinstance(exc, GenerateError) else f'{type(exc).__name__}: {exc}'}"[:300])
-    body = [_docstring(name, origin, plans, bool(launchers)), "import torch", "import triton",
+    body = [_docstring(name, origin, plans, bool(launchers), tables), "import torch", "import triton",
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
@@ -110,32 +116,134 @@ def _described_key(family: dict) -> list:
             for item in family.get("inputs", [])]
 
 
-def _family(family: dict, functions: dict[str, str], imports: list[str], label: str) -> str:
-    """The family's launcher, named ``label``; its kernels join ``functions`` and their imports ``imports``."""
+def _family(family: dict, functions: dict[str, str], imports: list[str], label: str, tuned: list[dict]) -> str:
+    """The family's launcher, named ``label``, with ``tuned`` (``tuning``) written in; its kernels
+    (and their versions specialized on the cases' sizes) join ``functions``, their imports ``imports``."""
     names, found, used_all = {}, {}, []
-    for step in family["launches"]:
+    for index, step in enumerate(family["launches"]):
         if step.get("source") not in family.get("texts", {}):
             raise GenerateError(f"{step['kernel']}: its source was not recorded")
         emitted, function, used = _emitted(family["texts"][step["source"]], step["kernel"])
         used_all += used
         found.setdefault(emitted, function)
         names[step["kernel"]] = emitted
-    launcher = family_text(family, names, label)  # may refuse: then nothing of the family is kept
+        if index < len(tuned) and tuned[index]["special"]:
+            text = specialized(function, emitted, tuned[index]["special"]["params"])
+            sized, text, _ = _emitted(text, emitted)
+            found.setdefault(sized, text)
+            tuned[index]["special"]["kernel"] = sized
+    launcher = family_text(family, names, label, tuned)  # may refuse: then nothing of the family is kept
     for emitted, text in found.items():
         functions.setdefault(emitted, text)
     imports += [line for line in dict.fromkeys(used_all) if line not in imports]
     return launcher
 
 
-def _docstring(name: str, origin: str, plans: list[dict], family: bool = False) -> str:
+def _docstring(name: str, origin: str, plans: list[dict], family: bool = False, tables: list[str] = ()) -> str:
     shapes = "\n".join(f"    {plan['label']}: {_key_text(plan['key'])}" for plan in plans)
     other = ("\n\nFor other sizes of the same ranks, dtypes and layouts, run() launches the kernels Inductor\n"
              "compiled for symbolic sizes (_family); serves(*inputs) says whether run() takes the inputs.\n"
              "op (torch.ops.tritune_generated.<name>_<hash>) is run() as a torch operator, for torch.compile'd models."
              if family else "")
+    tables = [table for table in tables if table]
+    if tables:
+        other += ("\n\nA family's launch takes a configuration by size bucket (each tensor input's sizes to the\n"
+                  "power of two at or above, as tritune's decision keys bucket them), and its kernel compiled\n"
+                  "with the cases' sizes as constants where the inputs repeat them; TUNED = False turns both off.\n\n"
+                  + "\n".join(tables))
     return (f'"""{name}: fused Triton kernel(s), generated by `tritune generate`.\n\n{origin}\n\n'
             f"run(*inputs) returns what the spec's reference returns, for these inputs (shape, dtype):\n"
             f'{shapes}{other}\n"""\n')
+
+
+def tuning(family: dict, plans: list[dict], decisions: dict[str, Any]) -> list[dict]:
+    """Per launch of ``family``, what kernel.py tunes it with: ``{"buckets": [(bucket, config,
+    where it came from)], "special": {"params", "values"} or None}``.
+
+    - A bucket is a case's (``family._seen``): in it, the launch takes the configuration of the
+      case's own kernel of the same name: the search's decision for it where one can be baked in
+      (``bakeable``) and changes no source, else Inductor's autotuning for that case. A case whose
+      kernels are not the family's, one by one, or whose configuration sets other constexprs, gives
+      no bucket; of two cases in one bucket, the first (the spec's order) gives it.
+    - ``special``: the launch's size arguments (``family.specializable``) and the values they took
+      at the cases: kernel.py compiles the kernel with them as constants (``family.specialized``)
+      when an input repeats all of them, as a static kernel has them (a hidden size's modulo by a
+      constant, loads known to be contiguous), and launches the general one for any other value;
+      so Triton compiles at most one kernel per case."""
+    from tritune.generate.family import specializable
+
+    launches = [LaunchSpec.from_json(step) for step in family["launches"]]
+    by_label = {plan["label"]: plan for plan in plans if not plan.get("derived")}
+    made = []
+    for index, launch in enumerate(launches):
+        buckets: list[tuple] = []
+        for case in family.get("cases") or []:
+            plan = by_label.get(case["label"])
+            steps = [LaunchSpec.from_json(step["spec"]) for step in (plan or {}).get("steps", [])]
+            if [s.kernel for s in steps] != [s.kernel for s in launches]:
+                continue
+            config = _case_config(steps[index], decisions.get(steps[index].id), launch, case["label"])
+            where = tuple(tuple(sizes) for sizes in case["bucket"])
+            if config is not None and all(where != seen for seen, _, _ in buckets):
+                buckets.append((where, *config))
+        params = specializable(launch)
+        values = sorted({tuple(case["values"][index][p] for p in params) for case in family.get("cases") or []
+                         if index < len(case["values"]) and all(p in case["values"][index] for p in params)})
+        made.append({"buckets": buckets, "special": {"params": params, "values": values} if params and values else None})
+    return made
+
+
+def _case_config(static: LaunchSpec, variant: Any, launch: LaunchSpec, label: str) -> tuple[dict, str] | None:
+    """A case's configuration for the family's ``launch`` (``tuning``), and where it came from; None
+    where it sets other constexprs than the family's kernel takes (a persistent reduction's block
+    stays the family's: its one pass must cover the row)."""
+    constexprs, options = dict(static.constexprs), dict(static.options)
+    where = f"Inductor's autotuning for {label}"
+    if variant is not None and bakeable(variant) is None and variant.source is None and not variant.is_baseline:
+        constexprs.update(variant.constexprs)
+        options.update(variant.options)
+        where = f"tritune's search on {label}: {variant.describe()}"
+    elif variant is not None and variant.source is not None:
+        where += " (the search's decision there rewrites that case's kernel source)"
+    if launch.kernel.startswith("triton_per_"):
+        constexprs.pop("R0_BLOCK", None)
+    wanted = {k for k in launch.constexprs if not (launch.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
+    if set(constexprs) != wanted:
+        return None
+    return {**constexprs, **options}, where
+
+
+def _bucket_table(family: dict, tuned: list[dict], label: str) -> str:
+    """The docstring's lines for one family: its buckets, their configurations and where each came
+    from, and the sizes its kernels are compiled for as constants."""
+    if not any(t["buckets"] or t["special"] for t in tuned):
+        return ""
+    launches = [LaunchSpec.from_json(step) for step in family["launches"]]
+    general = family.get("cases", [{}])[0].get("label", "its example") if family.get("cases") else "its example"
+    lines = [f"{label} ({', '.join(_described_key_item(item) for item in family['inputs'])}):"]
+    for launch, made in zip(launches, tuned):
+        lines.append(f"    {launch.kernel}:")
+        for where, config, came in made["buckets"]:
+            lines.append(f"        bucket {', '.join(str(list(b)) for b in where)}: {_config_text(config)}  ({came})")
+        general_config = {**launch.constexprs, **launch.options}
+        if launch.kernel.startswith("triton_per_") and "R0_BLOCK" in general_config:
+            general_config["R0_BLOCK"] = "next_power_of_2(r0_numel)"
+        lines.append(f"        any other size: {_config_text(general_config)}  "
+                     f"(Inductor's autotuning for {general}, the symbolic-size compile's example)")
+        if made["special"]:
+            values = "; ".join(", ".join(f"{p}={v}" for p, v in zip(made["special"]["params"], vals))
+                               for vals in made["special"]["values"])
+            lines.append(f"        as constants where the inputs give: {values}")
+    return "\n".join(lines)
+
+
+def _described_key_item(item: dict) -> str:
+    return f"{item['dtype']} rank {item['tensor']}" if "tensor" in item else f"{item['scalar']} {item.get('value')!r}"
+
+
+def _config_text(config: dict) -> str:
+    """A configuration's blocks and the launch options that tune (not Triton's debug switches)."""
+    return " ".join(f"{k}={v}" for k, v in config.items() if k.isupper() or k in TUNING_OPTIONS)
 
 
 def _key_text(key: list) -> str:
@@ -289,7 +397,14 @@ def _itemsize(dtype: str) -> int:
 
 def _dispatch(plans: list[dict], name: str, families: int = 0) -> str:
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
-    head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n\n\n"
+    head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
+    head += ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
+             "# False: Inductor's configuration for each family's example, and its general kernels, everywhere\n"
+             "TUNED = True\n\n\n"
+             "def _bucket(*inputs):\n"
+             '    """Each tensor input\'s sizes, each to the power of two at or above it (0 and 1 stay)."""\n'
+             "    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)\n"
+             "                 for v in inputs if isinstance(v, torch.Tensor))\n\n\n")
     head += ("def _family(*inputs, _probe=False, _fake=False):\n"
              '    """The first family that serves ``inputs``: its result (``_probe``: True), else None."""\n'
              f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"

@@ -48,7 +48,7 @@ import contextlib
 import hashlib
 import inspect
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from tritune.generate.inductor import GenerateError
 from tritune.generate.spec import container
@@ -58,7 +58,8 @@ DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
 SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer may write over sizes
 SCALAR_TYPES = {bool: "bool", int: "int", float: "float"}
 # names the translation binds itself, or reads: never an assignment's target in the wrapper
-RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", *SAFE_FUNCTIONS}
+RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", "_b", "_bucket",
+            "_kernel", "TUNED", *SAFE_FUNCTIONS}
 SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
                     r"\.(?P<offset>storage_offset)\(\))?$")
 
@@ -68,27 +69,35 @@ def patterns(cases: list) -> list:
     for one (``_family`` checks each tensor's dtype), and its kernels keep the configuration
     Inductor chose for that case, which suits the large sizes, where it matters (a small one is
     bound by its launch; measured 2026-11-29, ``benchmarks/results/generate-family/``)."""
-    import torch
-
     largest: dict[tuple, Any] = {}
     for case in cases:
-        key = tuple(str(t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in case.tensors)
+        key = dtypes(case)
         if key not in largest or _elements(case) > _elements(largest[key]):
             largest[key] = case
     return list(largest.values())
+
+
+def dtypes(case: Any) -> tuple:
+    """A case's pattern of input dtypes (a scalar's by its type): one family serves one."""
+    import torch
+
+    return tuple(str(t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in case.tensors)
 
 
 def _elements(case: Any) -> int:
     return sum(t.numel() for t in case.tensors if hasattr(t, "numel"))
 
 
-def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) -> dict:
-    """Compile ``reference`` for symbolic sizes on ``inputs`` and run it once, recording what a
-    family needs: ``{"code": Inductor's wrapper module, "sources": each graph argument's Dynamo
-    source, "params": the reference's parameter names, "launches": [LaunchSpec JSON, in order],
-    "texts": the kernels' module sources, "guards": Dynamo's shape guards and ranges as Python,
-    "symbols": each size symbol's source, "inputs": what each input was (``_described``),
-    "returns": ``container``}``. A one-line ``GenerateError`` when it cannot."""
+def compile_family(reference: Any, inputs: tuple, *, label: str = "", others: Sequence[tuple[str, tuple]] = (),
+                   interpret: bool = False) -> dict:
+    """Compile ``reference`` for symbolic sizes on ``inputs`` (the case ``label``) and run it once,
+    recording what a family needs: ``{"code": Inductor's wrapper module, "sources": each graph
+    argument's Dynamo source, "params": the reference's parameter names, "launches": [LaunchSpec
+    JSON, in order], "texts": the kernels' module sources, "guards": Dynamo's shape guards and
+    ranges as Python, "symbols": each size symbol's source, "inputs": what each input was
+    (``_described``), "returns": ``container``, "cases": ``_seen``'s record of ``inputs`` and of
+    each of ``others`` (``(label, inputs)``: the spec's other cases of the same dtypes) that the
+    compiled code serves without a recompile}``. A one-line ``GenerateError`` when it cannot."""
     import tempfile
     from pathlib import Path
 
@@ -111,11 +120,13 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
         return compile_fx(gm, example_inputs)
 
     launches: list[Any] = []
+    sink = [launches]  # where add() records: the compile's own run, then each other case's
+    seen: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="tritune-family-") as folder:
         recorder = Recorder(Path(folder))
 
         def add(launch: Any, values: dict, fast_key: Any = None) -> None:
-            launches.append(recorder.add(launch, values))
+            sink[0].append(recorder.add(launch, values))
 
         # no two dims tied by an equal example size; sizes 0 and 1 stay Dynamo's special cases (the code is
         # made for sizes >= 2, and the family checks that: ``squeeze`` of a size-oblivious 1 keeps the dim)
@@ -130,6 +141,9 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
             except Exception as exc:  # noqa: BLE001 - Dynamo/Inductor on the user's reference
                 raise GenerateError(f"no symbolic-size compile: {type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())[:200]}") from None
+            else:
+                seen += _seen(compiled, [(label, inputs)], launches, sink, add, first=True)
+                seen += _seen(compiled, others, launches, sink, add)
             finally:
                 recorder.close()
                 torch._dynamo.reset()
@@ -159,7 +173,54 @@ def compile_family(reference: Any, inputs: tuple, *, interpret: bool = False) ->
             "launches": [spec.to_json() for spec in launches], "texts": texts, "guards": list(dict.fromkeys(guards)),
             "symbols": symbols,
             "inputs": [_described(value) for value in inputs],
-            "returns": container(result)}
+            "returns": container(result), "cases": seen}
+
+
+def _seen(compiled: Any, cases: Sequence[tuple[str, tuple]], launches: list, sink: list, add: Any, *,
+          first: bool = False) -> list[dict]:
+    """What the family's kernels were launched with at each case: ``{"label", "bucket": each tensor
+    input's sizes as decision keys bucket them (``bucket``), "values": per launch, its int arguments
+    (``specializable``) by name}``. ``first``: the case the compile ran on, whose launches are
+    ``launches`` already; any other is run once more on the compiled code, and left out where that
+    code does not serve it (a guard fails: Dynamo would compile again) or launches other kernels."""
+    import torch
+
+    from tritune.capture import inductor
+
+    found = []
+    for label, inputs in cases:
+        if first:
+            ran = launches
+        else:
+            ran = sink[0] = []
+            try:
+                with torch.compiler.set_stance("fail_on_recompile"), inductor.recording(add):
+                    compiled(*inputs)
+            except Exception:  # noqa: BLE001 - a case the family's code does not serve: no bucket of its own
+                continue
+            finally:
+                sink[0] = launches
+        if [spec.kernel for spec in ran] != [spec.kernel for spec in launches]:
+            continue
+        found.append({"label": label, "bucket": bucket(inputs),
+                      "values": [{a.name: a.value for a in spec.args if a.name in specializable(spec)} for spec in ran]})
+    return found
+
+
+def bucket(inputs: Sequence) -> list[list[int]]:
+    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay): the
+    buckets of tritune's decision keys (``store.keys.size_bucket``), which kernel.py's ``_bucket`` computes."""
+    from tritune.store.keys import size_bucket
+
+    return [[size_bucket(int(d)) for d in t.shape] for t in inputs if hasattr(t, "shape") and hasattr(t, "stride")]
+
+
+def specializable(spec: Any) -> list[str]:
+    """A family launch's int arguments that kernel.py may compile as constants (``specialized``):
+    every size argument but the grid's own (``xnumel``, ``ynumel``, ``znumel``), which grow with
+    the batch. A hidden size, a row length, a stride: a model runs few of those."""
+    return [a.name for a in spec.args if a.kind == "scalar" and type(a.value) is int
+            and a.name not in ("xnumel", "ynumel", "znumel")]
 
 
 def _described(value: Any) -> dict:
@@ -182,15 +243,19 @@ def _source_name(node: Any) -> str:
     return str(name() if callable(name) else name)
 
 
-def family_text(family: dict, kernel_names: dict[str, str], function: str = "_family") -> str:
+def family_text(family: dict, kernel_names: dict[str, str], function: str = "_family",
+                tuned: Sequence[dict] = ()) -> str:
     """``_family(in0, ...)``'s source (module docstring), under the name ``function``.
-    ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under."""
+    ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under; ``tuned``: per
+    launch, its bucket configurations and its specialized kernel (``emit.tuning``, ``"special"``
+    holding the specialized kernel's emitted name as ``"kernel"``), used while kernel.py's
+    ``TUNED`` is true."""
     from tritune.capture.spec import LaunchSpec
 
     call = _call_of(family)
     translator = _Translator(family["sources"], family["params"], kernel_names,
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
-                             family["inputs"])
+                             family["inputs"], list(tuned))
     body = translator.body(call.body)
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
@@ -202,6 +267,8 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
              '    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""']
     lines += ["    " + line for line in _input_checks(family)]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
+    if any(t.get("buckets") for t in tuned):
+        lines.append(f"    _b = _bucket({params})")
     lines += [f"    device = {translator.device}",
               "    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():",
               "        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU",
@@ -284,10 +351,29 @@ def _input_checks(family: dict) -> list[str]:
     return [f"if not ({check}):", "    return None"] if (check := " and ".join(f"({c})" for c in checks)) else []
 
 
+def specialized(function: str, name: str, params: Sequence[str]) -> str:
+    """The kernel ``function`` (a ``def`` named ``name``) with its arguments ``params`` made
+    ``tl.constexpr``: Triton compiles it for each value given, as Inductor's static kernels have
+    their sizes written in. The body is unchanged; a call passes them where it passed them before."""
+    tree = ast.parse(function)
+    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if found is None:
+        raise GenerateError(f"{name}: no function of that name to specialize")
+    wanted = set(params)
+    for arg in found.args.args:
+        if arg.arg in wanted:
+            arg.annotation = ast.parse("tl.constexpr", mode="eval").body
+            wanted.discard(arg.arg)
+    if wanted:
+        raise GenerateError(f"{name} takes no argument {sorted(wanted)[0]!r}: not specialized")
+    return ast.unparse(tree)
+
+
 class _Translator:
     def __init__(self, sources: list[str], params: list[str], names: dict[str, str], launches: list[Any],
-                 returns: str, inputs: list[dict]):
+                 returns: str, inputs: list[dict], tuned: list[dict] = ()):
         self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
+        self.tuned = list(tuned)
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -415,13 +501,34 @@ class _Translator:
             raise GenerateError(f"{kernel} writes into input {written[0].name}: no family (kernel.py never changes "
                                 "its caller's tensors)")
         scalars = {arg.name: given for arg, given in zip(runtime, args)}
-        constexprs = {k: v for k, v in spec.constexprs.items()}
-        if kernel.startswith("triton_per_") and "R0_BLOCK" in constexprs and "r0_numel" in scalars:
+        tuned = self.tuned[self.launched - 1] if self.launched <= len(self.tuned) else {}
+        lines = self._probe() + ["if not _fake:"]
+        name = self.names[kernel]
+        special = tuned.get("special")
+        if special:  # the kernel with the cases' sizes as constants, where the inputs repeat them
+            given = ", ".join(scalars[p] for p in special["params"])
+            values = "{" + ", ".join(repr(tuple(v)) for v in special["values"]) + "}"
+            lines.append(f"    _kernel = {special['kernel']} if TUNED and ({given},) in {values} else {name}")
+            name = "_kernel"
+        general = self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)
+        own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()
+               if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
+        buckets = [(where, config, came) for where, config, came in tuned.get("buckets", []) if config != own]
+        for number, (where, config, came) in enumerate(buckets):
+            lines += [f"    {'if' if number == 0 else 'elif'} TUNED and _b == {where!r}:  # {came}"[:200],
+                      "        " + self._launch_text(name, spec, config, scalars, args)]
+        return lines + (["    else:", "        " + general] if buckets else ["    " + general])
+
+    def _launch_text(self, name: str, spec: Any, config: dict, scalars: dict[str, str], args: list[str]) -> str:
+        """One launch of ``name`` with ``config`` (its constexprs and options), the grid Inductor's for them."""
+        constexprs = {k: v for k, v in config.items() if k in spec.constexprs}
+        options = {k: v for k, v in config.items() if k not in spec.constexprs}
+        if spec.kernel.startswith("triton_per_") and "R0_BLOCK" in spec.constexprs and "r0_numel" in scalars:
             constexprs["R0_BLOCK"] = f"triton.next_power_of_2({scalars['r0_numel']})"
         settings = [f"{k}={v if isinstance(v, str) and k == 'R0_BLOCK' else repr(v)}" for k, v in constexprs.items()]
-        settings += [f"{k}={v!r}" for k, v in spec.options.items()]
+        settings += [f"{k}={v!r}" for k, v in options.items()]
         grid = _grid(spec.grid_rule, constexprs, scalars)
-        return self._probe() + ["if not _fake:", f"    {self.names[kernel]}[{grid}]({', '.join(args + settings)})"]
+        return f"{name}[{grid}]({', '.join(args + settings)})"
 
     def _returned(self, value: ast.expr | None) -> str:
         """The wrapper's outputs in the reference's container (one tensor, a tuple, a list)."""

@@ -66,11 +66,13 @@ def capture_job(payload: dict) -> dict:
     notes = []
     families = []
     if payload.get("family", True):
-        from tritune.generate.family import compile_family, patterns
+        from tritune.generate.family import compile_family, dtypes, patterns
 
-        for case in patterns(spec.cases(device)):
+        own = spec.cases(device)
+        for case in patterns(own):
+            others = [(c.label, _apart(c.tensors)) for c in own if c is not case and dtypes(c) == dtypes(case)]
             try:
-                families.append(compile_family(spec.reference, _apart(case.tensors),
+                families.append(compile_family(spec.reference, _apart(case.tensors), label=case.label, others=others,
                                                interpret=bool(payload.get("interpret"))))
             except Exception as exc:  # noqa: BLE001 - the cases' kernel.py stands without it, whatever failed
                 why = exc if isinstance(exc, GenerateError) else f"{type(exc).__name__}: {' '.join(str(exc).split())}"

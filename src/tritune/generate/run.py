@@ -192,13 +192,16 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
               + ("optimized by tritune's search" if decisions else "as Inductor configured them") + ".")
     path = folder / "kernel.py"
     families = body.get("families") or []
-    # the module as made, then without the search's decisions, then without the launchers for other
-    # sizes: the first that verifies is kept, and the notes say what was left out and why
-    tries = [(decisions, families)] + ([({}, families)] if decisions else []) + ([({}, [])] if families else [])
+    # the module as made, then without the search's decisions, then without the families' tuning (their
+    # bucket table and specialized kernels), then without the launchers for other sizes: the first that
+    # verifies is kept, and the notes say what was left out and why
+    tries = [(decisions, families, True, "")] + ([({}, families, True, "the search's decisions")] if decisions else [])
+    tries += [({}, families, False, "the tuning of the launchers for other sizes"),
+              ({}, [], False, "the launchers for other sizes")] if families else []
     check: dict = {}
-    for number, (decided, sizes) in enumerate(tries):
+    for number, (decided, sizes, tuned, _) in enumerate(tries):
         made = origin if decided else origin.replace("optimized by tritune's search", "as Inductor configured them")
-        text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes)
+        text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes, tuned=tuned)
         if number == 0:
             result["notes"] += notes
         path.write_text(text)
@@ -206,10 +209,10 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
         if check.get("ok"):
             break
         if number + 1 < len(tries):
-            left = "the search's decisions" if decided and not tries[number + 1][0] else "the launchers for other sizes"
             result["notes"].append(f"kernel.py failed verification ({check.get('failure')}: {check.get('message')}): "
-                                   f"made again without {left}")
-    result["family"] = {"emitted": "\nFAMILY = True\n" in text, **(check.get("family") or {})}
+                                   f"made again without {tries[number + 1][3]}")
+    result["family"] = {"emitted": "\nFAMILY = True\n" in text, "tuned": "\n    _b = _bucket(" in text
+                        or " if TUNED and (" in text, **(check.get("family") or {})}
     if not check.get("ok"):
         result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
     return path, check
