@@ -1,22 +1,28 @@
-"""Issue 25's first GPU check: ``tritune generate``'s kernel.py on sizes it was not generated for.
+"""Issue 25's benchmark: ``tritune generate``'s kernel.py on sizes it was not generated for.
 
-For each spec of ``benchmarks/generate_specs/`` named (default: bias_gelu_tanh), in one process:
+For each spec of ``benchmarks/generate_specs/`` named (default: all), in one process:
 
-1. ``tritune generate SPEC`` (model-free, ``--budget-s`` default 0: Inductor's configurations, no
-   search; no benchmark of the spec's own cases) into ``WORK/NAME``;
+1. ``tritune generate SPEC`` (model-free; ``--budget-s`` for the search, default 0: Inductor's
+   configurations; ``--bench-cases``: generate's own benchmark of the spec's cases against eager,
+   torch.compile and max-autotune-no-cudagraphs) into ``WORK/NAME``, its kernel.py, generate.json,
+   report and log copied to ``OUT/NAME/``;
 2. an *unseen* spec beside it: the same ``reference``, and inputs at sizes none of the spec's cases
-   has (``UNSEEN``: each dim of the spec's largest frame scaled, ``--base first`` its first; odd
-   sizes, one with a single row, the bias following the last dim), in every dtype of the spec's cases;
+   has (``unseen_frames``: two per order of magnitude from 1e5 to 1e7 elements of the largest case's
+   frame; one of each two keeps that case's last dim, as a model's hidden size stays while batch and
+   sequence change, the other has an odd last dim no case has), each input resized as its frame is
+   (``derive.resized``: a bias follows the last dim), in every dtype pattern of the spec's cases;
 3. ``check_job`` of kernel.py on the unseen spec (the same verification as every generated module:
-   guards, poison, tolerance table, a launch required) and ``bench_job`` on it: kernel.py against
-   eager and ``torch.compile`` (default mode; ``--modes`` for more), p50 of interleaved CUDA-event
+   guards, poison, tolerance table, a launch required) and ``bench_job`` on it: kernel.py
+   ("generated"), the same module with its tuning off (``TUNED = False``: Inductor's configuration
+   for the family's example and the general kernels, "general"), eager and ``torch.compile``
+   (default mode, a static kernel per shape; ``--modes`` for more), p50 of interleaved CUDA-event
    timings, and each one's fraction of the measured copy bandwidth.
 
 Writes ``OUT/generate_family.json`` and ``OUT/generate_family.md`` (GPU, date, command, per spec,
-dtype and size: served, verified, the three times and the roofline fractions).
+dtype and size: verified, the times, the ratios and the roofline fractions), after every spec.
 
     PYTHONPATH=src python3 benchmarks/generate_family.py --out $OUT [--specs bias_gelu_tanh softmax]
-        [--budget-s 0] [--limit-s 420]
+        [--budget-s 0] [--bench-cases] [--limit-s 420]
     TRITON_INTERPRET=1 TRITUNE_SPEC_SMALL=1 PYTHONPATH=src python3 benchmarks/generate_family.py \
         --out /tmp/gf --specs bias_relu --interpret                         # CPU smoke: verification only
 """
@@ -27,35 +33,42 @@ import argparse
 import datetime
 import json
 import pathlib
+import shutil
 import sys
 import time
 
 BENCH = pathlib.Path(__file__).resolve().parent
 SPECS = BENCH / "generate_specs"
-# factors of the spec's first frame, per dim (the last one scales the hidden size): odd sizes, a
-# single row, shrinking and growing, none a size any case of the specs has
-UNSEEN = [(0.25, 0.5, 1.0), (0.75, 0.37, 0.5), (1.0, 1.0 / 128, 1.0), (1.5, 1.3, 0.75), (2.0, 2.0, 1.25),
-          (3.0, 1.7, 2.0)]
+ORDERS = (1e5, 3e5, 1e6, 3e6, 1e7, 3e7)  # elements of the unseen frames: two per order of magnitude
+KEPT = ("generate.json", "generate.log", "report.md", "kernel.py")  # copied to OUT/NAME
 
 UNSEEN_SPEC = '''
 import importlib.util
 import torch
+
+from tritune.generate.derive import resized
 
 _spec = importlib.util.spec_from_file_location("_original", {path!r})
 _original = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_original)
 name = _original.name + "_unseen"
 reference = _original.reference
-SHAPES = {shapes!r}
+FRAMES = {frames!r}  # per dtype pattern: the largest case's frame, then the unseen frames
 
 
 def inputs(device):
     g = torch.Generator().manual_seed(1)
+    largest = {{}}
+    for case in _original.inputs("cpu"):
+        key = tuple(str(t.dtype) for t in case if isinstance(t, torch.Tensor))
+        if key not in largest or sum(t.numel() for t in case) > sum(t.numel() for t in largest[key]):
+            largest[key] = case
     made = []
-    for dtype in {dtypes!r}:
-        for frame in SHAPES:
-            made.append((torch.randn(frame, generator=g).to(device, getattr(torch, dtype)),
-                         torch.randn(frame[-1], generator=g).to(device, getattr(torch, dtype))))
+    for case in largest.values():
+        frame, targets = FRAMES[0], FRAMES[1:]
+        for target in targets:
+            made.append(tuple(torch.randn(resized(tuple(t.shape), tuple(frame), tuple(target)), generator=g)
+                              .to(device, t.dtype) if isinstance(t, torch.Tensor) else t for t in case))
     return made
 '''
 
@@ -64,10 +77,21 @@ def odd(size: int) -> int:
     return size if size % 2 else size + 1
 
 
-def unseen_frames(frame: tuple[int, ...]) -> list[tuple[int, ...]]:
+def unseen_frames(frame: tuple[int, ...], orders: tuple[float, ...] = ORDERS) -> list[tuple[int, ...]]:
+    """Per order of magnitude in ``ORDERS``, a frame of about that many elements of ``frame``'s rank:
+    the even ones keep ``frame``'s last dim, the odd ones take an odd last dim (``frame``'s times
+    1.37) no case has; the leading dims share the rest, odd."""
     frames = []
-    for factors in UNSEEN:
-        frames.append(tuple(max(1, odd(round(d * f))) if f != 1.0 / 128 else 1 for d, f in zip(frame, factors)))
+    for number, elements in enumerate(orders):
+        last = frame[-1] if number % 2 == 0 else odd(round(frame[-1] * 1.37))
+        if len(frame) == 1:
+            frames.append((odd(int(elements)),))
+            continue
+        rows = max(1, round(elements / last))
+        lead = len(frame) - 1
+        first = max(2, round(rows ** (1 / lead) / 4)) if lead > 1 else rows  # a few batches of longer rows
+        rest = [odd(max(1, round((rows / first) ** (1 / max(1, lead - 1)))))] * (lead - 1)
+        frames.append(tuple([first] + rest + [last]) if lead > 1 else (rows, last))
     return frames
 
 
@@ -75,12 +99,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default="gpu_state/generate_family")
-    parser.add_argument("--specs", nargs="*", default=["bias_gelu_tanh"])
+    parser.add_argument("--specs", nargs="*", default=None, help="default: every spec of generate_specs/")
     parser.add_argument("--budget-s", type=float, default=0.0)
-    parser.add_argument("--limit-s", type=float, default=420.0)
+    parser.add_argument("--bench-cases", action="store_true", help="generate's own benchmark of the spec's cases")
+    parser.add_argument("--limit-s", type=float, default=420.0, help="start no spec after this many seconds")
     parser.add_argument("--modes", nargs="*", default=["eager", "compile"])
-    parser.add_argument("--base", choices=("largest", "first"), default="largest",
-                        help="the case whose frame the unseen sizes scale")
     parser.add_argument("--interpret", action="store_true",
                         help="CPU smoke: Triton's interpreter (TRITON_INTERPRET=1, TRITUNE_SPEC_SMALL=1), no timings")
     args = parser.parse_args()
@@ -96,43 +119,58 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     begin = time.monotonic()
     device = "cpu" if args.interpret else "cuda"
+    names = args.specs or sorted(p.stem for p in SPECS.glob("*.py"))
     results = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (interpreter)",
                "torch": torch.__version__,
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "command": "python3 benchmarks/generate_family.py " + " ".join(sys.argv[1:]), "specs": {}}
-    for name in args.specs:
+    for name in names:
         if time.monotonic() - begin > args.limit_s:
             results["specs"][name] = {"skipped": f"--limit-s {args.limit_s:g} reached"}
             continue
         spec_path = SPECS / f"{name}.py"
         started = time.monotonic()
-        settings = GenerateSettings(budget_s=args.budget_s, bench=False, interpret=args.interpret)
-        generated = generate(spec_path, work / name, settings,
-                             log=lambda line: print(line, flush=True))
+        settings = GenerateSettings(budget_s=args.budget_s, bench=args.bench_cases and not args.interpret,
+                                    interpret=args.interpret)
+        try:
+            generated = generate(spec_path, work / name, settings, log=lambda line: print(line, flush=True))
+        except Exception as exc:  # noqa: BLE001 - one spec's failure is its row; the others still run
+            generated = {"error": f"{type(exc).__name__}: {exc}"[:400]}
         entry = {"generate_s": round(time.monotonic() - started, 1), "family": generated.get("family"),
-                 "check": (generated.get("check") or {}).get("message"), "notes": generated.get("notes")}
+                 "check": (generated.get("check") or {}).get("message"), "notes": generated.get("notes"),
+                 "error": generated.get("error")}
+        (out / name).mkdir(exist_ok=True)
+        for kept in KEPT:
+            if (work / name / kept).exists():
+                shutil.copyfile(work / name / kept, out / name / kept)
         kernel = work / name / "kernel.py"
         spec = load_spec(spec_path, device=device, check=False)
         cases = spec.cases(device)
-        # the sizes scale the spec's largest frame (``--base smallest``: its first), so most are large
-        frames = [tuple(c.tensors[0].shape) for c in cases]
-        frame = frames[0] if args.base == "first" else max(frames, key=lambda f: (len(f), __import__("math").prod(f)))
-        dtypes = list(dict.fromkeys(str(c.tensors[0].dtype).removeprefix("torch.") for c in cases))
+        largest = max(cases, key=lambda c: sum(t.numel() for t in c.tensors if isinstance(t, torch.Tensor)))
+        frame = tuple(torch.broadcast_shapes(*[t.shape for t in largest.tensors if isinstance(t, torch.Tensor)]))
+        # the interpreter's smoke: a hundredth of the elements
+        frames = unseen_frames(frame, ORDERS if not args.interpret else tuple(n / 100 for n in ORDERS))
         unseen = work / name / "unseen_spec.py"
-        unseen.write_text(UNSEEN_SPEC.format(path=str(spec_path), shapes=unseen_frames(frame), dtypes=dtypes))
+        unseen.write_text(UNSEEN_SPEC.format(path=str(spec_path), frames=[list(frame)] + [list(f) for f in frames]))
         if kernel.exists():
             check = check_job({"module": str(kernel), "spec": str(unseen), "device": device, "seed": 0,
                                "derived": False})
             entry["unseen_check"] = {"ok": check["ok"], "message": check["message"],
                                      "cases": [{k: c[k] for k in ("label", "shapes", "ok", "message")}
                                                for c in check["cases"]]}
+            general = work / name / "kernel_general.py"  # the same module, its tuning off
+            text = kernel.read_text()
+            general.write_text(text.replace("\nTUNED = True\n", "\nTUNED = False\n"))
             if not args.interpret:
-                bench = bench_job({"modules": {"generated": str(kernel)}, "spec": str(unseen), "device": "cuda",
-                                   "modes": args.modes})
+                modules = {"generated": str(kernel)}
+                if "\nTUNED = True\n" in text:
+                    modules["general"] = str(general)
+                bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
                 results.setdefault("copy_gbps", bench["copy_gbps"])
                 entry["unseen_bench"] = bench["cases"]
         results["specs"][name] = entry
         (out / "generate_family.json").write_text(json.dumps(results, indent=1, default=str))
+        (out / "generate_family.md").write_text(table(results))
     (out / "generate_family.md").write_text(table(results))
     print(table(results))
     return 0
@@ -141,23 +179,24 @@ def main() -> int:
 def table(results: dict) -> str:
     lines = [f"# kernel.py on sizes it was not generated for ({results['gpu']}, torch {results['torch']}, "
              f"{results['date']})", "", f"`{results['command']}`", "",
-             "| spec | inputs | verified | generated p50 ms | eager | torch.compile | vs eager | vs compile | "
-             "roofline (generated) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| spec | inputs | verified | generated p50 ms | general | eager | torch.compile | vs general | vs eager | "
+             "vs compile | roofline (generated) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["specs"].items():
         if "skipped" in entry:
-            lines.append(f"| {name} | {entry['skipped']} | | | | | | | |")
+            lines.append(f"| {name} | {entry['skipped']} | | | | | | | | | |")
             continue
         checked = (entry.get("unseen_check") or {}).get("cases", [])
         verdicts = {c["shapes"]: c["ok"] for c in checked}
         for case in entry.get("unseen_bench") or [{"shapes": c["shapes"]} for c in checked]:
             times = case.get("times") or {}
             p50 = {k: (v or {}).get("p50") for k, v in times.items()}
-            gen, eager, compiled = p50.get("generated"), p50.get("eager"), p50.get("compile")
+            gen, general, eager, compiled = (p50.get(k) for k in ("generated", "general", "eager", "compile"))
             fraction = (case.get("roofline_fraction") or {}).get("generated")
-            lines.append(f"| {name} | {case['shapes']} | {verdicts.get(case['shapes'])} | {_ms(gen)} | {_ms(eager)} | "
-                         f"{_ms(compiled)} | {_x(eager, gen)} | {_x(compiled, gen)} | "
-                         f"{'' if fraction is None else f'{fraction:.0%}'} |")
-        lines.append(f"| {name} | family: {entry.get('family')}; generated in {entry.get('generate_s')} s | | | | | | | |")
+            lines.append(f"| {name} | {case['shapes']} | {verdicts.get(case['shapes'])} | {_ms(gen)} | {_ms(general)} | "
+                         f"{_ms(eager)} | {_ms(compiled)} | {_x(general, gen)} | {_x(eager, gen)} | "
+                         f"{_x(compiled, gen)} | {'' if fraction is None else f'{fraction:.0%}'} |")
+        lines.append(f"| {name} | family: {entry.get('family')}; generated in {entry.get('generate_s')} s"
+                     f"{'; ' + entry['error'] if entry.get('error') else ''} | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
