@@ -111,8 +111,9 @@ def test_kernel_py_serves_unseen_sizes_with_torch_and_triton_alone(tmp_path, int
     assert lines[:6] == ["5 33 True True", "37 130 True True", "2 2 True True",
                          "1 7 not served", "3 1 not served", "0 9 not served"]
     assert lines[6:8] == ["op 5 33 True True", "op 9 17 True True"]
-    # another rank (higher, lower), another dtype, another layout, another value of a float the reference was given
-    assert lines[8:] == ["refused False bias_relu_sum"] * 5
+    # another rank (higher, lower), another dtype, another value of a float the reference was given: refused;
+    # another layout (a transposed x): served, by the family on a contiguous copy
+    assert lines[8:] == ["refused False bias_relu_sum"] * 3 + ["served True", "refused False bias_relu_sum"]
     assert re.search(r'@torch.library.custom_op\("tritune_generated::bias_relu_sum_[0-9a-f]{8}"', text)
     saved = json.loads((tmp_path / "out" / "generate.json").read_text())
     assert saved["family"] == family
@@ -304,11 +305,15 @@ spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
 kernel = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kernel)
 g = torch.Generator().manual_seed(1)
+kernel.SPECIALIZE = 1
 for tuned in (True, False):
     kernel.TUNED = tuned
-    for rows, cols in ((7, 40), (13, 40), (5, 33), (16, 24)):
+    for rows, cols in ((7, 40), (13, 40), (5, 33), (16, 24), (3, 35)):
         x, bias = torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
-        print(tuned, rows, cols, torch.equal(kernel.run(x, bias), torch.relu(x + bias) * 2.0))
+        if (rows, cols) != (3, 35) or tuned:
+            print(tuned, rows, cols, torch.equal(kernel.run(x, bias), torch.relu(x + bias) * 2.0))
+        else:
+            print("specialized", sorted(sorted(seen) for seen in kernel._SIZED.values()))
 """
 
 
@@ -345,12 +350,15 @@ def test_the_family_takes_its_cases_configuration_by_bucket_and_their_sizes_as_c
     # the kernel specialized on the cases' hidden sizes, launched where the inputs repeat one
     assert re.search(r"def triton_poi_\w+\(in_ptr0, in_ptr1, out_ptr0, ks0: tl.constexpr, xnumel, XBLOCK: tl.constexpr\)",
                      text)
-    assert re.search(r"_kernel = triton_poi_\w+ if TUNED and \(\w+,\) in \{\(24,\), \(40,\)\} else triton_poi_\w+", text)
-    assert "as constants where the inputs give: ks0=24; ks0=40" in text
+    assert re.search(r"_kernel = _sized\(triton_poi_\w+, triton_poi_\w+, \(\w+,\), \{\(24,\), \(40,\)\}\)", text)
+    assert "as constants where the inputs give: ks0=24; ks0=40; and for the first SPECIALIZE others" in text
     done = subprocess.run([sys.executable, "-c", TUNED_CALLS, str(tmp_path / "out" / "kernel.py")],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [line.split()[-1] for line in done.stdout.splitlines()] == ["True"] * 8
+    lines = done.stdout.splitlines()
+    assert [line.split()[-1] for line in lines[:9]] == ["True"] * 9
+    # the cases' sizes (40, 24) are compiled in; of the others, 33 and then not 35 (SPECIALIZE = 1); none with TUNED off
+    assert lines[9:] == ["specialized [[(33,)]]"]
 
 
 def _caught(result: dict, text: str) -> None:
@@ -385,3 +393,98 @@ def test_a_wrong_launch_in_a_cases_bucket_is_caught_and_the_tuning_left_out(tmp_
     monkeypatch.setattr(emit_module, "_case_config", _small_blocks)
     monkeypatch.setattr(fam, "_grid", halved)
     _caught(*_tuned(tmp_path))
+
+
+PINNED = '''
+import os
+import torch
+import torch.nn.functional as F
+name = "bias_relu_pinned"
+SCALE = 2.0
+unserved = "reference"
+pinned = {"x": [-1], "bias": 0}
+
+def reference(x, bias):
+    return F.relu(x + bias) * SCALE
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(s, generator=g).to(device), torch.randn(s[-1], generator=g).to(device))
+            for s in [(4, 6, 40), (8, 10, 24)]]
+'''
+
+# kernel.py of PINNED in a fresh interpreter without tritune: which inputs its kernels serve, what run() returns,
+# how often it warns, and the operator inside a compiled model on inputs the kernels do not serve
+FALLBACK = """
+import importlib.abc, importlib.util, sys, warnings, torch
+
+class NoTritune(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tritune":
+            raise ImportError("kernel.py imports tritune")
+
+sys.meta_path.insert(0, NoTritune())
+spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
+kernel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kernel)
+g = torch.Generator().manual_seed(1)
+want = lambda x, bias: torch.relu(x + bias) * 2.0
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for x, bias in ((torch.randn(5, 7, 40, generator=g), torch.randn(40, generator=g)),   # served
+                    (torch.randn(3, 40, 5, generator=g).transpose(1, 2), torch.randn(40, generator=g)),  # strided
+                    (torch.randn(5, 7, 33, generator=g), torch.randn(33, generator=g)),   # a pinned size no case has
+                    (torch.randn(1, 7, 24, generator=g), torch.randn(24, generator=g)),   # a size of 1
+                    (torch.randn(0, 7, 24, generator=g), torch.randn(24, generator=g))):  # empty
+        print(kernel.serves(x, bias), torch.equal(kernel.run(x, bias), want(x, bias)))
+print("warnings", len(caught), str(caught[0].message).split(":")[0] if caught else "")
+compiled = torch.compile(lambda x, bias: kernel.op(x, bias) + 1, backend="aot_eager", fullgraph=True)
+x, bias = torch.randn(3, 5, 33, generator=g), torch.randn(33, generator=g)
+print("op", torch.equal(compiled(x, bias), want(x, bias) + 1))
+"""
+
+
+def test_strided_inputs_a_pinned_size_and_sizes_of_one_or_zero_go_where_the_spec_says(tmp_path, interpreted):
+    (tmp_path / "spec.py").write_text(PINNED)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    # the sampled sizes keep the pinned hidden size at a case's: all are served but the single rows
+    assert "if (in0.size(2), in1.size(0),) not in {(24, 24), (40, 40)}:" in text
+    cases = [c for c in result["check"]["cases"] if c["label"].startswith("family ")]
+    assert cases and all(re.search(r"\[\d+,\d+,(24|40)\]", c["shapes"]) for c in cases), cases
+    # the reference is copied with the import and the constant it reads, nothing else of the spec file
+    assert "    import torch.nn.functional as F\n    SCALE = 2.0\n    def reference(x, bias):" in text
+    assert "import os" not in text
+    done = subprocess.run([sys.executable, "-c", FALLBACK, str(tmp_path / "out" / "kernel.py")], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["True True", "True True", "False True", "False True", "False True",
+                                        "warnings 1 bias_relu_pinned", "op True"]
+
+
+def test_the_spec_says_pinned_and_unserved_right_or_in_one_line(tmp_path):
+    from tritune.generate.spec import SpecError, load_spec
+
+    for line, says in (('pinned = {"y": [0]}', "`pinned` names 'y', which is no argument of reference(x, bias)"),
+                       ('pinned = {"x": "last"}', "`pinned['x']` must be a dim or a list of dims"),
+                       ('pinned = [-1]', "`pinned` must be a dict"),
+                       ('pinned = {"x": [3]}', "`pinned` names dims [3] of argument 0, which in case 'spec 0' is of rank 3"),
+                       ('unserved = "eager"', "`unserved` must be one of 'error', 'reference', not 'eager'")):
+        (tmp_path / "spec.py").write_text(PINNED + "\n" + line + "\n")
+        with pytest.raises(SpecError) as caught:
+            load_spec(tmp_path / "spec.py")
+        assert says in str(caught.value) and "\n" not in str(caught.value)
+    (tmp_path / "spec.py").write_text(PINNED)
+    spec = load_spec(tmp_path / "spec.py")
+    assert spec.pinned == {0: (-1,), 1: (0,)} and spec.unserved == "reference" and spec.pinned_dims(0, 3) == {2}
+
+
+def test_a_reference_reading_more_than_imports_and_constants_is_refused_in_one_line():
+    from tritune.generate.emit import reference_text
+
+    helper = "import torch\ndef helper(x):\n    return x\nLIMIT = torch.ones(3)\ndef reference(x):\n    return helper(x) + LIMIT\n"
+    with pytest.raises(GenerateError, match=r"the reference reads LIMIT, helper, which is no import or literal"):
+        reference_text(helper)
+    with pytest.raises(GenerateError, match="no undecorated def reference"):
+        reference_text("import functools\n@functools.cache\ndef reference(x):\n    return x\n")

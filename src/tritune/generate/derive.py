@@ -117,6 +117,7 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
         frame = _frame([t.shape for t in tensors if isinstance(t, torch.Tensor)])
         if not frame:
             continue
+        kept = pinned_frame_dims(spec, tensors, frame)
         made = 0
         for k in range(count * 4):  # a frame the cases have, or the reference refuses, is drawn again
             if made == count:
@@ -133,6 +134,7 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
                 if total > limit:  # at most FAMILY_GROWTH times the case's elements: a rank-4 spec's 4x each dim is 256x
                     scale = (limit / total) ** (1 / len(target))
                     target = tuple(max(1, int(d * scale)) for d in target)
+            target = tuple(frame[j] if j in kept else d for j, d in enumerate(target))
             args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                          if isinstance(t, torch.Tensor) else t for t in tensors)
             case = _new(spec, f"family {len(cases)}", args, seen)
@@ -142,13 +144,26 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
     for own in (c for c in known if not c.derived):  # where kernel.py's tuning takes over (``near``)
         tensors = own.tensors
         frame = _frame([t.shape for t in tensors if isinstance(t, torch.Tensor)])
+        kept = pinned_frame_dims(spec, tensors, frame)
         for target in near(frame):
+            if any(target[j] != frame[j] for j in kept):
+                continue
             args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                          if isinstance(t, torch.Tensor) else t for t in tensors)
             case = _new(spec, f"family {len(cases)}", args, seen)
             if case is not None:
                 cases.append(case)
     return cases
+
+
+def pinned_frame_dims(spec: GenSpec, tensors: tuple, frame: Shape) -> set[int]:
+    """The frame's dims the spec pins (``spec.pinned``, each tensor right-aligned against the frame):
+    the family's sizes keep them as the case has them."""
+    kept = set()
+    for position, value in enumerate(tensors):
+        if hasattr(value, "dim"):
+            kept |= {len(frame) - value.dim() + d for d in spec.pinned_dims(position, value.dim())}
+    return {j for j in kept if 0 <= j < len(frame)}
 
 
 def near(frame: Shape) -> list[Shape]:

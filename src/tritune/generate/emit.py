@@ -33,6 +33,7 @@ from tritune.generate.inductor import GenerateError
 
 # Inductor-only names in a kernel module's imports: the autotuning decorator and its hints.
 _DROP_MODULES = ("torch._inductor.runtime.hints",)
+SPECIALIZE = 8  # kernel.py's: sizes per kernel compiled as constants beyond the cases' (``_dispatch``)
 TUNING_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # the docstring's table shows these
 _DROP_NAMES = {"triton_heuristics", "AutotuneHint", "ReductionHint", "TileHint", "DeviceProperties"}
 
@@ -49,14 +50,17 @@ def bakeable(variant: Any) -> str | None:
 
 
 def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name: str, origin: str,
-         families: list[dict] = (), tuned: bool = True) -> tuple[str, list[str]]:
+         families: list[dict] = (), tuned: bool = True, pinned: dict | None = None,
+         reference: str | None = None) -> tuple[str, list[str]]:
     """The text of kernel.py, and notes. ``root``: the capture directory the plans' specs name their
     sources in; ``decisions``: spec id -> decided ``Variant`` (bakeable ones are applied);
     ``origin``: one line for the docstring (where the kernels came from); ``families``: the
     symbolic-size compiles (``family.compile_family``), whose launchers ``run`` falls back to, in
     order, for inputs no case matches; ``tuned``: each family launch takes its case's configuration
     in that case's size bucket and is compiled for the cases' sizes where they recur (``tuning``),
-    else Inductor's configuration for the family's example everywhere."""
+    else Inductor's configuration for the family's example everywhere; ``pinned``: the spec's
+    (argument position -> dims), which a family serves only at the sizes its cases give them;
+    ``reference``: ``reference_text``'s, for inputs no kernel serves (None: those raise)."""
     root = Path(root)
     functions: dict[str, str] = {}  # emitted name -> function text
     imports: list[str] = []
@@ -92,7 +96,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
         label = f"_family_{len(launchers)}"
         try:
             made = tuning(family, plans, decisions) if tuned else []
-            launchers.append(_family(family, functions, imports, label, made))
+            launchers.append(_family(family, functions, imports, label, made, _pins(family, plans, pinned or {})))
             tables.append(_bucket_table(family, made, label))
         except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
             notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
@@ -101,7 +105,8 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
-    body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers))]
+    body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers),
+                                                                                  reference)]
     if launchers:
         try:
             body.append("\n\n" + operator_text(families[0], name))
@@ -116,7 +121,27 @@ def _described_key(family: dict) -> list:
             for item in family.get("inputs", [])]
 
 
-def _family(family: dict, functions: dict[str, str], imports: list[str], label: str, tuned: list[dict]) -> str:
+def _pins(family: dict, plans: list[dict], pinned: dict) -> tuple[list[tuple[int, int]], list[tuple]]:
+    """The family's pinned sizes: (input, dim) pairs, and the values they take together in the
+    spec's own cases of the family's dtypes."""
+    inputs = family["inputs"]
+    pairs = sorted((position, d % inputs[position]["tensor"]) for position, dims in pinned.items()
+                   if position < len(inputs) and inputs[position].get("tensor") for d in dims)
+    if not pairs:
+        return [], []
+    values = set()
+    for plan in plans:
+        key = plan["key"]
+        if plan.get("derived") or len(key) != len(inputs) or any(
+                "tensor" in item and not (isinstance(given, list) and given[2] == item["dtype"])
+                for item, given in zip(inputs, key)):
+            continue
+        values.add(tuple(key[position][0][d] for position, d in pairs))
+    return pairs, sorted(values)
+
+
+def _family(family: dict, functions: dict[str, str], imports: list[str], label: str, tuned: list[dict],
+            pins: tuple = ([], [])) -> str:
     """The family's launcher, named ``label``, with ``tuned`` (``tuning``) written in; its kernels
     (and their versions specialized on the cases' sizes) join ``functions``, their imports ``imports``."""
     names, found, used_all = {}, {}, []
@@ -132,7 +157,7 @@ def _family(family: dict, functions: dict[str, str], imports: list[str], label: 
             sized, text, _ = _emitted(text, emitted)
             found.setdefault(sized, text)
             tuned[index]["special"]["kernel"] = sized
-    launcher = family_text(family, names, label, tuned)  # may refuse: then nothing of the family is kept
+    launcher = family_text(family, names, label, tuned, pins)  # may refuse: then nothing of the family is kept
     for emitted, text in found.items():
         functions.setdefault(emitted, text)
     imports += [line for line in dict.fromkeys(used_all) if line not in imports]
@@ -149,7 +174,9 @@ def _docstring(name: str, origin: str, plans: list[dict], family: bool = False, 
     if tables:
         other += ("\n\nA family's launch takes a configuration by size bucket (each tensor input's sizes to the\n"
                   "power of two at or above, as tritune's decision keys bucket them), and its kernel compiled\n"
-                  "with the cases' sizes as constants where the inputs repeat them; TUNED = False turns both off.\n\n"
+                  "with its size arguments as constants where the inputs repeat a case's, and for the first\n"
+                  "SPECIALIZE other sizes it meets (Triton compiles it once for each: a model's hidden size\n"
+                  "stays while its batch changes); TUNED = False turns both off.\n\n"
                   + "\n".join(tables))
     return (f'"""{name}: fused Triton kernel(s), generated by `tritune generate`.\n\n{origin}\n\n'
             f"run(*inputs) returns what the spec's reference returns, for these inputs (shape, dtype):\n"
@@ -168,8 +195,8 @@ def tuning(family: dict, plans: list[dict], decisions: dict[str, Any]) -> list[d
     - ``special``: the launch's size arguments (``family.specializable``) and the values they took
       at the cases: kernel.py compiles the kernel with them as constants (``family.specialized``)
       when an input repeats all of them, as a static kernel has them (a hidden size's modulo by a
-      constant, loads known to be contiguous), and launches the general one for any other value;
-      so Triton compiles at most one kernel per case."""
+      constant, loads known to be contiguous), and for the first ``SPECIALIZE`` other values it meets;
+      the general kernel for any value after those (kernel.py's ``_sized``)."""
     from tritune.generate.family import specializable
 
     launches = [LaunchSpec.from_json(step) for step in family["launches"]]
@@ -233,7 +260,7 @@ def _bucket_table(family: dict, tuned: list[dict], label: str) -> str:
         if made["special"]:
             values = "; ".join(", ".join(f"{p}={v}" for p, v in zip(made["special"]["params"], vals))
                                for vals in made["special"]["values"])
-            lines.append(f"        as constants where the inputs give: {values}")
+            lines.append(f"        as constants where the inputs give: {values}; and for the first SPECIALIZE others")
     return "\n".join(lines)
 
 
@@ -395,23 +422,47 @@ def _itemsize(dtype: str) -> int:
     return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
-def _dispatch(plans: list[dict], name: str, families: int = 0) -> str:
+def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | None = None) -> str:
+    """``run``, ``serves`` and what they dispatch with. ``reference``: ``reference_text``'s function,
+    which ``run`` falls back to (with a one-time warning) for inputs no kernel serves; None: those
+    raise a one-line ``ValueError``."""
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
     head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
     head += ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
              "# False: Inductor's configuration for each family's example, and its general kernels, everywhere\n"
-             "TUNED = True\n\n\n"
+             "TUNED = True\n"
+             "# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);\n"
+             "# then its general kernel. 0: the cases' sizes only\n"
+             f"SPECIALIZE = {SPECIALIZE}\n"
+             "_SIZED = {}\n\n\n"
+             "def _sized(special, general, sizes, cases):\n"
+             '    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for\n'
+             '    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""\n'
+             "    if not TUNED:\n"
+             "        return general\n"
+             "    if sizes in cases:\n"
+             "        return special\n"
+             "    seen = _SIZED.setdefault(special, set())\n"
+             "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
+             "        seen.add(sizes)\n"
+             "    return special if sizes in seen else general\n\n\n"
              "def _bucket(*inputs):\n"
              '    """Each tensor input\'s sizes, each to the power of two at or above it (0 and 1 stay)."""\n'
              "    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)\n"
              "                 for v in inputs if isinstance(v, torch.Tensor))\n\n\n")
     head += ("def _family(*inputs, _probe=False, _fake=False):\n"
-             '    """The first family that serves ``inputs``: its result (``_probe``: True), else None."""\n'
-             f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
-             "        found = family(*inputs, _probe=_probe, _fake=_fake)\n"
-             "        if found is not None:\n"
-             "            return found\n"
+             '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'
+             '    (a copy of each strided tensor: the values are the same): its result (``_probe``: True), else None."""\n'
+             "    dense = tuple(v.contiguous() if isinstance(v, torch.Tensor) else v for v in inputs)\n"
+             "    for given in (inputs, dense) if any(d is not v for d, v in zip(dense, inputs)) else (inputs,):\n"
+             f"        for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
+             "            found = family(*given, _probe=_probe, _fake=_fake)\n"
+             "            if found is not None:\n"
+             "                return found\n"
              "    return None\n\n\n")
+    if reference is not None:
+        head += reference + "\n\n"
+    head += f"_REFERENCE = {'_reference' if reference is not None else None}\n_WARNED = []\n\n\n"
     return head + textwrap.dedent('''\
         def _key(inputs):
             return tuple((tuple(v.shape), tuple(v.stride()), str(v.dtype).removeprefix("torch."))
@@ -419,8 +470,23 @@ def _dispatch(plans: list[dict], name: str, families: int = 0) -> str:
 
 
         def serves(*inputs):
-            """Whether run() takes ``inputs``: one of the cases in the module's docstring, or its family."""
+            """Whether run()'s kernels serve ``inputs``: one of the cases in the module's docstring, or its
+            family. Other inputs raise, or go to the spec's reference where the spec says so (_REFERENCE)."""
             return _key(inputs) in _CASES or _family(*inputs, _probe=True) is True
+
+
+        def _unserved(inputs, fake=False):
+            if _REFERENCE is None:
+                raise ValueError(f"{_NAME}: no kernel for inputs {_key(inputs)}: generated for "
+                                 f"{len(_CASES)} input cases" + (" and their family" if FAMILY else "")
+                                 + " (see the module's docstring)")
+            if not fake and not _WARNED:
+                import warnings
+
+                _WARNED.append(True)
+                warnings.warn(f"{_NAME}: no kernel for inputs {_key(inputs)}: running the spec's reference "
+                              "(this warning is shown once)", stacklevel=3)
+            return _REFERENCE(*inputs)
 
 
         def run(*inputs):
@@ -429,12 +495,46 @@ def _dispatch(plans: list[dict], name: str, families: int = 0) -> str:
             if case is not None:
                 return case(*inputs)
             found = _family(*inputs)
-            if found is None:
-                raise ValueError(f"{_NAME}: no kernel for inputs {_key(inputs)}: generated for "
-                                 f"{len(_CASES)} input cases" + (" and their family" if FAMILY else "")
-                                 + " (see the module's docstring)")
-            return found
+            return _unserved(inputs) if found is None else found
         ''')
+
+
+def reference_text(source: str, name: str = "reference") -> str:
+    """The spec's ``reference`` as kernel.py holds it, for ``unserved = "reference"``:
+    ``_reference``, made by a function holding the spec's imports and constants that the reference
+    reads (a literal ``EPS = 1e-5``), so kernel.py needs nothing of the spec file. A one-line
+    ``GenerateError`` where it reads anything else of the file (a helper function, a computed value)."""
+    import builtins
+
+    tree = ast.parse(source)
+    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if found is None or found.decorator_list:
+        raise GenerateError(f"unserved = 'reference': no undecorated def {name}(...) at the spec's top level")
+    bound = {a.arg for a in ast.walk(found.args) if isinstance(a, ast.arg)}
+    bound |= {n.id for n in ast.walk(found) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for n in ast.walk(found) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    wanted = read - bound - set(dir(builtins))
+    kept = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a for a in node.names if (a.asname or a.name).split(".")[0] in wanted]
+            if names:
+                kept.append(ast.unparse(type(node)(**{**node.__dict__, "names": names})))
+                wanted -= {(a.asname or a.name).split(".")[0] for a in names}
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in wanted:
+            try:
+                ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            kept.append(ast.unparse(node))
+            wanted.discard(node.targets[0].id)
+    if wanted:
+        raise GenerateError(f"unserved = 'reference': the reference reads {', '.join(sorted(wanted))}, which is no "
+                            "import or literal constant of the spec: kernel.py cannot hold it")
+    body = "\n".join(kept + [ast.unparse(found), f"return {name}"])
+    return ('def _reference_of():\n    """The spec\'s reference (its unserved = "reference"), for inputs no kernel serves."""\n'
+            + textwrap.indent(body, "    ") + "\n\n\n_reference = _reference_of()\n")
 
 
 def _key_literal(key: list) -> str:

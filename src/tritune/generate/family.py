@@ -59,7 +59,7 @@ SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer m
 SCALAR_TYPES = {bool: "bool", int: "int", float: "float"}
 # names the translation binds itself, or reads: never an assignment's target in the wrapper
 RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", "_b", "_bucket",
-            "_kernel", "TUNED", *SAFE_FUNCTIONS}
+            "_kernel", "_sized", "TUNED", *SAFE_FUNCTIONS}
 SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
                     r"\.(?P<offset>storage_offset)\(\))?$")
 
@@ -244,12 +244,13 @@ def _source_name(node: Any) -> str:
 
 
 def family_text(family: dict, kernel_names: dict[str, str], function: str = "_family",
-                tuned: Sequence[dict] = ()) -> str:
+                tuned: Sequence[dict] = (), pins: tuple = ([], [])) -> str:
     """``_family(in0, ...)``'s source (module docstring), under the name ``function``.
     ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under; ``tuned``: per
     launch, its bucket configurations and its specialized kernel (``emit.tuning``, ``"special"``
     holding the specialized kernel's emitted name as ``"kernel"``), used while kernel.py's
-    ``TUNED`` is true."""
+    ``TUNED`` is true; ``pins``: the spec's pinned (input, dim) pairs and the values they may take
+    together (``emit._pins``), checked before anything else."""
     from tritune.capture.spec import LaunchSpec
 
     call = _call_of(family)
@@ -266,6 +267,11 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
              '    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;',
              '    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""']
     lines += ["    " + line for line in _input_checks(family)]
+    pairs, values = pins
+    if pairs:
+        sizes = ", ".join(f"in{position}.size({dim})" for position, dim in pairs)
+        lines += [f"    if ({sizes},) not in {{{', '.join(repr(tuple(v)) for v in values)}}}:",
+                  "        return None  # sizes the spec pins, at none of its cases' values"]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
     if any(t.get("buckets") for t in tuned):
         lines.append(f"    _b = _bucket({params})")
@@ -317,9 +323,7 @@ def operator_text(family: dict, name: str) -> str:
     @{op}.register_fake
     def _({names}):
         found = _family({names}, _fake=True)
-        if found is None:
-            raise ValueError(f"{{_NAME}}: no kernel for these inputs' ranks, dtypes or layouts")
-        return found
+        return _unserved(({names},), fake=True) if found is None else found
 
     return {op}
 
@@ -508,7 +512,7 @@ class _Translator:
         if special:  # the kernel with the cases' sizes as constants, where the inputs repeat them
             given = ", ".join(scalars[p] for p in special["params"])
             values = "{" + ", ".join(repr(tuple(v)) for v in special["values"]) + "}"
-            lines.append(f"    _kernel = {special['kernel']} if TUNED and ({given},) in {values} else {name}")
+            lines.append(f"    _kernel = _sized({special['kernel']}, {name}, ({given},), {values})")
             name = "_kernel"
         general = self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)
         own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()

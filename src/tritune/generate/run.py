@@ -170,7 +170,7 @@ def _empty(folder: Path) -> None:
 
 def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, device: str, result: dict,
                log: Callable[[str], None]) -> tuple[Path | None, dict]:
-    from tritune.generate.emit import emit
+    from tritune.generate.emit import emit, reference_text
 
     folder = out / "inductor"
     capture = folder / "capture"
@@ -192,6 +192,7 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
               + ("optimized by tritune's search" if decisions else "as Inductor configured them") + ".")
     path = folder / "kernel.py"
     families = body.get("families") or []
+    reference = reference_text(spec.text) if spec.unserved == "reference" else None  # the spec asked: else no kernel.py
     # the module as made, then without the search's decisions, then without the families' tuning (their
     # bucket table and specialized kernels), then without the launchers for other sizes: the first that
     # verifies is kept, and the notes say what was left out and why
@@ -201,7 +202,8 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     check: dict = {}
     for number, (decided, sizes, tuned, _) in enumerate(tries):
         made = origin if decided else origin.replace("optimized by tritune's search", "as Inductor configured them")
-        text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes, tuned=tuned)
+        text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes, tuned=tuned,
+                           pinned=spec.pinned, reference=reference)
         if number == 0:
             result["notes"] += notes
         path.write_text(text)

@@ -9,6 +9,13 @@ A spec file defines
     name                  optional: a string (default: the file's stem)
     tolerance             optional: ``{dtype name: (rtol, atol)}`` replacing the entries of the one
                           table (``tritune.verify.tolerances.TABLE``) for the dtypes it names
+    pinned                optional: ``{argument name: [dim, ...]}``, dims kernel.py serves only at the
+                          sizes the cases give them (a hidden size a kernel was written for):
+                          ``pinned = {"x": [-1], "bias": [0]}``; the family's other sizes vary the rest
+    unserved              optional: what kernel.py's ``run`` does with inputs its kernels do not serve
+                          (another rank or dtype, a size of 0 or 1, a pinned size no case has):
+                          ``"error"`` (the default: a one-line ``ValueError``) or ``"reference"``
+                          (the reference, copied into kernel.py, with a one-time warning)
 
 for example::
 
@@ -61,6 +68,12 @@ class GenSpec:
     reference: Callable[..., Any]  # returns a tensor or a tuple/list of tensors
     make_inputs: Callable[[str], list]  # the spec's inputs(device)
     tolerance: dict | None  # optional override: {"float16": (rtol, atol), ...}
+    pinned: dict = dataclasses.field(default_factory=dict)  # argument position -> dims (as the spec gives them)
+    unserved: str = "error"  # or "reference"
+
+    def pinned_dims(self, position: int, rank: int) -> set[int]:
+        """The dims of argument ``position`` (a tensor of ``rank``) the spec pins, each made non-negative."""
+        return {d % rank for d in self.pinned.get(position, ()) if rank}
 
     def error(self, problem: str) -> SpecError:
         return _error(self.path, problem)
@@ -151,12 +164,47 @@ def load_spec(path: str | Path, *, device: str = "cpu", check: bool = True) -> G
         name = path.stem
     elif not isinstance(name, str) or not name.strip():
         raise _error(path, f"`name` must be a non-empty string, not {_kind(name)}")
+    unserved = getattr(module, "unserved", "error")
+    if unserved not in UNSERVED:
+        raise _error(path, f"`unserved` must be one of {', '.join(map(repr, UNSERVED))}, not {unserved!r}")
     spec = GenSpec(path=path, name=name, text=path.read_text(errors="replace"), reference=functions["reference"],
-                   make_inputs=functions["inputs"], tolerance=_tolerance(path, getattr(module, "tolerance", None)))
+                   make_inputs=functions["inputs"], tolerance=_tolerance(path, getattr(module, "tolerance", None)),
+                   pinned=_pinned(path, getattr(module, "pinned", None), functions["reference"]), unserved=unserved)
     if check:
         for case in spec.cases(device):
             spec.outputs(case)
+            for position, dims in spec.pinned.items():
+                value = case.tensors[position] if position < len(case.tensors) else None
+                rank = value.dim() if hasattr(value, "dim") else None
+                if rank is None or any(not -rank <= d < rank for d in dims):
+                    raise _error(path, f"`pinned` names dims {list(dims)} of argument {position}, which in case "
+                                       f"{case.label!r} is {_kind(value) if rank is None else f'of rank {rank}'}")
     return spec
+
+
+UNSERVED = ("error", "reference")
+
+
+def _pinned(path: Path, value: Any, reference: Callable) -> dict:
+    """The spec's ``pinned`` (``{argument name: [dim, ...]}``) as argument position -> dims."""
+    import inspect
+
+    if value is None:
+        return {}
+    params = list(inspect.signature(reference).parameters)
+    if not isinstance(value, dict):
+        raise _error(path, f"`pinned` must be a dict {{argument name: [dim, ...]}}, not {_kind(value)}")
+    pinned = {}
+    for key, dims in value.items():
+        if key not in params:
+            raise _error(path, f"`pinned` names {key!r}, which is no argument of reference({', '.join(params)})")
+        if isinstance(dims, int) and not isinstance(dims, bool):
+            dims = [dims]
+        if not isinstance(dims, (list, tuple)) or not dims or \
+                not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+            raise _error(path, f"`pinned[{key!r}]` must be a dim or a list of dims (ints), not {dims!r}")
+        pinned[params.index(key)] = tuple(dims)
+    return pinned
 
 
 def container(result: Any) -> str:
