@@ -179,6 +179,21 @@ def test_sizes_of_the_family_catch_what_the_cases_miss(tmp_path, worker):
     assert "19 of 19 sampled sizes of the family" in good["message"]
 
 
+def test_a_models_module_is_checked_on_the_family_when_asked(tmp_path, worker):
+    # a module without FAMILY (a model's): the family's sizes where the payload asks, every one of them must pass
+    capped = CAPPED.split("\n\nFAMILY = True")[0]
+    assert "FAMILY" not in capped and "serves" not in capped
+    assert check("direct", worker, payload(tmp_path, capped))["ok"]
+    result = check("direct", worker, {**payload(tmp_path, capped), "family": True})
+    assert not result["ok"] and result["message"].startswith("case 'family "), result["message"]
+    good = check("direct", worker, {**payload(tmp_path, GOOD), "family": True})
+    assert good["ok"] and good["family"] == {"sampled": 19, "served": 19}, good["message"]
+    # tritune's kernel.py that says FAMILY = False is not sampled, whatever the payload asks
+    without = check("direct", worker, {**payload(tmp_path, CAPPED.replace("FAMILY = True", "FAMILY = False")),
+                                       "family": True})
+    assert without["ok"] and without["family"] == {"sampled": 0, "served": 0}, without["message"]
+
+
 def test_a_serves_that_raises_leaves_the_verdict_to_run(tmp_path, worker):
     raising = CAPPED.replace("    return x.dim() == 2 and", "    raise RuntimeError('planted')\n    return x.dim() == 2 and")
     assert raising != CAPPED

@@ -488,3 +488,31 @@ def test_a_reference_reading_more_than_imports_and_constants_is_refused_in_one_l
         reference_text(helper)
     with pytest.raises(GenerateError, match="no undecorated def reference"):
         reference_text("import functools\n@functools.cache\ndef reference(x):\n    return x\n")
+
+
+def test_a_bucket_takes_the_searchs_decision_for_its_case_where_kernel_py_can_hold_it(tmp_path, interpreted):
+    from tritune.generate.emit import tuning
+    from tritune.replay.variant import Variant
+
+    (tmp_path / "spec.py").write_text(TWO_SIZES)
+    payload = {"spec": str(tmp_path / "spec.py"), "device": "cpu", "capture": str(tmp_path / "capture"),
+               "derived": False, "interpret": True, "family": True}
+    done = subprocess.run([sys.executable, "-c", "import json, sys; from tritune.generate.inductor import capture_job; "
+                           "json.dump(capture_job(json.loads(sys.argv[1])), open(sys.argv[2], 'w'))",
+                           json.dumps(payload), str(tmp_path / "body.json")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]  # a worker's job: in a process of its own
+    body = json.loads((tmp_path / "body.json").read_text())
+    family, = body["families"]
+    ids = {plan["label"]: plan["steps"][0]["spec"]["id"] for plan in body["plans"]}
+    decided = {ids["spec 0"]: Variant("search", options={"num_warps": 2}, constexprs={"XBLOCK": 32}),
+               ids["spec 1"]: Variant("rewrite", constexprs={"XBLOCK": 64}, source="def other(): pass\n")}
+    launch, = tuning(family, body["plans"], decided)
+    by_bucket = {where: (config, came) for where, config, came in launch["buckets"]}
+    config, came = by_bucket[((8, 64), (64,))]  # spec 0 (6, 40): the decision, baked in
+    assert (config["XBLOCK"], config["num_warps"]) == (32, 2) and came == \
+        "tritune's search on spec 0: num_warps=2, XBLOCK=32", came
+    config, came = by_bucket[((16, 32), (32,))]  # spec 1 (12, 24): a rewritten source is its own case's alone
+    assert config["XBLOCK"] == 256 and came.startswith("Inductor's autotuning for spec 1 (the search's decision "), came
+    # the launch's size argument took 40 and 24 at the cases: those are compiled in
+    assert launch["special"] == {"params": ["ks0"], "values": [(24,), (40,)]}
+    assert tuning(family, body["plans"], {}) [0]["buckets"][0][2].startswith("Inductor's autotuning for spec ")

@@ -96,7 +96,10 @@ def check_job(payload: dict) -> dict:
     """Verify ``payload["module"]`` against ``payload["spec"]`` (see the module doc).
 
     payload: ``{"module": path of a .py defining run(*tensors), "spec": path of the spec,
-    "device": "cuda"|"cpu", "seed": int, "derived": bool}``. Returns ``{"ok", "failure": None or
+    "device": "cuda"|"cpu", "seed": int, "derived": bool, "family": bool}``. With ``derived``, sampled
+    sizes of the spec's family (``derive.family_cases``) are checked too: for tritune's kernel.py
+    where its ``FAMILY`` is true (a size its ``serves`` refuses is "not served"), and for a module
+    without ``FAMILY`` (a model's) where ``family`` asks for it (every size must pass). Returns ``{"ok", "failure": None or
     a class of CLASSES, "message": one line <= 300 chars, "cases": [{"label", "shapes", "ok",
     "message", "outputs": [CompareResult JSON]}], "launches": Triton launches seen in run()}``.
     """
@@ -118,10 +121,12 @@ def check_job(payload: dict) -> dict:
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
     serves = getattr(module, "serves", None)
-    if payload.get("derived") and getattr(module, "FAMILY", False) and callable(serves):
+    family = getattr(module, "FAMILY", None)  # tritune's kernel.py says; a model's module is asked to serve all sizes
+    family = callable(serves) if family is True else bool(payload.get("family")) if family is None else False
+    if payload.get("derived") and family:
         cases += family_cases(spec, cases, seed=seed)  # sizes no case shows: the family's own
     for case in cases:
-        if case.label.startswith("family ") and not _serves(serves, case):
+        if case.label.startswith("family ") and callable(serves) and not _serves(serves, case):
             report.unserved(case)
             continue
         expected, sources, kind = spec.outputs_sources_kind(case)

@@ -453,12 +453,17 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
     head += ("def _family(*inputs, _probe=False, _fake=False):\n"
              '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'
              '    (a copy of each strided tensor: the values are the same): its result (``_probe``: True), else None."""\n'
+             f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
+             "        found = family(*inputs, _probe=_probe, _fake=_fake)\n"
+             "        if found is not None:\n"
+             "            return found\n"
              "    dense = tuple(v.contiguous() if isinstance(v, torch.Tensor) else v for v in inputs)\n"
-             "    for given in (inputs, dense) if any(d is not v for d, v in zip(dense, inputs)) else (inputs,):\n"
-             f"        for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
-             "            found = family(*given, _probe=_probe, _fake=_fake)\n"
-             "            if found is not None:\n"
-             "                return found\n"
+             "    if all(d is v for d, v in zip(dense, inputs)):\n"
+             "        return None\n"
+             f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
+             "        found = family(*dense, _probe=_probe, _fake=_fake)\n"
+             "        if found is not None:\n"
+             "            return found\n"
              "    return None\n\n\n")
     if reference is not None:
         head += reference + "\n\n"

@@ -27,7 +27,12 @@ shape guards and ranges over the sizes, each symbol spelt from the input it came
   compiled graph ran), its grid written out from Inductor's own grid expression
   (``GridExpr.from_meta``) over the launch's scalar arguments; a persistent reduction
   (``triton_per_``) takes ``R0_BLOCK = next_power_of_2(r0_numel)``, as its single pass must cover
-  the row whatever its length.
+  the row whatever its length;
+- with ``tuned`` (``emit.tuning``), the launch by size bucket: in a case's bucket, that case's
+  configuration (``_b == ...``, the bucket kernel.py's ``_bucket`` computes), and the kernel
+  ``specialized`` on its size arguments where kernel.py's ``_sized`` says so (a case's sizes, and
+  the first ``SPECIALIZE`` others); both only while kernel.py's ``TUNED`` is true;
+- with the spec's pinned dims (``pins``), a check that they take one of the cases' values.
 
 ``_probe`` returns True where every check passes, before any work (``serves``); ``_fake`` allocates
 and returns the outputs without launching (the fake implementation of ``operator_text``'s op).

@@ -15,8 +15,9 @@ passed its allowlist (``generate.assemble``), so nothing else of a reply reaches
                     imports, constants, kernels and ``run``; the kernels by ``llm.sandbox.check``;
                     ``run`` by ``generate.launcher.check_launcher``): never written as a .py, never run
 (check's classes)   the assembled module is written to ``OUT/llm/attempt-NN.py`` and verified in the
-                    worker, under the sandbox's CPU and memory limits, on the spec's cases and the
-                    derived ones (``generate.check.check_job``): ``compile``, ``runtime``, ``timeout``,
+                    worker, under the sandbox's CPU and memory limits, on the spec's cases, the
+                    derived ones and a seeded sample of other sizes of its family (the prompt asks
+                    for any size; ``generate.check.check_job``): ``compile``, ``runtime``, ``timeout``,
                     ``wrong_result`` (with the worst element), ``no_kernel``, ``syntax``
 ``slower``          verified, and with ``time_module`` (a GPU) slower than the eager reference:
                     still a verified candidate, the best if the fastest so far
@@ -195,7 +196,7 @@ class _Loop:
         from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
 
         payload = {"module": str(module), "spec": str(self.spec.path), "device": self.device, "seed": SEED,
-                   "derived": True}
+                   "derived": True, "family": True}  # any size of the spec's family, as the prompt asks
         outcome = self.worker.call(CHECK_JOB, payload, timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S,
                                    memory_mb=SANDBOX_MEMORY_MB)
         if not outcome.ok:

@@ -339,7 +339,8 @@ def _check(worker: Any, module: Path, spec_path: Path, device: str) -> dict:
     from tritune.generate.check import failure_class
 
     outcome = worker.call("tritune.generate.check:check_job",
-                          {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0, "derived": True},
+                          {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0, "derived": True,
+                           "family": True},
                           timeout_s=CHECK_TIMEOUT_S)
     if outcome.ok:
         return outcome.value
