@@ -168,12 +168,50 @@ def main() -> int:
                 bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
                 results.setdefault("copy_gbps", bench["copy_gbps"])
                 entry["unseen_bench"] = bench["cases"]
+                entry["host_us"] = host_costs(modules, unseen)
         results["specs"][name] = entry
         (out / "generate_family.json").write_text(json.dumps(results, indent=1, default=str))
         (out / "generate_family.md").write_text(table(results))
     (out / "generate_family.md").write_text(table(results))
     print(table(results))
     return 0
+
+
+def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 300) -> dict:
+    """What one call costs the host, in microseconds, at the smallest unseen size of each dtype
+    pattern (where the GPU's work is a few microseconds, so a call's time is its launch path):
+    ``calls`` calls in a row without a synchronization, after warm-up, for each module, eager and
+    torch.compile (default mode, compiled for the shape first). Python's launch path is what
+    makes a small size's time, for kernel.py and torch.compile alike."""
+    import torch
+
+    from tritune.generate.spec import load_spec, shapes_text
+    from tritune.imports import import_file
+
+    spec = load_spec(spec_path, device="cuda", check=False)
+    smallest: dict[tuple, object] = {}
+    for case in spec.cases("cuda"):
+        key = tuple(str(t.dtype) for t in case.tensors if isinstance(t, torch.Tensor))
+        smallest.setdefault(key, case)  # the spec's first frame of each pattern is its smallest
+    costs = {}
+    for case in smallest.values():
+        runs = {name: import_file(path, fresh=True).run for name, path in modules.items()}
+        runs["eager"] = spec.reference
+        torch._dynamo.reset()
+        runs["compile"] = torch.compile(spec.reference, dynamic=False)
+        row = {}
+        for name, fn in runs.items():
+            for _ in range(20):
+                fn(*case.tensors)
+            torch.cuda.synchronize()
+            began = time.perf_counter()
+            for _ in range(calls):
+                fn(*case.tensors)
+            row[name] = round((time.perf_counter() - began) / calls * 1e6, 1)
+            torch.cuda.synchronize()
+        costs[shapes_text(case.tensors)] = row
+        torch._dynamo.reset()
+    return costs
 
 
 def table(results: dict) -> str:
@@ -197,6 +235,9 @@ def table(results: dict) -> str:
                          f"{_x(compiled, gen)} | {'' if fraction is None else f'{fraction:.0%}'} |")
         lines.append(f"| {name} | family: {entry.get('family')}; generated in {entry.get('generate_s')} s"
                      f"{'; ' + entry['error'] if entry.get('error') else ''} | | | | | | | | | |")
+        for shapes, row in (entry.get("host_us") or {}).items():
+            lines.append(f"| {name} | host µs per call at {shapes}: "
+                         + ", ".join(f"{k} {v}" for k, v in row.items()) + " | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 

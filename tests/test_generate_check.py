@@ -188,10 +188,15 @@ def test_a_models_module_is_checked_on_the_family_when_asked(tmp_path, worker):
     assert not result["ok"] and result["message"].startswith("case 'family "), result["message"]
     good = check("direct", worker, {**payload(tmp_path, GOOD), "family": True})
     assert good["ok"] and good["family"] == {"sampled": 19, "served": 19}, good["message"]
-    # tritune's kernel.py that says FAMILY = False is not sampled, whatever the payload asks
-    without = check("direct", worker, {**payload(tmp_path, CAPPED.replace("FAMILY = True", "FAMILY = False")),
-                                       "family": True})
-    assert without["ok"] and without["family"] == {"sampled": 0, "served": 0}, without["message"]
+    # what the module says of itself counts for tritune's kernel.py ("module"), not for a model's: no opt-out
+    for says in ("FAMILY = False", "FAMILY = True"):  # FAMILY = True without a serves(): no family either
+        module = capped + f"\n\n{says}\n"
+        assert check("direct", worker, {**payload(tmp_path, module), "family": "module"})["family"]["sampled"] == 0
+        result = check("direct", worker, {**payload(tmp_path, module), "family": True})
+        assert not result["ok"] and result["message"].startswith("case 'family "), (says, result["message"])
+    narrow = CAPPED.replace("    return x.dim() == 2 and", "    return False and")  # serves() refuses every size
+    result = check("direct", worker, {**payload(tmp_path, narrow), "family": True})
+    assert not result["ok"] and result["message"].startswith("case 'family "), result["message"]
 
 
 def test_a_serves_that_raises_leaves_the_verdict_to_run(tmp_path, worker):

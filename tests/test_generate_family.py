@@ -320,7 +320,8 @@ for tuned in (True, False):
 def _small_blocks(static, variant, launch, label):
     """Spec 0's bucket launches with XBLOCK=64 (Inductor's interpreter configuration is 256 for every case)."""
     config = real_case_config(static, variant, launch, label)
-    return None if config is None else (({**config[0], "XBLOCK": 64}, config[1]) if label == "spec 0" else config)
+    long = config is not None and label == "spec 0"  # and a long origin: only the comment is cut
+    return None if config is None else (({**config[0], "XBLOCK": 64}, config[1] + " x" * 150) if long else config)
 
 
 from tritune.generate import emit as emit_module  # noqa: E402
@@ -345,7 +346,7 @@ def test_the_family_takes_its_cases_configuration_by_bucket_and_their_sizes_as_c
     # the bucket of spec 0 (6, 40) -> (8, 64), with its configuration; the general one elsewhere
     assert "if TUNED and _b == ((8, 64), (64,)):  # Inductor's autotuning for spec 0" in text
     assert re.search(r"\[\(-\(\(\(\w+\)\) // -\(64\)\), 1, 1\)\]", text)
-    assert "bucket [8, 64], [64]: XBLOCK=64 num_warps=4 num_stages=1  (Inductor's autotuning for spec 0)" in text
+    assert "bucket [8, 64], [64]: XBLOCK=64 num_warps=4 num_stages=1  (Inductor's autotuning for spec 0 x x" in text
     assert "bucket [16, 32], [32]: XBLOCK=256" in text  # spec 1's, the same as the general one: no branch of its own
     # the kernel specialized on the cases' hidden sizes, launched where the inputs repeat one
     assert re.search(r"def triton_poi_\w+\(in_ptr0, in_ptr1, out_ptr0, ks0: tl.constexpr, xnumel, XBLOCK: tl.constexpr\)",
@@ -438,9 +439,10 @@ with warnings.catch_warnings(record=True) as caught:
                     (torch.randn(0, 7, 24, generator=g), torch.randn(24, generator=g))):  # empty
         print(kernel.serves(x, bias), torch.equal(kernel.run(x, bias), want(x, bias)))
 print("warnings", len(caught), str(caught[0].message).split(":")[0] if caught else "")
-compiled = torch.compile(lambda x, bias: kernel.op(x, bias) + 1, backend="aot_eager", fullgraph=True)
-x, bias = torch.randn(3, 5, 33, generator=g), torch.randn(33, generator=g)
-print("op", torch.equal(compiled(x, bias), want(x, bias) + 1))
+compiled = torch.compile(lambda x, bias: kernel.op(x, bias) + 1, backend="aot_eager", fullgraph=True, dynamic=True)
+for rows, cols in ((3, 33), (4, 40), (6, 24)):  # a pinned size no case has, then the cases' own hidden sizes
+    x, bias = torch.randn(rows, 5, cols, generator=g), torch.randn(cols, generator=g)
+    print("op", torch.equal(compiled(x, bias), want(x, bias) + 1))
 """
 
 
@@ -450,7 +452,7 @@ def test_strided_inputs_a_pinned_size_and_sizes_of_one_or_zero_go_where_the_spec
     assert result["check"]["ok"], result["check"]["message"]
     text = (tmp_path / "out" / "kernel.py").read_text()
     # the sampled sizes keep the pinned hidden size at a case's: all are served but the single rows
-    assert "if (in0.size(2), in1.size(0),) not in {(24, 24), (40, 40)}:" in text
+    assert "if not _fake and (in0.size(2), in1.size(0),) not in {(24, 24), (40, 40)}:" in text
     cases = [c for c in result["check"]["cases"] if c["label"].startswith("family ")]
     assert cases and all(re.search(r"\[\d+,\d+,(24|40)\]", c["shapes"]) for c in cases), cases
     # the reference is copied with the import and the constant it reads, nothing else of the spec file
@@ -460,7 +462,25 @@ def test_strided_inputs_a_pinned_size_and_sizes_of_one_or_zero_go_where_the_spec
                           text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["True True", "True True", "False True", "False True", "False True",
-                                        "warnings 1 bias_relu_pinned", "op True"]
+                                        "warnings 1 bias_relu_pinned", "op True", "op True", "op True"]
+    # no case of kernel.py has a pinned size the spec's cases do not: the derived ones keep theirs too
+    assert not re.search(r"\(\d+, \d+, (?!24\b|40\b)\d+\), \(", text.split("_CASES = {")[1].split("}")[0])
+    # the sizes kernel.py leaves to the reference were checked through run(), the reference behind it
+    fallback = [c for c in result["check"]["cases"] if c["ok"] is None]
+    assert fallback and all(c["message"] == "not served by a kernel: run() returns the spec's reference, verified"
+                            for c in fallback), fallback
+
+
+def test_a_wrong_copy_of_the_reference_is_caught(tmp_path, interpreted, monkeypatch):
+    from tritune.generate import spec as spec_module
+
+    real = spec_module.reference_text
+    monkeypatch.setattr(spec_module, "reference_text", lambda text: real(text).replace("* SCALE", "* SCALE * 1.5"))
+    (tmp_path / "spec.py").write_text(PINNED)
+    with pytest.raises(GenerateError, match="no verified kernel"):
+        generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    saved = json.loads((tmp_path / "out" / "generate.json").read_text())
+    assert "case 'family " in saved["notes"][-1] and "wrong" in saved["notes"][-1].lower(), saved["notes"]
 
 
 def test_the_spec_says_pinned_and_unserved_right_or_in_one_line(tmp_path):
@@ -470,7 +490,11 @@ def test_the_spec_says_pinned_and_unserved_right_or_in_one_line(tmp_path):
                        ('pinned = {"x": "last"}', "`pinned['x']` must be a dim or a list of dims"),
                        ('pinned = [-1]', "`pinned` must be a dict"),
                        ('pinned = {"x": [3]}', "`pinned` names dims [3] of argument 0, which in case 'spec 0' is of rank 3"),
-                       ('unserved = "eager"', "`unserved` must be one of 'error', 'reference', not 'eager'")):
+                       ('unserved = "eager"', "`unserved` must be one of 'error', 'reference', not 'eager'"),
+                       # a copy of the reference that could differ from the spec's own: refused before anything runs
+                       ("SCALE = 3.0", "the reference reads SCALE, which the spec does not bind once"),
+                       ("from torch import relu as F", "the reference reads F, which the spec does not bind once"),
+                       ("def reference(x, bias):\n    return x", "needs one undecorated def reference(...)")):
         (tmp_path / "spec.py").write_text(PINNED + "\n" + line + "\n")
         with pytest.raises(SpecError) as caught:
             load_spec(tmp_path / "spec.py")
@@ -481,13 +505,17 @@ def test_the_spec_says_pinned_and_unserved_right_or_in_one_line(tmp_path):
 
 
 def test_a_reference_reading_more_than_imports_and_constants_is_refused_in_one_line():
-    from tritune.generate.emit import reference_text
+    from tritune.generate.spec import reference_text
 
     helper = "import torch\ndef helper(x):\n    return x\nLIMIT = torch.ones(3)\ndef reference(x):\n    return helper(x) + LIMIT\n"
-    with pytest.raises(GenerateError, match=r"the reference reads LIMIT, helper, which is no import or literal"):
+    with pytest.raises(ValueError, match=r"the reference reads LIMIT, helper, which the spec does not bind once"):
         reference_text(helper)
-    with pytest.raises(GenerateError, match="no undecorated def reference"):
+    with pytest.raises(ValueError, match="needs one undecorated def reference"):
         reference_text("import functools\n@functools.cache\ndef reference(x):\n    return x\n")
+    # a name that shadows a builtin is the module's: copied, not left to the builtin
+    assert "    from torch import sum\n" in reference_text("from torch import sum\ndef reference(x):\n    return sum(x, 1)\n")
+    with pytest.raises(ValueError, match="reads undefined_name"):
+        reference_text("def reference(x):\n    return undefined_name(x)\n")
 
 
 def test_a_bucket_takes_the_searchs_decision_for_its_case_where_kernel_py_can_hold_it(tmp_path, interpreted):
@@ -516,3 +544,64 @@ def test_a_bucket_takes_the_searchs_decision_for_its_case_where_kernel_py_can_ho
     # the launch's size argument took 40 and 24 at the cases: those are compiled in
     assert launch["special"] == {"params": ["ks0"], "values": [(24,), (40,)]}
     assert tuning(family, body["plans"], {}) [0]["buckets"][0][2].startswith("Inductor's autotuning for spec ")
+
+
+CENTER = '''
+import torch
+name = "center"
+
+def reference(x):  # a mean: Inductor converts the row length, (ks0).to(tl.float32), in the family's kernel
+    return x - x.mean(-1, keepdim=True)
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(6, 40, generator=g).to(device),), (torch.randn(12, 24, generator=g).to(device),)]
+'''
+
+ALIAS = '''
+import torch
+name = "alias"
+
+def reference(x):  # the second output is a view of the input
+    return torch.relu(x), x[:, 1]
+
+def inputs(device):
+    return [(torch.randn(6, 40, generator=torch.Generator().manual_seed(0)).to(device),)]
+'''
+
+INPLACE = '''
+import torch
+name = "inplace"
+unserved = "reference"
+
+def reference(x):
+    return x.mul_(2)
+
+def inputs(device):
+    return [(torch.randn(6, 40, generator=torch.Generator().manual_seed(0)).to(device),)]
+'''
+
+
+def test_a_size_the_kernel_converts_is_specialized_through_tl_cast(tmp_path, interpreted):
+    (tmp_path / "spec.py").write_text(CENTER)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"] and result["family"]["tuned"] is True, (result["check"]["message"], result["notes"])
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert re.search(r"tmp\d+ = tl\.cast\(ks0, tl\.float32\)", text) and "ks0: tl.constexpr" in text
+
+
+def test_outputs_that_alias_an_input_and_in_place_references_keep_their_callers_tensors(tmp_path, interpreted):
+    # a family whose output is a view of an input never runs on a contiguous copy: it would be a view of the copy
+    assert _calls(tmp_path, ALIAS, "[(torch.randn(7, 33),), (torch.randn(33, 7).t(),)]") == ["tuple True", "not served"]
+    assert "    for family in ():\n        found = family(*dense," in (tmp_path / "out" / "kernel.py").read_text()
+    # the spec's reference behind kernel.py runs on copies: an in-place reference does not change the caller's input
+    (tmp_path / "spec.py").write_text(INPLACE)
+    result = generate(tmp_path / "spec.py", tmp_path / "out2", QUIET, log=lambda line: None)
+    assert result["check"]["ok"], result["check"]["message"]
+    script = ("import importlib.util, sys, torch\nspec = importlib.util.spec_from_file_location('k', sys.argv[1])\n"
+              "k = importlib.util.module_from_spec(spec); spec.loader.exec_module(k)\n"
+              "x = torch.ones(1, 7); out = k.run(x)\nprint(out is x, float(x.sum()), float(out.sum()))\n")
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script, str(tmp_path / "out2" / "kernel.py")],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False", "7.0", "14.0"]

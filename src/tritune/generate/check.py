@@ -120,20 +120,28 @@ def check_job(payload: dict) -> dict:
     run = getattr(module, "run", None)
     if not callable(run):
         return report.failed(RUNTIME, f"{Path(payload['module']).name} defines no run(*inputs) function")
-    serves = getattr(module, "serves", None)
-    family = getattr(module, "FAMILY", None)  # tritune's kernel.py says; a model's module is asked to serve all sizes
-    family = callable(serves) if family is True else bool(payload.get("family")) if family is None else False
+    # a model's module must serve every size (payload "family": True), whatever it says of itself;
+    # tritune's kernel.py says which sizes it serves ("module", the default: FAMILY and serves())
+    every = payload.get("family") is True
+    serves = None if every else getattr(module, "serves", None)
+    fallback = None if every else getattr(module, "_REFERENCE", None)  # kernel.py's unserved = "reference"
+    # with the spec's reference behind run(), the family's sizes go through run() even without kernels for them
+    family = every or callable(serves) and (getattr(module, "FAMILY", False) is True or callable(fallback))
     if payload.get("derived") and family:
         cases += family_cases(spec, cases, seed=seed)  # sizes no case shows: the family's own
     for case in cases:
-        if case.label.startswith("family ") and callable(serves) and not _serves(serves, case):
+        unserved = case.label.startswith("family ") and callable(serves) and not _serves(serves, case)
+        if unserved and not callable(fallback):
             report.unserved(case)
             continue
         expected, sources, kind = spec.outputs_sources_kind(case)
-        try:
-            verdict = _check_case(spec, module, run, case, expected, sources, kind)
+        try:  # an unserved size with the spec's reference behind it: run() must return it right, no kernel needed
+            verdict = _check_case(spec, module, run, case, expected, sources, kind, kernels=not unserved)
         except Exception as exc:  # noqa: BLE001 - as above
             verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
+        if unserved and verdict.failure is None:
+            report.unserved(case, "not served by a kernel: run() returns the spec's reference, verified")
+            continue
         report.add(case, verdict)
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
@@ -168,21 +176,22 @@ class _Run:
 
 
 def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple,
-                kind: str = "") -> _Verdict:
+                kind: str = "", kernels: bool = True) -> _Verdict:
     """``sources``: per output, the argument the reference's output is a view of, else None;
-    ``kind``: what the reference returns them in (``GenSpec.outputs_sources_kind``)."""
+    ``kind``: what the reference returns them in (``GenSpec.outputs_sources_kind``); ``kernels``:
+    the outputs must come from a Triton kernel (False: the spec's reference in kernel.py may give them)."""
     import torch
 
     names = _input_names(spec.reference, len(case.tensors))
     outputs = ["out"] if len(expected) == 1 else [f"out{k}" for k in range(len(expected))]
     first = _run(module, run, case, names, which=1)
     launches = first.launches
-    problem = _problem(first, case, names, expected, outputs)
+    problem = _problem(first, case, names, expected, outputs, kernels)
     second = None
     if problem is None and not all(one_run_sound(t) for t in expected):
         second = _run(module, run, case, names, which=2)
         launches += second.launches
-        problem = _problem(second, case, names, expected, outputs)
+        problem = _problem(second, case, names, expected, outputs, kernels)
     if problem is not None:
         return _Verdict(*problem, launches=launches)
     returned = container(first.result)  # a tensor or a sequence of them: ``_problem`` checked
@@ -199,7 +208,7 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
     failing = [c for c in checks if not c.ok]
     if failing:
         return _Verdict(WRONG, _worst(failing).message(), checks, launches)
-    kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources)
+    kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources) if kernels else None
     if kept is not None:
         return _Verdict(NO_KERNEL, f"{kept} is right with every Triton launch of run() skipped: run() computes it "
                                    "with torch, returns an input, or keeps it from an earlier call, instead of "
@@ -259,11 +268,12 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
 
 
 def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
-             outputs: list[str]) -> tuple[str, str] | None:
-    """(class, message) of the first check of step 4 (module doc) that fails before the values."""
+             outputs: list[str], kernels: bool = True) -> tuple[str, str] | None:
+    """(class, message) of the first check of step 4 (module doc) that fails before the values
+    (``kernels``: as ``_check_case``'s)."""
     import torch
 
-    if done.launches == 0:
+    if done.launches == 0 and kernels:
         return NO_KERNEL, ("run() launched no Triton kernel: it computed with torch (or returned a result "
                            "made elsewhere), not with a kernel")
     got = tensors_of(done.result)
@@ -474,11 +484,12 @@ class _Report:
         self.checks: list[CompareResult] = []
         self.family = {"sampled": 0, "served": 0}  # derive.family_cases, and of those the module serves
 
-    def unserved(self, case: Case) -> None:
-        """A sampled size of the family the module says it does not serve (``serves``): no verdict."""
+    def unserved(self, case: Case, message: str = "not served: run() raises for these inputs") -> None:
+        """A sampled size of the family the module says it does not serve (``serves``): no verdict
+        (where the spec's reference stands behind it, ``message`` says it was verified)."""
         self.family["sampled"] += 1
         self.cases.append({"label": case.label, "shapes": shapes_text(case.tensors), "ok": None,
-                           "message": "not served: run() raises for these inputs", "outputs": []})
+                           "message": message, "outputs": []})
 
     def add(self, case: Case, verdict: _Verdict) -> None:
         shapes = shapes_text(case.tensors)

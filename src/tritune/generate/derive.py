@@ -9,6 +9,8 @@ broadcast together, such as a matmul's, the shape of the first tensor of the hig
     one row   every leading dim 1, the last dim as it is
     larger    the first dim doubled (the last dim for a rank-1 frame), for a grid that grows
 
+A dim the spec pins (``spec.pinned``) keeps the case's size in every derivation and sampled size.
+
 Broadcasting stays consistent: every tensor is right-aligned against the frame, and a dim equal to
 the frame's dim there changes with it (a bias ``[1024]`` of ``x[8, 256, 1024]`` follows ``x``'s last
 dim); any other dim (a broadcast 1) stays. Scalars stay as they are. The tensors are fresh, of the
@@ -65,8 +67,9 @@ def derived_cases(spec: GenSpec, device: str, *, seed: int = 0) -> list[Case]:
     seen = {shapes_text(c.tensors) for c in cases}
     generators: dict = {}
     derived = []
+    kept = pinned_frame_dims(spec, first, frame)  # a pinned dim keeps the case's size
     for label, derive in DERIVATIONS:
-        target = derive(frame)
+        target = tuple(frame[j] if j in kept else d for j, d in enumerate(derive(frame)))
         args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
                      if isinstance(t, torch.Tensor) else t for t in first)
         case = _new(spec, label, args, seen)

@@ -249,13 +249,15 @@ def _source_name(node: Any) -> str:
 
 
 def family_text(family: dict, kernel_names: dict[str, str], function: str = "_family",
-                tuned: Sequence[dict] = (), pins: tuple = ([], [])) -> str:
+                tuned: Sequence[dict] = (), pins: tuple = ([], []), facts: dict | None = None) -> str:
     """``_family(in0, ...)``'s source (module docstring), under the name ``function``.
     ``kernel_names``: Inductor's kernel name -> the name kernel.py emits it under; ``tuned``: per
     launch, its bucket configurations and its specialized kernel (``emit.tuning``, ``"special"``
     holding the specialized kernel's emitted name as ``"kernel"``), used while kernel.py's
     ``TUNED`` is true; ``pins``: the spec's pinned (input, dim) pairs and the values they may take
-    together (``emit._pins``), checked before anything else."""
+    together (``emit._pins``), checked before anything else; ``facts``, where given, gets
+    ``"aliases"``: whether an output is an input or a view of one (kernel.py then never runs the
+    family on contiguous copies of strided inputs: the output would alias the copy)."""
     from tritune.capture.spec import LaunchSpec
 
     call = _call_of(family)
@@ -263,6 +265,8 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
                              family["inputs"], list(tuned))
     body = translator.body(call.body)
+    if facts is not None:
+        facts["aliases"] = translator.aliases
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
                             f"{len(translator.launches)}: no family")
@@ -275,11 +279,11 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     pairs, values = pins
     if pairs:
         sizes = ", ".join(f"in{position}.size({dim})" for position, dim in pairs)
-        lines += [f"    if ({sizes},) not in {{{', '.join(repr(tuple(v)) for v in values)}}}:",
-                  "        return None  # sizes the spec pins, at none of its cases' values"]
+        lines += [f"    if not _fake and ({sizes},) not in {{{', '.join(repr(tuple(v)) for v in values)}}}:",
+                  "        return None  # sizes the spec pins, at none of its cases' values (fake sizes: any)"]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
     if any(t.get("buckets") for t in tuned):
-        lines.append(f"    _b = _bucket({params})")
+        lines.append(f"    _b = None if _fake else _bucket({params})  # fake sizes: no bucket (it would fix them)")
     lines += [f"    device = {translator.device}",
               "    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():",
               "        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU",
@@ -363,19 +367,53 @@ def _input_checks(family: dict) -> list[str]:
 def specialized(function: str, name: str, params: Sequence[str]) -> str:
     """The kernel ``function`` (a ``def`` named ``name``) with its arguments ``params`` made
     ``tl.constexpr``: Triton compiles it for each value given, as Inductor's static kernels have
-    their sizes written in. The body is unchanged; a call passes them where it passed them before."""
+    their sizes written in. A call passes them where it passed them before. A constexpr is a plain
+    int, no tensor: the body's ``p.to(dtype)`` (Inductor's ``(ks0).to(tl.float32)`` of a mean)
+    becomes ``tl.cast(p, dtype)``, which takes either; any other attribute of one of ``params``
+    (``specializable_in``) is a one-line ``GenerateError``."""
     tree = ast.parse(function)
     found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
     if found is None:
         raise GenerateError(f"{name}: no function of that name to specialize")
     wanted = set(params)
+    unfit = sorted(wanted - set(specializable_in(function, name, params)))
+    if unfit:
+        raise GenerateError(f"{name} reads an attribute of {unfit[0]!r}: not specialized")
     for arg in found.args.args:
         if arg.arg in wanted:
             arg.annotation = ast.parse("tl.constexpr", mode="eval").body
             wanted.discard(arg.arg)
     if wanted:
         raise GenerateError(f"{name} takes no argument {sorted(wanted)[0]!r}: not specialized")
-    return ast.unparse(tree)
+    return ast.unparse(_Cast(set(params)).visit(tree))
+
+
+def specializable_in(function: str, name: str, params: Sequence[str]) -> list[str]:
+    """Of ``params``, those the kernel ``name`` reads as values only (or converts with ``.to``):
+    ``specialized`` can make them constexprs."""
+    tree = ast.parse(function)
+    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if found is None:
+        return []
+    converted = {id(n.func.value) for n in ast.walk(found) if isinstance(n, ast.Call) and _is_attribute(n.func, "to")
+                 and isinstance(n.func.value, ast.Name)}
+    unfit = {n.value.id for n in ast.walk(found) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and id(n.value) not in converted}
+    return [p for p in params if p not in unfit]
+
+
+class _Cast(ast.NodeTransformer):
+    """``p.to(...)`` of a specialized argument ``p`` as ``tl.cast(p, ...)``."""
+
+    def __init__(self, params: set[str]):
+        self.params = params
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if _is_attribute(node.func, "to") and isinstance(node.func.value, ast.Name) and node.func.value.id in self.params:
+            cast = ast.parse("tl.cast", mode="eval").body
+            return ast.Call(func=cast, args=[node.func.value, *node.args], keywords=node.keywords)
+        return node
 
 
 class _Translator:
@@ -392,6 +430,8 @@ class _Translator:
         self.device = f"in{first}.device"
         self.assigned: set[str] = {f"in{i}" for i in range(len(inputs))} | {"device"}  # names the text binds
         self.probed = False  # the probe's return is written (before the first allocation or launch)
+        self.derived: set[str] = set()  # names bound to an input or to something computed from one
+        self.aliases = False  # an output is one of those
 
     def body(self, statements: list[ast.stmt]) -> list[str]:
         lines: list[str] = []
@@ -428,6 +468,8 @@ class _Translator:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             lines = self._assign(node.targets[0].id, node.value)
             self._bind(node.targets[0].id)
+            if _tensor_root(node.value) in self.derived:
+                self.derived.add(node.targets[0].id)
             return lines
         if isinstance(node, ast.Return):
             return self._probe() + [f"return {self._returned(node.value)}"]
@@ -442,6 +484,8 @@ class _Translator:
             spelt = self._spell(source)
             self.bound[name] = spelt
             self._bind(name)
+            if re.fullmatch(r"in\d+", spelt):
+                self.derived.add(name)
             lines.append(f"{name} = {spelt}")
         return lines
 
@@ -524,7 +568,7 @@ class _Translator:
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
         buckets = [(where, config, came) for where, config, came in tuned.get("buckets", []) if config != own]
         for number, (where, config, came) in enumerate(buckets):
-            lines += [f"    {'if' if number == 0 else 'elif'} TUNED and _b == {where!r}:  # {came}"[:200],
+            lines += [f"    {'if' if number == 0 else 'elif'} TUNED and _b == {where!r}:  # {_comment(came)}",
                       "        " + self._launch_text(name, spec, config, scalars, args)]
         return lines + (["    else:", "        " + general] if buckets else ["    " + general])
 
@@ -544,6 +588,7 @@ class _Translator:
         if not isinstance(value, (ast.Tuple, ast.List)):
             raise GenerateError("Inductor's wrapper returns no tuple of outputs: no family")
         items = [self.expression(e) for e in value.elts]
+        self.aliases = any(_tensor_root(e) in self.derived for e in value.elts)
         if self.returns == "Tensor":
             if len(items) != 1:
                 raise GenerateError(f"the wrapper returns {len(items)} values for the reference's one tensor: no family")
@@ -617,6 +662,19 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
     values = {**{k: str(v) for k, v in constexprs.items()}, **scalars}
     return "(" + ", ".join(re.sub(r"[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})", part)
                            for part in parts) + ")"
+
+
+def _tensor_root(node: ast.AST) -> str | None:
+    """The name a tensor expression of the wrapper is that name, or a view of it (``reinterpret_tensor``); else None."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reinterpret_tensor" \
+            and node.args:
+        node = node.args[0]
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _comment(text: str) -> str:
+    """``text`` as a one-line comment of at most 120 characters."""
+    return " ".join(text.split())[:120]
 
 
 def _called(func: ast.expr) -> str:

@@ -110,7 +110,7 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
                 if modelfree and settings.budget_s > 0:
                     best = _llm_optimized(spec, best, out, settings, worker, device, result, log)
                 result["paths"]["llm"] = str(best)
-                checks["llm"] = _check(worker, best, spec.path, device)
+                checks["llm"] = _check(worker, best, spec.path, device, family=True)
         verified = {name: Path(result["paths"][name]) for name, check in checks.items() if check.get("ok")}
         if not verified and not checks and (result["llm"] or {}).get("prompt"):
             # an LLM dry run, and nothing else to verify: what was asked is done
@@ -170,7 +170,8 @@ def _empty(folder: Path) -> None:
 
 def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, device: str, result: dict,
                log: Callable[[str], None]) -> tuple[Path | None, dict]:
-    from tritune.generate.emit import emit, reference_text
+    from tritune.generate.emit import emit
+    from tritune.generate.spec import reference_text
 
     folder = out / "inductor"
     capture = folder / "capture"
@@ -192,7 +193,7 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
               + ("optimized by tritune's search" if decisions else "as Inductor configured them") + ".")
     path = folder / "kernel.py"
     families = body.get("families") or []
-    reference = reference_text(spec.text) if spec.unserved == "reference" else None  # the spec asked: else no kernel.py
+    reference = reference_text(spec.text) if spec.unserved == "reference" else None  # load_spec checked it
     # the module as made, then without the search's decisions, then without the families' tuning (their
     # bucket table and specialized kernels), then without the launchers for other sizes: the first that
     # verifies is kept, and the notes say what was left out and why
@@ -214,7 +215,7 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
             result["notes"].append(f"kernel.py failed verification ({check.get('failure')}: {check.get('message')}): "
                                    f"made again without {tries[number + 1][3]}")
     result["family"] = {"emitted": "\nFAMILY = True\n" in text, "tuned": "\n    _b = _bucket(" in text
-                        or " if TUNED and (" in text, **(check.get("family") or {})}
+                        or " = _sized(" in text, **(check.get("family") or {})}
     if not check.get("ok"):
         result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
     return path, check
@@ -327,7 +328,7 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
         return best
     path = folder / "optimized.py"
     path.write_text(text)
-    check = _check(worker, path, spec.path, device)
+    check = _check(worker, path, spec.path, device, family=True)
     if not check.get("ok"):
         result["notes"].append(f"the model's module with its decisions baked in failed verification "
                                f"({check.get('failure')}: {check.get('message')}): kept without them")
@@ -335,12 +336,14 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
     return path
 
 
-def _check(worker: Any, module: Path, spec_path: Path, device: str) -> dict:
+def _check(worker: Any, module: Path, spec_path: Path, device: str, family: Any = "module") -> dict:
+    """``check_job`` of ``module``; ``family``: True for a model's module (every sampled size of the
+    family must pass), "module" for tritune's kernel.py (its FAMILY and serves() say which it serves)."""
     from tritune.generate.check import failure_class
 
     outcome = worker.call("tritune.generate.check:check_job",
                           {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0, "derived": True,
-                           "family": True},
+                           "family": family},
                           timeout_s=CHECK_TIMEOUT_S)
     if outcome.ok:
         return outcome.value

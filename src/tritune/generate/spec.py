@@ -170,6 +170,11 @@ def load_spec(path: str | Path, *, device: str = "cpu", check: bool = True) -> G
     spec = GenSpec(path=path, name=name, text=path.read_text(errors="replace"), reference=functions["reference"],
                    make_inputs=functions["inputs"], tolerance=_tolerance(path, getattr(module, "tolerance", None)),
                    pinned=_pinned(path, getattr(module, "pinned", None), functions["reference"]), unserved=unserved)
+    if unserved == "reference":
+        try:
+            reference_text(spec.text)
+        except (ValueError, SyntaxError) as exc:
+            raise _error(path, str(exc)) from None
     if check:
         for case in spec.cases(device):
             spec.outputs(case)
@@ -183,6 +188,74 @@ def load_spec(path: str | Path, *, device: str = "cpu", check: bool = True) -> G
 
 
 UNSERVED = ("error", "reference")
+
+
+def reference_text(source: str, name: str = "reference") -> str:
+    """The spec's ``reference`` as kernel.py holds it, for ``unserved = "reference"``:
+    ``_reference``, made by a function holding the spec's imports and literal constants that the
+    reference reads (``EPS = 1e-5``), so kernel.py needs nothing of the spec file. Raises
+    ``ValueError`` (one line) where the copy could differ from what the spec's module runs: a
+    ``reference`` that is decorated or bound more than once, a module-level name it reads that is
+    bound more than once, by anything but an import or a literal, or that shadows a builtin
+    (``from torch import sum``: copied, since the module's binding wins over the builtin)."""
+    import ast
+    import builtins
+    import textwrap
+
+    tree = ast.parse(source)
+    bindings: dict[str, list[ast.stmt]] = {}
+    for node in tree.body:
+        for bound in _bound_names(node):
+            bindings.setdefault(bound, []).append(node)
+    found = bindings.get(name, [])
+    if len(found) != 1 or not isinstance(found[0], ast.FunctionDef) or found[0].decorator_list:
+        raise ValueError(f"unserved = 'reference' needs one undecorated def {name}(...) at the spec's top level, "
+                         f"bound nowhere else")
+    function = found[0]
+    local = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - local
+    kept, refused = [], []
+    for wanted in sorted(read):
+        nodes = bindings.get(wanted)
+        if not nodes:
+            if not hasattr(builtins, wanted):
+                refused.append(wanted)  # nothing binds it: the reference would fail in the spec too
+            continue
+        node = nodes[0]
+        literal = isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        if literal:
+            try:
+                ast.literal_eval(node.value)
+            except ValueError:
+                literal = False
+        if len(nodes) != 1 or not (literal or isinstance(node, (ast.Import, ast.ImportFrom))):
+            refused.append(wanted)
+            continue
+        if isinstance(node, ast.Assign):
+            kept.append(ast.unparse(node))
+        else:
+            names = [a for a in node.names if (a.asname or a.name).split(".")[0] == wanted]
+            kept.append(ast.unparse(type(node)(**{**node.__dict__, "names": names})))
+    if refused:
+        raise ValueError(f"unserved = 'reference': the reference reads {', '.join(refused)}, which the spec does not "
+                         "bind once by an import or a literal constant: kernel.py cannot hold a copy of it")
+    body = "\n".join(list(dict.fromkeys(kept)) + [ast.unparse(function), f"return {name}"])
+    return ('def _reference_of():\n    """The spec\'s reference (its unserved = "reference"), for inputs no kernel serves."""\n'
+            + textwrap.indent(body, "    ") + "\n\n\n_reference = _reference_of()\n")
+
+
+def _bound_names(node: Any) -> list[str]:
+    """The names a module-level statement binds (an import's first dotted part, a def's, a class's,
+    every assignment target, a loop's or a with's variables)."""
+    import ast
+
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)] + \
+        [n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not node]
 
 
 def _pinned(path: Path, value: Any, reference: Callable) -> dict:
