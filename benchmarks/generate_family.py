@@ -168,7 +168,10 @@ def main() -> int:
                 bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
                 results.setdefault("copy_gbps", bench["copy_gbps"])
                 entry["unseen_bench"] = bench["cases"]
-                entry["host_us"] = host_costs(modules, unseen)
+                try:
+                    entry["host_us"] = host_costs(modules, unseen)
+                except Exception as exc:  # noqa: BLE001 - a diagnostic: its failure is a line, not the run's end
+                    entry["host_us"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         results["specs"][name] = entry
         (out / "generate_family.json").write_text(json.dumps(results, indent=1, default=str))
         (out / "generate_family.md").write_text(table(results))
@@ -177,7 +180,7 @@ def main() -> int:
     return 0
 
 
-def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 300) -> dict:
+def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 300, device: str = "cuda") -> dict:
     """What one call costs the host, in microseconds, at the smallest unseen size of each dtype
     pattern (where the GPU's work is a few microseconds, so a call's time is its launch path):
     ``calls`` calls in a row without a synchronization, after warm-up, for each module, eager and
@@ -188,9 +191,10 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
     from tritune.generate.spec import load_spec, shapes_text
     from tritune.imports import import_file
 
-    spec = load_spec(spec_path, device="cuda", check=False)
+    spec = load_spec(spec_path, device=device, check=False)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     smallest: dict[tuple, object] = {}
-    for case in spec.cases("cuda"):
+    for case in spec.cases(device):
         key = tuple(str(t.dtype) for t in case.tensors if isinstance(t, torch.Tensor))
         smallest.setdefault(key, case)  # the spec's first frame of each pattern is its smallest
     costs = {}
@@ -203,12 +207,12 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
         for name, fn in runs.items():
             for _ in range(20):
                 fn(*case.tensors)
-            torch.cuda.synchronize()
+            sync()
             began = time.perf_counter()
             for _ in range(calls):
                 fn(*case.tensors)
             row[name] = round((time.perf_counter() - began) / calls * 1e6, 1)
-            torch.cuda.synchronize()
+            sync()
         costs[shapes_text(case.tensors)] = row
         torch._dynamo.reset()
     return costs
@@ -237,7 +241,8 @@ def table(results: dict) -> str:
                      f"{'; ' + entry['error'] if entry.get('error') else ''} | | | | | | | | | |")
         for shapes, row in (entry.get("host_us") or {}).items():
             lines.append(f"| {name} | host µs per call at {shapes}: "
-                         + ", ".join(f"{k} {v}" for k, v in row.items()) + " | | | | | | | | | |")
+                         + (", ".join(f"{k} {v}" for k, v in row.items()) if isinstance(row, dict) else str(row))
+                         + " | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
