@@ -12,6 +12,31 @@ run(*inputs) returns what the spec's reference returns, for these inputs (shape,
     odd: float32[3, 127, 767], float32[767]
     one row: float32[1, 1, 768], float32[768]
     larger: float32[8, 128, 768], float32[768]
+
+For other sizes of the same ranks, dtypes and layouts, run() launches the kernels Inductor
+compiled for symbolic sizes (_family); serves(*inputs) says whether run() takes the inputs.
+op (torch.ops.tritune_generated.<name>_<hash>) is run() as a torch operator, for torch.compile'd models.
+
+A family's launch takes a configuration by size bucket (each tensor input's sizes to the
+power of two at or above, as tritune's decision keys bucket them), and its kernel compiled
+with its size arguments as constants where the inputs repeat a case's, and for the first
+SPECIALIZE other sizes it meets (Triton compiles it once for each: a model's hidden size
+stays while its batch changes); TUNED = False turns both off.
+
+_family_0 (float32 rank 3, float32 rank 1):
+    triton_poi_fused_add_gelu_0:
+        bucket [16, 512, 2048], [2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 4)
+        bucket [4, 128, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 0)
+        bucket [8, 256, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 2)
+        any other size: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 4, the symbolic-size compile's example)
+        as constants where the inputs give: ks0=768; ks0=1024; ks0=2048; and for the first SPECIALIZE others
+_family_1 (float16 rank 3, float16 rank 1):
+    triton_poi_fused_add_gelu_0:
+        bucket [16, 512, 2048], [2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 5)
+        bucket [4, 128, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 1)
+        bucket [8, 256, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 3)
+        any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 5, the symbolic-size compile's example)
+        as constants where the inputs give: ks0=768; ks0=1024; ks0=2048; and for the first SPECIALIZE others
 """
 
 import torch
@@ -269,6 +294,114 @@ def triton_poi_fused_add_gelu_0_44c29cf9(in_ptr0, in_ptr1, out_ptr0, xnumel, XBL
     tl.store(out_ptr0 + (x2), tmp15, None)
 
 
+@triton.jit
+def triton_poi_fused_add_gelu_0_3996d2da(in_ptr0, in_ptr1, out_ptr0, ks0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x2 = xindex
+    x0 = (xindex % ks0)
+    tmp0 = tl.load(in_ptr0 + (x2), xmask, eviction_policy='evict_last')
+    tmp1 = tl.load(in_ptr1 + (x0), xmask, eviction_policy='evict_last')
+    tmp2 = tmp0 + tmp1
+    tmp3 = tl.full([1], 0.5, tl.float32)
+    tmp4 = tmp2 * tmp3
+    tmp5 = tmp2 * tmp2
+    tmp6 = tmp5 * tmp2
+    tmp7 = tl.full([1], 0.044715, tl.float32)
+    tmp8 = tmp6 * tmp7
+    tmp9 = tmp2 + tmp8
+    tmp10 = tl.full([1], 0.7978845608028654, tl.float32)
+    tmp11 = tmp9 * tmp10
+    tmp12 = libdevice.tanh(tmp11)
+    tmp13 = tl.full([1], 1.0, tl.float32)
+    tmp14 = tmp12 + tmp13
+    tmp15 = tmp4 * tmp14
+    tl.store(out_ptr0 + (x2), tmp15, xmask)
+
+
+@triton.jit
+def triton_poi_fused_add_gelu_0_3996d2da_299ef923(in_ptr0, in_ptr1, out_ptr0, ks0: tl.constexpr, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x2 = xindex
+    x0 = xindex % ks0
+    tmp0 = tl.load(in_ptr0 + x2, xmask, eviction_policy='evict_last')
+    tmp1 = tl.load(in_ptr1 + x0, xmask, eviction_policy='evict_last')
+    tmp2 = tmp0 + tmp1
+    tmp3 = tl.full([1], 0.5, tl.float32)
+    tmp4 = tmp2 * tmp3
+    tmp5 = tmp2 * tmp2
+    tmp6 = tmp5 * tmp2
+    tmp7 = tl.full([1], 0.044715, tl.float32)
+    tmp8 = tmp6 * tmp7
+    tmp9 = tmp2 + tmp8
+    tmp10 = tl.full([1], 0.7978845608028654, tl.float32)
+    tmp11 = tmp9 * tmp10
+    tmp12 = libdevice.tanh(tmp11)
+    tmp13 = tl.full([1], 1.0, tl.float32)
+    tmp14 = tmp12 + tmp13
+    tmp15 = tmp4 * tmp14
+    tl.store(out_ptr0 + x2, tmp15, xmask)
+
+
+@triton.jit
+def triton_poi_fused_add_gelu_0_f698b7a0(in_ptr0, in_ptr1, out_ptr0, ks0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x2 = xindex
+    x0 = (xindex % ks0)
+    tmp0 = tl.load(in_ptr0 + (x2), xmask, eviction_policy='evict_last').to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + (x0), xmask, eviction_policy='evict_last').to(tl.float32)
+    tmp2 = tmp0 + tmp1
+    tmp3 = tmp2.to(tl.float32)
+    tmp4 = tl.full([1], 0.5, tl.float32)
+    tmp5 = tmp3 * tmp4
+    tmp6 = tmp3 * tmp3
+    tmp7 = tmp6 * tmp3
+    tmp8 = tl.full([1], 0.044715, tl.float32)
+    tmp9 = tmp7 * tmp8
+    tmp10 = tmp3 + tmp9
+    tmp11 = tl.full([1], 0.7978845608028654, tl.float32)
+    tmp12 = tmp10 * tmp11
+    tmp13 = libdevice.tanh(tmp12)
+    tmp14 = tl.full([1], 1.0, tl.float32)
+    tmp15 = tmp13 + tmp14
+    tmp16 = tmp5 * tmp15
+    tmp17 = tmp16.to(tl.float32)
+    tl.store(out_ptr0 + (x2), tmp17, xmask)
+
+
+@triton.jit
+def triton_poi_fused_add_gelu_0_f698b7a0_17b8617b(in_ptr0, in_ptr1, out_ptr0, ks0: tl.constexpr, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x2 = xindex
+    x0 = xindex % ks0
+    tmp0 = tl.load(in_ptr0 + x2, xmask, eviction_policy='evict_last').to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + x0, xmask, eviction_policy='evict_last').to(tl.float32)
+    tmp2 = tmp0 + tmp1
+    tmp3 = tmp2.to(tl.float32)
+    tmp4 = tl.full([1], 0.5, tl.float32)
+    tmp5 = tmp3 * tmp4
+    tmp6 = tmp3 * tmp3
+    tmp7 = tmp6 * tmp3
+    tmp8 = tl.full([1], 0.044715, tl.float32)
+    tmp9 = tmp7 * tmp8
+    tmp10 = tmp3 + tmp9
+    tmp11 = tl.full([1], 0.7978845608028654, tl.float32)
+    tmp12 = tmp10 * tmp11
+    tmp13 = libdevice.tanh(tmp12)
+    tmp14 = tl.full([1], 1.0, tl.float32)
+    tmp15 = tmp13 + tmp14
+    tmp16 = tmp5 * tmp15
+    tmp17 = tmp16.to(tl.float32)
+    tl.store(out_ptr0 + x2, tmp17, xmask)
+
+
 def _case_0(in0, in1):
     """spec 0: float32[4, 128, 768], float32[768]"""
     device = in0.device
@@ -282,8 +415,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_add_gelu_0_f8cb0bdb[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_f8cb0bdb[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -291,8 +424,8 @@ def _case_2(in0, in1):
     """spec 2: float32[8, 256, 1024], float32[1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float32, device=device)
-    triton_poi_fused_add_gelu_0_8e3623cd[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_8e3623cd[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -300,8 +433,8 @@ def _case_3(in0, in1):
     """spec 3: float16[8, 256, 1024], float16[1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float16, device=device)
-    triton_poi_fused_add_gelu_0_5ff298f8[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_gelu_0_5ff298f8[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -350,7 +483,98 @@ def _case_8(in0, in1):
     return buf0.view((8, 128, 768))
 
 
+def _family_0(in0, in1, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float32 and in0.device.type == 'cuda') and (isinstance(in1, torch.Tensor) and in1.dim() == 1 and in1.dtype == torch.float32 and in1.device.type == 'cuda' and in1.device == in0.device)):
+        return None
+    s23 = in1.size(0)
+    s27 = in0.size(1)
+    s53 = in0.size(2)
+    s77 = in0.size(0)
+    if not ((s53 == s23) and (s23*s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_0(in0, in1, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    arg4_1 = in1
+    s77 = arg0_1
+    s27 = arg1_1
+    s53 = arg2_1
+    arg3_1_size = arg3_1.size()
+    s23 = arg3_1_size[2]
+    if tuple(arg3_1.size()) != (s77, s27, s23) or tuple(arg3_1.stride()) != (s23 * s27, s23, 1):
+        return None  # another layout or size pattern: not this family
+    if tuple(arg4_1.size()) != (s23,) or tuple(arg4_1.stride()) != (1,):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf0 = torch.empty_strided((s77, s27, s23), (s23 * s27, s23, 1), dtype=torch.float32, device=device)
+    triton_poi_fused_add_gelu_0_xnumel = s23 * s27 * s77
+    if not _fake:
+        _kernel = _sized(triton_poi_fused_add_gelu_0_3996d2da_299ef923, triton_poi_fused_add_gelu_0_3996d2da, (s23,), {(768,), (1024,), (2048,)})
+        if TUNED and _b == ((4, 128, 1024), (1024,)):  # Inductor's autotuning for spec 0
+            _kernel[(-(((triton_poi_fused_add_gelu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_gelu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        elif TUNED and _b == ((8, 256, 1024), (1024,)):  # Inductor's autotuning for spec 2
+            _kernel[(-(((triton_poi_fused_add_gelu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_gelu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            _kernel[(-(((triton_poi_fused_add_gelu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_gelu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf0
+
+
+def _family_1(in0, in1, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float16 and in0.device.type == 'cuda') and (isinstance(in1, torch.Tensor) and in1.dim() == 1 and in1.dtype == torch.float16 and in1.device.type == 'cuda' and in1.device == in0.device)):
+        return None
+    s23 = in1.size(0)
+    s27 = in0.size(1)
+    s53 = in0.size(2)
+    s77 = in0.size(0)
+    if not ((s53 == s23) and (s23*s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_1(in0, in1, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    arg4_1 = in1
+    s77 = arg0_1
+    s27 = arg1_1
+    s53 = arg2_1
+    arg3_1_size = arg3_1.size()
+    s23 = arg3_1_size[2]
+    if tuple(arg3_1.size()) != (s77, s27, s23) or tuple(arg3_1.stride()) != (s23 * s27, s23, 1):
+        return None  # another layout or size pattern: not this family
+    if tuple(arg4_1.size()) != (s23,) or tuple(arg4_1.stride()) != (1,):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf0 = torch.empty_strided((s77, s27, s23), (s23 * s27, s23, 1), dtype=torch.float16, device=device)
+    triton_poi_fused_add_gelu_0_xnumel = s23 * s27 * s77
+    if not _fake:
+        _kernel = _sized(triton_poi_fused_add_gelu_0_f698b7a0_17b8617b, triton_poi_fused_add_gelu_0_f698b7a0, (s23,), {(768,), (1024,), (2048,)})
+        if TUNED and _b == ((16, 512, 2048), (2048,)):  # Inductor's autotuning for spec 5
+            _kernel[(-(((triton_poi_fused_add_gelu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_gelu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            _kernel[(-(((triton_poi_fused_add_gelu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_gelu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf0
+
+
 _NAME = 'bias_gelu_tanh'
+FAMILY = True
 _CASES = {
     (((4, 128, 768), (98304, 768, 1), 'float32'), ((768,), (1,), 'float32')): _case_0,
     (((4, 128, 768), (98304, 768, 1), 'float16'), ((768,), (1,), 'float16')): _case_1,
@@ -362,6 +586,55 @@ _CASES = {
     (((1, 1, 768), (768, 768, 1), 'float32'), ((768,), (1,), 'float32')): _case_7,
     (((8, 128, 768), (98304, 768, 1), 'float32'), ((768,), (1,), 'float32')): _case_8,
 }
+# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);
+# False: Inductor's configuration for each family's example, and its general kernels, everywhere
+TUNED = True
+# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);
+# then its general kernel. 0: the cases' sizes only
+SPECIALIZE = 8
+_SIZED = {}
+
+
+def _sized(special, general, sizes, cases):
+    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
+    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if not TUNED:
+        return general
+    if sizes in cases:
+        return special
+    seen = _SIZED.setdefault(special, set())
+    if sizes not in seen and len(seen) < SPECIALIZE:
+        seen.add(sizes)
+    return special if sizes in seen else general
+
+
+def _bucket(*inputs):
+    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
+    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
+                 for v in inputs if isinstance(v, torch.Tensor))
+
+
+def _family(*inputs, _probe=False, _fake=False):
+    """The first family that serves ``inputs``, else the first that serves them made contiguous
+    (a copy of each strided tensor: the values are the same; ``_probe`` allocates without copying)
+    and has no output that is an input or a view of one: its result (``_probe``: True), else None."""
+    for family in (_family_0, _family_1, ):
+        found = family(*inputs, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    if not any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in inputs):
+        return None
+    dense = tuple(v if not isinstance(v, torch.Tensor) else torch.empty(v.shape, dtype=v.dtype, device=v.device)
+                  if _probe else v.contiguous() for v in inputs)
+    for family in (_family_0, _family_1, ):
+        found = family(*dense, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    return None
+
+
+_REFERENCE = None
+_WARNED = []
 
 
 def _key(inputs):
@@ -369,10 +642,54 @@ def _key(inputs):
                  if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)
 
 
-def run(*inputs):
-    """What the reference returns for ``inputs`` (one of the cases in the module's docstring)."""
-    case = _CASES.get(_key(inputs))
-    if case is None:
+def serves(*inputs):
+    """Whether run()'s kernels serve ``inputs``: one of the cases in the module's docstring, or its
+    family. Other inputs raise, or go to the spec's reference where the spec says so (_REFERENCE)."""
+    return _key(inputs) in _CASES or _family(*inputs, _probe=True) is True
+
+
+def _unserved(inputs, fake=False):
+    if _REFERENCE is None:
         raise ValueError(f"{_NAME}: no kernel for inputs {_key(inputs)}: generated for "
-                         f"{len(_CASES)} input cases (see the module's docstring)")
-    return case(*inputs)
+                         f"{len(_CASES)} input cases" + (" and their family" if FAMILY else "")
+                         + " (see the module's docstring)")
+    if not fake and not _WARNED:
+        import warnings
+
+        _WARNED.append(True)
+        warnings.warn(f"{_NAME}: no kernel for inputs {_key(inputs)}: running the spec's reference "
+                      "(this warning is shown once)", stacklevel=3)
+    return _REFERENCE(*(v.clone() if isinstance(v, torch.Tensor) else v for v in inputs))  # never the caller's
+
+
+def run(*inputs):
+    """What the reference returns for ``inputs`` (the module's docstring says which)."""
+    case = _CASES.get(_key(inputs))
+    if case is not None:
+        return case(*inputs)
+    found = _family(*inputs)
+    return _unserved(inputs) if found is None else found
+
+
+
+def _operator():
+    """``run`` as the torch operator ``torch.ops.tritune_generated.bias_gelu_tanh_505008f0`` (a torch.compile'd model calls it
+    without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
+    try:
+        return getattr(torch.ops.tritune_generated, 'bias_gelu_tanh_505008f0')  # registered by an earlier import of this module
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("tritune_generated::bias_gelu_tanh_505008f0", mutates_args=())
+    def bias_gelu_tanh_505008f0(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
+        return run(in0, in1)
+
+    @bias_gelu_tanh_505008f0.register_fake
+    def _(in0, in1):
+        found = _family(in0, in1, _fake=True)
+        return _unserved((in0, in1,), fake=True) if found is None else found
+
+    return bias_gelu_tanh_505008f0
+
+
+op = _operator()

@@ -12,6 +12,27 @@ run(*inputs) returns what the spec's reference returns, for these inputs (shape,
     odd: float32[3, 127, 767]
     one row: float32[1, 1, 768]
     larger: float32[8, 128, 768]
+
+For other sizes of the same ranks, dtypes and layouts, run() launches the kernels Inductor
+compiled for symbolic sizes (_family); serves(*inputs) says whether run() takes the inputs.
+op (torch.ops.tritune_generated.<name>_<hash>) is run() as a torch operator, for torch.compile'd models.
+
+A family's launch takes a configuration by size bucket (each tensor input's sizes to the
+power of two at or above, as tritune's decision keys bucket them), and its kernel compiled
+with its size arguments as constants where the inputs repeat a case's, and for the first
+SPECIALIZE other sizes it meets (Triton compiles it once for each: a model's hidden size
+stays while its batch changes); TUNED = False turns both off.
+
+_family_0 (float32 rank 3):
+    triton_red_fused__softmax_exp_prepare_softmax_online_sub_0:
+        bucket [16, 512, 2048]: XBLOCK=2 R0_BLOCK=2048 num_warps=16 num_stages=1  (Inductor's autotuning for spec 4)
+        any other size: XBLOCK=2 R0_BLOCK=1024 num_warps=16 num_stages=1  (Inductor's autotuning for spec 4, the symbolic-size compile's example)
+        as constants where the inputs give: ks0=768, r0_numel=768; ks0=1024, r0_numel=1024; ks0=2048, r0_numel=2048; and for the first SPECIALIZE others
+_family_1 (float16 rank 3):
+    triton_red_fused__softmax_exp_prepare_softmax_online_sub_0:
+        bucket [16, 512, 2048]: XBLOCK=2 R0_BLOCK=2048 num_warps=16 num_stages=1  (Inductor's autotuning for spec 5)
+        any other size: XBLOCK=2 R0_BLOCK=1024 num_warps=16 num_stages=1  (Inductor's autotuning for spec 5, the symbolic-size compile's example)
+        as constants where the inputs give: ks0=768, r0_numel=768; ks0=1024, r0_numel=1024; ks0=2048, r0_numel=2048; and for the first SPECIALIZE others
 """
 
 import torch
@@ -352,6 +373,210 @@ def triton_per_fused__softmax_exp_prepare_softmax_online_sub_0_b3f772fa(in_ptr0,
     tl.store(out_ptr2 + (r0_1 + 768*x0), tmp15, r0_mask & xmask)
 
 
+@triton.jit
+def triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_ca03b51e(in_ptr0, out_ptr2, ks0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+    _tmp2 = tl.full([XBLOCK, R0_BLOCK], float("-inf"), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        tmp3 = triton_helpers.maximum(_tmp2, tmp1)
+        _tmp2 = tl.where(r0_mask & xmask, tmp3, _tmp2)
+    tmp2 = triton_helpers.max2(_tmp2, 1)[:, None]
+    _tmp8 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp4 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp5 = tmp4 - tmp2
+        tmp6 = libdevice.exp(tmp5)
+        tmp7 = tl.broadcast_to(tmp6, [XBLOCK, R0_BLOCK])
+        tmp9 = _tmp8 + tmp7
+        _tmp8 = tl.where(r0_mask & xmask, tmp9, _tmp8)
+    tmp8 = tl.sum(_tmp8, 1)[:, None]
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp10 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp11 = tmp10 - tmp2
+        tmp12 = libdevice.exp(tmp11)
+        tmp13 = (tmp12 / tmp8)
+        tl.store(out_ptr2 + (r0_1 + ks0*x0), tmp13, r0_mask & xmask)
+
+
+@triton.jit
+def triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_ca03b51e_7806ba30(in_ptr0, out_ptr2, ks0: tl.constexpr, xnumel, r0_numel: tl.constexpr, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+    _tmp2 = tl.full([XBLOCK, R0_BLOCK], float('-inf'), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        tmp3 = triton_helpers.maximum(_tmp2, tmp1)
+        _tmp2 = tl.where(r0_mask & xmask, tmp3, _tmp2)
+    tmp2 = triton_helpers.max2(_tmp2, 1)[:, None]
+    _tmp8 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp4 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp5 = tmp4 - tmp2
+        tmp6 = libdevice.exp(tmp5)
+        tmp7 = tl.broadcast_to(tmp6, [XBLOCK, R0_BLOCK])
+        tmp9 = _tmp8 + tmp7
+        _tmp8 = tl.where(r0_mask & xmask, tmp9, _tmp8)
+    tmp8 = tl.sum(_tmp8, 1)[:, None]
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp10 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp11 = tmp10 - tmp2
+        tmp12 = libdevice.exp(tmp11)
+        tmp13 = tmp12 / tmp8
+        tl.store(out_ptr2 + (r0_1 + ks0 * x0), tmp13, r0_mask & xmask)
+
+
+@triton.jit
+def triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_95d1530c(in_ptr0, out_ptr2, ks0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+    _tmp3 = tl.full([XBLOCK, R0_BLOCK], float("-inf"), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+        tmp1 = tmp0.to(tl.float32)
+        tmp2 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
+        tmp4 = triton_helpers.maximum(_tmp3, tmp2)
+        _tmp3 = tl.where(r0_mask & xmask, tmp4, _tmp3)
+    tmp3 = triton_helpers.max2(_tmp3, 1)[:, None]
+    _tmp10 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp5 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+        tmp6 = tmp5.to(tl.float32)
+        tmp7 = tmp6 - tmp3
+        tmp8 = libdevice.exp(tmp7)
+        tmp9 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
+        tmp11 = _tmp10 + tmp9
+        _tmp10 = tl.where(r0_mask & xmask, tmp11, _tmp10)
+    tmp10 = tl.sum(_tmp10, 1)[:, None]
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp12 = tl.load(in_ptr0 + (r0_1 + ks0*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0).to(tl.float32)
+        tmp13 = tmp12.to(tl.float32)
+        tmp14 = tmp13 - tmp3
+        tmp15 = libdevice.exp(tmp14)
+        tmp16 = (tmp15 / tmp10)
+        tmp17 = tmp16.to(tl.float32)
+        tl.store(out_ptr2 + (r0_1 + ks0*x0), tmp17, r0_mask & xmask)
+
+
+@triton.jit
+def triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_95d1530c_1688ea6d(in_ptr0, out_ptr2, ks0: tl.constexpr, xnumel, r0_numel: tl.constexpr, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+    _tmp3 = tl.full([XBLOCK, R0_BLOCK], float('-inf'), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+        tmp1 = tmp0.to(tl.float32)
+        tmp2 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
+        tmp4 = triton_helpers.maximum(_tmp3, tmp2)
+        _tmp3 = tl.where(r0_mask & xmask, tmp4, _tmp3)
+    tmp3 = triton_helpers.max2(_tmp3, 1)[:, None]
+    _tmp10 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp5 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+        tmp6 = tmp5.to(tl.float32)
+        tmp7 = tmp6 - tmp3
+        tmp8 = libdevice.exp(tmp7)
+        tmp9 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
+        tmp11 = _tmp10 + tmp9
+        _tmp10 = tl.where(r0_mask & xmask, tmp11, _tmp10)
+    tmp10 = tl.sum(_tmp10, 1)[:, None]
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        rindex = r0_index
+        r0_1 = r0_index
+        tmp12 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0).to(tl.float32)
+        tmp13 = tmp12.to(tl.float32)
+        tmp14 = tmp13 - tmp3
+        tmp15 = libdevice.exp(tmp14)
+        tmp16 = tmp15 / tmp10
+        tmp17 = tmp16.to(tl.float32)
+        tl.store(out_ptr2 + (r0_1 + ks0 * x0), tmp17, r0_mask & xmask)
+
+
 def _case_0(in0):
     """spec 0: float32[4, 128, 768]"""
     device = in0.device
@@ -442,7 +667,84 @@ def _case_8(in0):
     return buf0.view((8, 128, 768))
 
 
+def _family_0(in0, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float32 and in0.device.type == 'cuda')):
+        return None
+    s27 = in0.size(1)
+    s53 = in0.size(2)
+    s77 = in0.size(0)
+    if not ((s27*s53*s77 <= 2147483647) and (s27*s77 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_0(in0, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    s77 = arg0_1
+    s27 = arg1_1
+    s53 = arg2_1
+    if tuple(arg3_1.size()) != (s77, s27, s53) or tuple(arg3_1.stride()) != (s27 * s53, s53, 1):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf2 = torch.empty_strided((s77, s27, s53), (s27 * s53, s53, 1), dtype=torch.float32, device=device)
+    triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel = s27 * s77
+    if not _fake:
+        _kernel = _sized(triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_ca03b51e_7806ba30, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_ca03b51e, (s53, s53,), {(768, 768), (1024, 1024), (2048, 2048)})
+        if TUNED and _b == ((16, 512, 2048),):  # Inductor's autotuning for spec 4
+            _kernel[(-(((triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel)) // -(2)), 1, 1)](arg3_1, buf2, s53, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel, s53, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            _kernel[(-(((triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel)) // -(2)), 1, 1)](arg3_1, buf2, s53, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel, s53, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf2
+
+
+def _family_1(in0, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float16 and in0.device.type == 'cuda')):
+        return None
+    s27 = in0.size(1)
+    s53 = in0.size(2)
+    s77 = in0.size(0)
+    if not ((s27*s53*s77 <= 2147483647) and (s27*s77 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_1(in0, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    s77 = arg0_1
+    s27 = arg1_1
+    s53 = arg2_1
+    if tuple(arg3_1.size()) != (s77, s27, s53) or tuple(arg3_1.stride()) != (s27 * s53, s53, 1):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf2 = torch.empty_strided((s77, s27, s53), (s27 * s53, s53, 1), dtype=torch.float16, device=device)
+    triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel = s27 * s77
+    if not _fake:
+        _kernel = _sized(triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_95d1530c_1688ea6d, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_95d1530c, (s53, s53,), {(768, 768), (1024, 1024), (2048, 2048)})
+        if TUNED and _b == ((16, 512, 2048),):  # Inductor's autotuning for spec 5
+            _kernel[(-(((triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel)) // -(2)), 1, 1)](arg3_1, buf2, s53, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel, s53, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            _kernel[(-(((triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel)) // -(2)), 1, 1)](arg3_1, buf2, s53, triton_red_fused__softmax_exp_prepare_softmax_online_sub_0_xnumel, s53, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf2
+
+
 _NAME = 'softmax'
+FAMILY = True
 _CASES = {
     (((4, 128, 768), (98304, 768, 1), 'float32'),): _case_0,
     (((4, 128, 768), (98304, 768, 1), 'float16'),): _case_1,
@@ -454,6 +756,55 @@ _CASES = {
     (((1, 1, 768), (768, 768, 1), 'float32'),): _case_7,
     (((8, 128, 768), (98304, 768, 1), 'float32'),): _case_8,
 }
+# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);
+# False: Inductor's configuration for each family's example, and its general kernels, everywhere
+TUNED = True
+# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);
+# then its general kernel. 0: the cases' sizes only
+SPECIALIZE = 8
+_SIZED = {}
+
+
+def _sized(special, general, sizes, cases):
+    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
+    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if not TUNED:
+        return general
+    if sizes in cases:
+        return special
+    seen = _SIZED.setdefault(special, set())
+    if sizes not in seen and len(seen) < SPECIALIZE:
+        seen.add(sizes)
+    return special if sizes in seen else general
+
+
+def _bucket(*inputs):
+    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
+    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
+                 for v in inputs if isinstance(v, torch.Tensor))
+
+
+def _family(*inputs, _probe=False, _fake=False):
+    """The first family that serves ``inputs``, else the first that serves them made contiguous
+    (a copy of each strided tensor: the values are the same; ``_probe`` allocates without copying)
+    and has no output that is an input or a view of one: its result (``_probe``: True), else None."""
+    for family in (_family_0, _family_1, ):
+        found = family(*inputs, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    if not any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in inputs):
+        return None
+    dense = tuple(v if not isinstance(v, torch.Tensor) else torch.empty(v.shape, dtype=v.dtype, device=v.device)
+                  if _probe else v.contiguous() for v in inputs)
+    for family in (_family_0, _family_1, ):
+        found = family(*dense, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    return None
+
+
+_REFERENCE = None
+_WARNED = []
 
 
 def _key(inputs):
@@ -461,10 +812,54 @@ def _key(inputs):
                  if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)
 
 
-def run(*inputs):
-    """What the reference returns for ``inputs`` (one of the cases in the module's docstring)."""
-    case = _CASES.get(_key(inputs))
-    if case is None:
+def serves(*inputs):
+    """Whether run()'s kernels serve ``inputs``: one of the cases in the module's docstring, or its
+    family. Other inputs raise, or go to the spec's reference where the spec says so (_REFERENCE)."""
+    return _key(inputs) in _CASES or _family(*inputs, _probe=True) is True
+
+
+def _unserved(inputs, fake=False):
+    if _REFERENCE is None:
         raise ValueError(f"{_NAME}: no kernel for inputs {_key(inputs)}: generated for "
-                         f"{len(_CASES)} input cases (see the module's docstring)")
-    return case(*inputs)
+                         f"{len(_CASES)} input cases" + (" and their family" if FAMILY else "")
+                         + " (see the module's docstring)")
+    if not fake and not _WARNED:
+        import warnings
+
+        _WARNED.append(True)
+        warnings.warn(f"{_NAME}: no kernel for inputs {_key(inputs)}: running the spec's reference "
+                      "(this warning is shown once)", stacklevel=3)
+    return _REFERENCE(*(v.clone() if isinstance(v, torch.Tensor) else v for v in inputs))  # never the caller's
+
+
+def run(*inputs):
+    """What the reference returns for ``inputs`` (the module's docstring says which)."""
+    case = _CASES.get(_key(inputs))
+    if case is not None:
+        return case(*inputs)
+    found = _family(*inputs)
+    return _unserved(inputs) if found is None else found
+
+
+
+def _operator():
+    """``run`` as the torch operator ``torch.ops.tritune_generated.softmax_069927f9`` (a torch.compile'd model calls it
+    without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
+    try:
+        return getattr(torch.ops.tritune_generated, 'softmax_069927f9')  # registered by an earlier import of this module
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("tritune_generated::softmax_069927f9", mutates_args=())
+    def softmax_069927f9(in0: torch.Tensor) -> torch.Tensor:
+        return run(in0)
+
+    @softmax_069927f9.register_fake
+    def _(in0):
+        found = _family(in0, _fake=True)
+        return _unserved((in0,), fake=True) if found is None else found
+
+    return softmax_069927f9
+
+
+op = _operator()

@@ -12,6 +12,29 @@ run(*inputs) returns what the spec's reference returns, for these inputs (shape,
     odd: float32[3, 127, 767], float32[3, 127, 767]
     one row: float32[1, 1, 768], float32[1, 1, 768]
     larger: float32[8, 128, 768], float32[8, 128, 768]
+
+For other sizes of the same ranks, dtypes and layouts, run() launches the kernels Inductor
+compiled for symbolic sizes (_family); serves(*inputs) says whether run() takes the inputs.
+op (torch.ops.tritune_generated.<name>_<hash>) is run() as a torch operator, for torch.compile'd models.
+
+A family's launch takes a configuration by size bucket (each tensor input's sizes to the
+power of two at or above, as tritune's decision keys bucket them), and its kernel compiled
+with its size arguments as constants where the inputs repeat a case's, and for the first
+SPECIALIZE other sizes it meets (Triton compiles it once for each: a model's hidden size
+stays while its batch changes); TUNED = False turns both off.
+
+_family_0 (float32 rank 3, float32 rank 3):
+    triton_poi_fused_mul_silu_0:
+        bucket [16, 512, 2048], [16, 512, 2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 4)
+        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 0)
+        bucket [8, 256, 1024], [8, 256, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 2)
+        any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 4, the symbolic-size compile's example)
+_family_1 (float16 rank 3, float16 rank 3):
+    triton_poi_fused_mul_silu_0:
+        bucket [16, 512, 2048], [16, 512, 2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 5)
+        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 1)
+        bucket [8, 256, 1024], [8, 256, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 3)
+        any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 5, the symbolic-size compile's example)
 """
 
 import torch
@@ -189,6 +212,42 @@ def triton_poi_fused_mul_silu_0_0cb3bff0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBL
     tl.store(out_ptr0 + (x0), tmp7, None)
 
 
+@triton.jit
+def triton_poi_fused_mul_silu_0_328a8ae9(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask)
+    tmp6 = tl.load(in_ptr1 + (x0), xmask)
+    tmp1 = -tmp0
+    tmp2 = libdevice.exp(tmp1)
+    tmp3 = tl.full([1], 1.0, tl.float32)
+    tmp4 = tmp2 + tmp3
+    tmp5 = (tmp0 / tmp4)
+    tmp7 = tmp5 * tmp6
+    tl.store(out_ptr0 + (x0), tmp7, xmask)
+
+
+@triton.jit
+def triton_poi_fused_mul_silu_0_c483ccae(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask).to(tl.float32)
+    tmp8 = tl.load(in_ptr1 + (x0), xmask).to(tl.float32)
+    tmp1 = tmp0.to(tl.float32)
+    tmp2 = -tmp1
+    tmp3 = libdevice.exp(tmp2)
+    tmp4 = tl.full([1], 1.0, tl.float32)
+    tmp5 = tmp3 + tmp4
+    tmp6 = (tmp1 / tmp5)
+    tmp7 = tmp6.to(tl.float32)
+    tmp9 = tmp7 * tmp8
+    tl.store(out_ptr0 + (x0), tmp9, xmask)
+
+
 def _case_0(in0, in1):
     """spec 0: float32[4, 128, 768], float32[4, 128, 768]"""
     device = in0.device
@@ -211,8 +270,8 @@ def _case_2(in0, in1):
     """spec 2: float32[8, 256, 1024], float32[8, 256, 1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_2c932cba[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_2c932cba[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -220,8 +279,8 @@ def _case_3(in0, in1):
     """spec 3: float16[8, 256, 1024], float16[8, 256, 1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float16, device=device)
-    triton_poi_fused_mul_silu_0_73367281[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_73367281[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -229,8 +288,8 @@ def _case_4(in0, in1):
     """spec 4: float32[16, 512, 2048], float32[16, 512, 2048]"""
     device = in0.device
     buf0 = torch.empty(16777216, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_0316500b[(32768, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_0316500b[(16384, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((16, 512, 2048))
 
 
@@ -238,8 +297,8 @@ def _case_5(in0, in1):
     """spec 5: float16[16, 512, 2048], float16[16, 512, 2048]"""
     device = in0.device
     buf0 = torch.empty(16777216, dtype=torch.float16, device=device)
-    triton_poi_fused_mul_silu_0_37eda1fa[(32768, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_37eda1fa[(16384, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((16, 512, 2048))
 
 
@@ -247,8 +306,8 @@ def _case_6(in0, in1):
     """odd: float32[3, 127, 767], float32[3, 127, 767]"""
     device = in0.device
     buf0 = torch.empty(292227, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_c79d60b4[(571, 1, 1)](in0, in1, buf0.view((3, 127, 767)), 292227, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_c79d60b4[(286, 1, 1)](in0, in1, buf0.view((3, 127, 767)), 292227, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((3, 127, 767))
 
 
@@ -270,7 +329,106 @@ def _case_8(in0, in1):
     return buf0.view((8, 128, 768))
 
 
+def _family_0(in0, in1, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float32 and in0.device.type == 'cuda') and (isinstance(in1, torch.Tensor) and in1.dim() == 3 and in1.dtype == torch.float32 and in1.device.type == 'cuda' and in1.device == in0.device)):
+        return None
+    s35 = in1.size(2)
+    s44 = in0.size(2)
+    s59 = in1.size(1)
+    s68 = in1.size(0)
+    s8 = in0.size(0)
+    s94 = in0.size(1)
+    if not ((s44 == s35) and (s94 == s59) and (s8 == s68) and (s35*s59*s68 <= 2147483647) and (s8 >= 2) and (s94 >= 2) and (s44 >= 2) and (s68 >= 2) and (s59 >= 2) and (s35 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_0(in0, in1, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    arg4_1 = in1
+    s8 = arg0_1
+    s94 = arg1_1
+    s44 = arg2_1
+    arg3_1_size = arg3_1.size()
+    s68 = arg3_1_size[0]
+    s59 = arg3_1_size[1]
+    s35 = arg3_1_size[2]
+    if tuple(arg3_1.size()) != (s68, s59, s35) or tuple(arg3_1.stride()) != (s35 * s59, s35, 1):
+        return None  # another layout or size pattern: not this family
+    if tuple(arg4_1.size()) != (s68, s59, s35) or tuple(arg4_1.stride()) != (s35 * s59, s35, 1):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf0 = torch.empty_strided((s68, s59, s35), (s35 * s59, s35, 1), dtype=torch.float32, device=device)
+    triton_poi_fused_mul_silu_0_xnumel = s35 * s59 * s68
+    if not _fake:
+        if TUNED and _b == ((16, 512, 2048), (16, 512, 2048)):  # Inductor's autotuning for spec 4
+            triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        elif TUNED and _b == ((4, 128, 1024), (4, 128, 1024)):  # Inductor's autotuning for spec 0
+            triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf0
+
+
+def _family_1(in0, in1, _probe=False, _fake=False):
+    """Any size of the spec's family (Inductor's kernels for symbolic sizes); None where it does not
+    serve the inputs. ``_probe``: True once the inputs pass every check, before any work;
+    ``_fake``: the outputs allocated and returned, no kernel launched (fake tensors)."""
+    if not ((isinstance(in0, torch.Tensor) and in0.dim() == 3 and in0.dtype == torch.float16 and in0.device.type == 'cuda') and (isinstance(in1, torch.Tensor) and in1.dim() == 3 and in1.dtype == torch.float16 and in1.device.type == 'cuda' and in1.device == in0.device)):
+        return None
+    s35 = in1.size(2)
+    s44 = in0.size(2)
+    s59 = in1.size(1)
+    s68 = in1.size(0)
+    s8 = in0.size(0)
+    s94 = in0.size(1)
+    if not ((s44 == s35) and (s94 == s59) and (s8 == s68) and (s35*s59*s68 <= 2147483647) and (s8 >= 2) and (s94 >= 2) and (s44 >= 2) and (s68 >= 2) and (s59 >= 2) and (s35 >= 2)):
+        return None  # Dynamo's guards
+    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
+    device = in0.device
+    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
+            return _family_1(in0, in1, _probe=_probe, _fake=_fake)
+    arg0_1 = in0.size(0)
+    arg1_1 = in0.size(1)
+    arg2_1 = in0.size(2)
+    arg3_1 = in0
+    arg4_1 = in1
+    s8 = arg0_1
+    s94 = arg1_1
+    s44 = arg2_1
+    arg3_1_size = arg3_1.size()
+    s68 = arg3_1_size[0]
+    s59 = arg3_1_size[1]
+    s35 = arg3_1_size[2]
+    if tuple(arg3_1.size()) != (s68, s59, s35) or tuple(arg3_1.stride()) != (s35 * s59, s35, 1):
+        return None  # another layout or size pattern: not this family
+    if tuple(arg4_1.size()) != (s68, s59, s35) or tuple(arg4_1.stride()) != (s35 * s59, s35, 1):
+        return None  # another layout or size pattern: not this family
+    if _probe:
+        return True
+    buf0 = torch.empty_strided((s68, s59, s35), (s35 * s59, s35, 1), dtype=torch.float16, device=device)
+    triton_poi_fused_mul_silu_0_xnumel = s35 * s59 * s68
+    if not _fake:
+        if TUNED and _b == ((16, 512, 2048), (16, 512, 2048)):  # Inductor's autotuning for spec 5
+            triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        elif TUNED and _b == ((4, 128, 1024), (4, 128, 1024)):  # Inductor's autotuning for spec 1
+            triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        else:
+            triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    return buf0
+
+
 _NAME = 'swiglu'
+FAMILY = True
 _CASES = {
     (((4, 128, 768), (98304, 768, 1), 'float32'), ((4, 128, 768), (98304, 768, 1), 'float32')): _case_0,
     (((4, 128, 768), (98304, 768, 1), 'float16'), ((4, 128, 768), (98304, 768, 1), 'float16')): _case_1,
@@ -282,6 +440,55 @@ _CASES = {
     (((1, 1, 768), (768, 768, 1), 'float32'), ((1, 1, 768), (768, 768, 1), 'float32')): _case_7,
     (((8, 128, 768), (98304, 768, 1), 'float32'), ((8, 128, 768), (98304, 768, 1), 'float32')): _case_8,
 }
+# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);
+# False: Inductor's configuration for each family's example, and its general kernels, everywhere
+TUNED = True
+# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);
+# then its general kernel. 0: the cases' sizes only
+SPECIALIZE = 8
+_SIZED = {}
+
+
+def _sized(special, general, sizes, cases):
+    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
+    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if not TUNED:
+        return general
+    if sizes in cases:
+        return special
+    seen = _SIZED.setdefault(special, set())
+    if sizes not in seen and len(seen) < SPECIALIZE:
+        seen.add(sizes)
+    return special if sizes in seen else general
+
+
+def _bucket(*inputs):
+    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
+    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
+                 for v in inputs if isinstance(v, torch.Tensor))
+
+
+def _family(*inputs, _probe=False, _fake=False):
+    """The first family that serves ``inputs``, else the first that serves them made contiguous
+    (a copy of each strided tensor: the values are the same; ``_probe`` allocates without copying)
+    and has no output that is an input or a view of one: its result (``_probe``: True), else None."""
+    for family in (_family_0, _family_1, ):
+        found = family(*inputs, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    if not any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in inputs):
+        return None
+    dense = tuple(v if not isinstance(v, torch.Tensor) else torch.empty(v.shape, dtype=v.dtype, device=v.device)
+                  if _probe else v.contiguous() for v in inputs)
+    for family in (_family_0, _family_1, ):
+        found = family(*dense, _probe=_probe, _fake=_fake)
+        if found is not None:
+            return found
+    return None
+
+
+_REFERENCE = None
+_WARNED = []
 
 
 def _key(inputs):
@@ -289,10 +496,54 @@ def _key(inputs):
                  if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)
 
 
-def run(*inputs):
-    """What the reference returns for ``inputs`` (one of the cases in the module's docstring)."""
-    case = _CASES.get(_key(inputs))
-    if case is None:
+def serves(*inputs):
+    """Whether run()'s kernels serve ``inputs``: one of the cases in the module's docstring, or its
+    family. Other inputs raise, or go to the spec's reference where the spec says so (_REFERENCE)."""
+    return _key(inputs) in _CASES or _family(*inputs, _probe=True) is True
+
+
+def _unserved(inputs, fake=False):
+    if _REFERENCE is None:
         raise ValueError(f"{_NAME}: no kernel for inputs {_key(inputs)}: generated for "
-                         f"{len(_CASES)} input cases (see the module's docstring)")
-    return case(*inputs)
+                         f"{len(_CASES)} input cases" + (" and their family" if FAMILY else "")
+                         + " (see the module's docstring)")
+    if not fake and not _WARNED:
+        import warnings
+
+        _WARNED.append(True)
+        warnings.warn(f"{_NAME}: no kernel for inputs {_key(inputs)}: running the spec's reference "
+                      "(this warning is shown once)", stacklevel=3)
+    return _REFERENCE(*(v.clone() if isinstance(v, torch.Tensor) else v for v in inputs))  # never the caller's
+
+
+def run(*inputs):
+    """What the reference returns for ``inputs`` (the module's docstring says which)."""
+    case = _CASES.get(_key(inputs))
+    if case is not None:
+        return case(*inputs)
+    found = _family(*inputs)
+    return _unserved(inputs) if found is None else found
+
+
+
+def _operator():
+    """``run`` as the torch operator ``torch.ops.tritune_generated.swiglu_48698b1b`` (a torch.compile'd model calls it
+    without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
+    try:
+        return getattr(torch.ops.tritune_generated, 'swiglu_48698b1b')  # registered by an earlier import of this module
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("tritune_generated::swiglu_48698b1b", mutates_args=())
+    def swiglu_48698b1b(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
+        return run(in0, in1)
+
+    @swiglu_48698b1b.register_fake
+    def _(in0, in1):
+        found = _family(in0, in1, _fake=True)
+        return _unserved((in0, in1,), fake=True) if found is None else found
+
+    return swiglu_48698b1b
+
+
+op = _operator()
