@@ -454,11 +454,7 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
              "    seen = _SIZED.setdefault(special, set())\n"
              "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
              "        seen.add(sizes)\n"
-             "    return special if sizes in seen else general\n\n\n"
-             "def _bucket(*inputs):\n"
-             '    """Each tensor input\'s sizes, each to the power of two at or above it (0 and 1 stay)."""\n'
-             "    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)\n"
-             "                 for v in inputs if isinstance(v, torch.Tensor))\n\n\n")
+             "    return special if sizes in seen else general\n\n\n")
     copied = "".join(f"_family_{i}, " for i in range(families) if i < len(dense) and dense[i])
     head += ("def _family(*inputs, _probe=False, _fake=False):\n"
              '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'

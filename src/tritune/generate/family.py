@@ -29,7 +29,7 @@ shape guards and ranges over the sizes, each symbol spelt from the input it came
   (``triton_per_``) takes ``R0_BLOCK = next_power_of_2(r0_numel)``, as its single pass must cover
   the row whatever its length;
 - with ``tuned`` (``emit.tuning``), the launch by size bucket: in a case's bucket, that case's
-  configuration (``_b == ...``, the bucket kernel.py's ``_bucket`` computes), and the kernel
+  configuration (comparisons of the inputs' sizes with the bucket's bounds), and the kernel
   ``specialized`` on its size arguments where kernel.py's ``_sized`` says so (a case's sizes, and
   the first ``SPECIALIZE`` others); both only while kernel.py's ``TUNED`` is true;
 - with the spec's pinned dims (``pins``), a check that they take one of the cases' values.
@@ -63,8 +63,8 @@ DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
 SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer may write over sizes
 SCALAR_TYPES = {bool: "bool", int: "int", float: "float"}
 # names the translation binds itself, or reads: never an assignment's target in the wrapper
-RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", "_b", "_bucket",
-            "_kernel", "_sized", "TUNED", *SAFE_FUNCTIONS}
+RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", "_kernel", "_sized",
+            "TUNED", *SAFE_FUNCTIONS}
 SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
                     r"\.(?P<offset>storage_offset)\(\))?$")
 
@@ -214,7 +214,8 @@ def _seen(compiled: Any, cases: Sequence[tuple[str, tuple]], launches: list, sin
 
 def bucket(inputs: Sequence) -> list[list[int]]:
     """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay): the
-    buckets of tritune's decision keys (``store.keys.size_bucket``), which kernel.py's ``_bucket`` computes."""
+    buckets of tritune's decision keys (``store.keys.size_bucket``), whose bounds kernel.py's branches compare
+    the inputs' sizes with (``_Translator._in_bucket``)."""
     from tritune.store.keys import size_bucket
 
     return [[size_bucket(int(d)) for d in t.shape] for t in inputs if hasattr(t, "shape") and hasattr(t, "stride")]
@@ -282,8 +283,6 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
         lines += [f"    if not _fake and ({sizes},) not in {{{', '.join(repr(tuple(v)) for v in values)}}}:",
                   "        return None  # sizes the spec pins, at none of its cases' values (fake sizes: any)"]
     lines += ["    " + line for line in translator.guards(family.get("guards") or [], family.get("symbols") or {})]
-    if any(t.get("buckets") for t in tuned):
-        lines.append(f"    _b = None if _fake else _bucket({params})  # fake sizes: no bucket (it would fix them)")
     lines += [f"    device = {translator.device}",
               "    if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():",
               "        with torch.cuda.device(device):  # its kernels launch on the inputs' GPU",
@@ -568,9 +567,21 @@ class _Translator:
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
         buckets = [(where, config, came) for where, config, came in tuned.get("buckets", []) if config != own]
         for number, (where, config, came) in enumerate(buckets):
-            lines += [f"    {'if' if number == 0 else 'elif'} TUNED and _b == {where!r}:  # {_comment(came)}",
+            lines += [f"    {'if' if number == 0 else 'elif'} TUNED and {self._in_bucket(where)}:  # {_comment(came)}",
                       "        " + self._launch_text(name, spec, config, scalars, args)]
         return lines + (["    else:", "        " + general] if buckets else ["    " + general])
+
+    def _in_bucket(self, where: tuple) -> str:
+        """Whether the inputs are in the bucket ``where`` (each tensor input's sizes, each to the power
+        of two at or above it; 0 and 1 stay), as comparisons of their sizes: cheap on every call."""
+        tensors = [i for i, item in enumerate(self.inputs) if "tensor" in item]
+        if len(where) != len(tensors):
+            raise GenerateError("a bucket of another number of tensors than the family's: no family")
+        parts = []
+        for i, sizes in zip(tensors, where):
+            for d, b in enumerate(sizes):
+                parts.append(f"in{i}.size({d}) == {b}" if b <= 1 else f"{b // 2} < in{i}.size({d}) <= {b}")
+        return "(" + " and ".join(parts) + ")" if parts else "True"
 
     def _launch_text(self, name: str, spec: Any, config: dict, scalars: dict[str, str], args: list[str]) -> str:
         """One launch of ``name`` with ``config`` (its constexprs and options), the grid Inductor's for them."""

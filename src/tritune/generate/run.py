@@ -214,7 +214,8 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
         if number + 1 < len(tries):
             result["notes"].append(f"kernel.py failed verification ({check.get('failure')}: {check.get('message')}): "
                                    f"made again without {tries[number + 1][3]}")
-    result["family"] = {"emitted": "\nFAMILY = True\n" in text, "tuned": "\n    _b = _bucket(" in text
+    # tuned: a bucket branch of its own configuration, or a kernel specialized on sizes (``emit.tuning``)
+    result["family"] = {"emitted": "\nFAMILY = True\n" in text, "tuned": " TUNED and (" in text
                         or " = _sized(" in text, **(check.get("family") or {})}
     if not check.get("ok"):
         result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
