@@ -36,8 +36,8 @@ def inputs(device):
 
 QUIET = GenerateSettings(budget_s=0, bench=False, interpret=True)
 
-# kernel.py in a fresh interpreter that cannot import tritune, on sizes no case had
-UNSEEN = """
+# kernel.py (sys.argv[1]) imported in a fresh interpreter that cannot import tritune
+WITHOUT_TRITUNE = """
 import importlib.abc, importlib.util, sys, torch
 
 class NoTritune(importlib.abc.MetaPathFinder):
@@ -50,6 +50,10 @@ spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
 kernel = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kernel)
 g = torch.Generator().manual_seed(1)
+"""
+
+# kernel.py in a fresh interpreter that cannot import tritune, on sizes no case had
+UNSEEN = WITHOUT_TRITUNE + """
 for rows, cols in ((5, 33), (37, 130), (2, 2), (1, 7), (3, 1), (0, 9)):
     x, bias = torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
     if not kernel.serves(x, bias, 2.0):
@@ -417,19 +421,8 @@ def inputs(device):
 
 # kernel.py of PINNED in a fresh interpreter without tritune: which inputs its kernels serve, what run() returns,
 # how often it warns, and the operator inside a compiled model on inputs the kernels do not serve
-FALLBACK = """
-import importlib.abc, importlib.util, sys, warnings, torch
-
-class NoTritune(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "tritune":
-            raise ImportError("kernel.py imports tritune")
-
-sys.meta_path.insert(0, NoTritune())
-spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
-kernel = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(kernel)
-g = torch.Generator().manual_seed(1)
+FALLBACK = WITHOUT_TRITUNE + """
+import warnings
 want = lambda x, bias: torch.relu(x + bias) * 2.0
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
