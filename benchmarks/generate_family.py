@@ -104,6 +104,9 @@ def main() -> int:
     parser.add_argument("--bench-cases", action="store_true", help="generate's own benchmark of the spec's cases")
     parser.add_argument("--limit-s", type=float, default=420.0, help="start no spec after this many seconds")
     parser.add_argument("--modes", nargs="*", default=["eager", "compile"])
+    parser.add_argument("--graph", action="store_true",
+                        help="also the GPU's own time at the sizes of 5e6 elements and more: each callable replayed "
+                             "from a CUDA graph (triton.testing.do_bench_cudagraph), no host launch path in it")
     parser.add_argument("--interpret", action="store_true",
                         help="CPU smoke: Triton's interpreter (TRITON_INTERPRET=1, TRITUNE_SPEC_SMALL=1), no timings")
     args = parser.parse_args()
@@ -168,6 +171,11 @@ def main() -> int:
                 bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
                 results.setdefault("copy_gbps", bench["copy_gbps"])
                 entry["unseen_bench"] = bench["cases"]
+                if args.graph:
+                    try:
+                        entry["graph_ms"] = graph_times(modules, unseen)
+                    except Exception as exc:  # noqa: BLE001 - a diagnostic, as host_costs
+                        entry["graph_ms"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 try:
                     entry["host_us"] = host_costs(modules, unseen)
                 except Exception as exc:  # noqa: BLE001 - a diagnostic: its failure is a line, not the run's end
@@ -218,6 +226,40 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
     return costs
 
 
+def graph_times(modules: dict[str, str], spec_path: pathlib.Path, least: float = 5e6) -> dict:
+    """The GPU's own time (ms, median of ``do_bench_cudagraph``'s replays) of each module, eager and
+    torch.compile at the unseen sizes of ``least`` elements and more: each callable captured in a CUDA
+    graph after warm-up, so no host launch path and no L2 flush between calls (the data stays as
+    large as it is: 5e6 elements and more do not fit in L2 together with their outputs)."""
+    import math
+
+    import torch
+    import triton.testing
+
+    from tritune.generate.spec import load_spec, shapes_text
+    from tritune.imports import import_file
+
+    spec = load_spec(spec_path, device="cuda", check=False)
+    found = {}
+    for case in spec.cases("cuda"):
+        if max(math.prod(t.shape) for t in case.tensors if isinstance(t, torch.Tensor)) < least:
+            continue
+        runs = {name: import_file(path, fresh=True).run for name, path in modules.items()}
+        runs["eager"] = spec.reference
+        torch._dynamo.reset()
+        runs["compile"] = torch.compile(spec.reference, dynamic=False)
+        row = {}
+        for name, fn in runs.items():
+            for _ in range(3):
+                fn(*case.tensors)  # compiles: Triton's specializations, torch.compile's graph
+            torch.cuda.synchronize()
+            row[name] = round(triton.testing.do_bench_cudagraph(lambda fn=fn: fn(*case.tensors), rep=50,
+                                                                return_mode="median"), 5)
+        found[shapes_text(case.tensors)] = row
+        torch._dynamo.reset()
+    return found
+
+
 def table(results: dict) -> str:
     lines = [f"# kernel.py on sizes it was not generated for ({results['gpu']}, torch {results['torch']}, "
              f"{results['date']})", "", f"`{results['command']}`", "",
@@ -239,6 +281,10 @@ def table(results: dict) -> str:
                          f"{_x(compiled, gen)} | {'' if fraction is None else f'{fraction:.0%}'} |")
         lines.append(f"| {name} | family: {entry.get('family')}; generated in {entry.get('generate_s')} s"
                      f"{'; ' + entry['error'] if entry.get('error') else ''} | | | | | | | | | |")
+        for shapes, row in (entry.get("graph_ms") or {}).items():
+            lines.append(f"| {name} | GPU ms (CUDA graph) at {shapes}: "
+                         + (", ".join(f"{k} {v}" for k, v in row.items()) if isinstance(row, dict) else str(row))
+                         + " | | | | | | | | | |")
         for shapes, row in (entry.get("host_us") or {}).items():
             lines.append(f"| {name} | host µs per call at {shapes}: "
                          + (", ".join(f"{k} {v}" for k, v in row.items()) if isinstance(row, dict) else str(row))
