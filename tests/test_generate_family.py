@@ -599,3 +599,57 @@ def test_outputs_that_alias_an_input_and_in_place_references_keep_their_callers_
                           capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False", "7.0", "14.0"]
+
+
+def test_a_wrong_configuration_among_the_timed_ones_is_caught_though_the_cpu_never_picks_it(tmp_path, interpreted,
+                                                                                            monkeypatch):
+    real = fam._grid
+
+    def halved(rule, constexprs, scalars):  # XBLOCK=512, two of family.TIMED, runs half its programs
+        grid = real(rule, constexprs, scalars)
+        if constexprs.get("XBLOCK") != 512:
+            return grid
+        x, rest = grid[1:-1].split(", ", 1)
+        return f"(max(1, ({x}) // 2), {rest})"
+
+    assert (512, 4) in fam.TIMED
+    monkeypatch.setattr(fam, "_grid", halved)
+    result, text = _tuned(tmp_path)
+    _caught(result, text)
+    assert "_choice(" not in text
+    assert "configuration " in " ".join(result["notes"]), result["notes"]
+
+
+def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastest(tmp_path, interpreted):
+    result, text = _tuned(tmp_path)
+    assert result["check"]["ok"], result["check"]["message"]
+    # every configuration a launch may pick was verified, forced in turn
+    forced = [c["label"] for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
+    assert len(forced) == len(fam.TIMED) + 1 and all(c["ok"] for c in result["check"]["cases"]
+                                                      if c["label"].startswith("configuration ")), forced
+    assert re.search(r"_i = _choice\('_family_0:0', \w+, \d\)", text)
+    script = WITHOUT_TRITUNE + """
+import triton.testing
+timed = []
+def do_bench(fn, **kwargs):  # a fake GPU clock: the third configuration is the fastest, the fifth does not compile
+    timed.append(len(timed))
+    if len(timed) == 5:
+        raise RuntimeError("out of resources")
+    return 1.0 if len(timed) != 3 else 0.5
+triton.testing.do_bench = do_bench
+torch.cuda.is_available, torch.cuda.is_current_stream_capturing = (lambda: True), (lambda: False)  # a GPU, as if
+ran = []
+launches = tuple((lambda k=k: ran.append(k)) for k in range(6))
+print(kernel._choice("k", 1000, 6), kernel._tune("k", 1000, launches, True), kernel._choice("k", 1000, 6),
+      kernel._choice("k", 1024, 6), kernel._choice("k", 1025, 6), len(timed))
+print(kernel._tune("c", 5, launches, False), kernel._choice("c", 5, 6), len(timed))  # no GPU: the first, untimed
+kernel.AUTOTUNE = False
+print(kernel._choice("k", 1000, 6))
+kernel._FORCE = 9
+print(kernel._choice("k", 1000, 6))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out" / "kernel.py")], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    # not chosen yet; timed: the third (index 2); kept for the bucket of 1000 (and 1024), not for 1025's; six timed
+    assert done.stdout.splitlines() == ["None 2 2 2 None 6", "0 0 6", "0", "5"]

@@ -129,6 +129,7 @@ def check_job(payload: dict) -> dict:
     family = every or callable(serves) and (getattr(module, "FAMILY", False) is True or callable(fallback))
     if payload.get("derived") and family:
         cases += family_cases(spec, cases, seed=seed)  # sizes no case shows: the family's own
+    served: list[Case] = []  # the family's sizes its kernels served right
     for case in cases:
         unserved = case.label.startswith("family ") and callable(serves) and not _serves(serves, case)
         if unserved and not callable(fallback):
@@ -145,7 +146,34 @@ def check_job(payload: dict) -> dict:
         report.add(case, verdict)
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
+        if case.label.startswith("family ") and verdict.failure is None:
+            served.append(case)
+    else:
+        _each_configuration(spec, module, run, served, report)
     return report.result()
+
+
+def _each_configuration(spec: GenSpec, module: Any, run: Callable, served: list[Case], report: Any) -> None:
+    """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
+    among by timing, on the GPU, at run time): each configuration forced in turn (``_FORCE``) on
+    one of the family's served sizes, so that whichever the timing picks on a user's GPU was
+    verified here. Labelled ``configuration K (family N)``."""
+    count = getattr(module, "CONFIGURATIONS", 0)
+    if not (isinstance(count, int) and count > 0 and served and hasattr(module, "_FORCE")):
+        return
+    try:
+        for k in range(count):
+            module._FORCE = k
+            case = served[k % len(served)]
+            expected, sources, kind = spec.outputs_sources_kind(case)
+            forced = Case(f"configuration {k} ({case.label})", case.tensors, derived=True)
+            try:
+                verdict = _check_case(spec, module, run, forced, expected, sources, kind)
+            except Exception as exc:  # noqa: BLE001 - the candidate's code
+                verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
+            report.add(forced, verdict)
+    finally:
+        module._FORCE = None
 
 
 def _serves(serves: Callable, case: Case) -> bool:

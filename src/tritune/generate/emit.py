@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tritune.capture.spec import LaunchSpec
-from tritune.generate.family import family_text, operator_text, specialized
+from tritune.generate.family import TIMED, family_text, operator_text, specialized
 from tritune.generate.inductor import GenerateError
 
 # Inductor-only names in a kernel module's imports: the autotuning decorator and its hints.
@@ -108,8 +108,9 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
+    timed = 1 + len(TIMED) if any("_i = _choice(" in launcher for launcher in launchers) else 0
     body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers),
-                                                                                  reference, dense)]
+                                                                                  reference, dense, timed)]
     if launchers:
         try:
             body.append("\n\n" + operator_text(families[0], name))
@@ -430,11 +431,12 @@ def _itemsize(dtype: str) -> int:
 
 
 def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | None = None,
-              dense: list[bool] = ()) -> str:
+              dense: list[bool] = (), timed: int = 0) -> str:
     """``run``, ``serves`` and what they dispatch with. ``reference``: ``spec.reference_text``'s function,
     which ``run`` falls back to (with a one-time warning) for inputs no kernel serves; None: those
     raise a one-line ``ValueError``. ``dense``: per family, whether it may serve strided inputs
-    as contiguous copies (none of its outputs is an input or a view of one)."""
+    as contiguous copies (none of its outputs is an input or a view of one); ``timed``: the most
+    configurations a family launch chooses among by timing (``family.TIMED``; 0: none does)."""
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
     head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
     head += ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
@@ -455,6 +457,45 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
              "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
              "        seen.add(sizes)\n"
              "    return special if sizes in seen else general\n\n\n")
+    if timed:
+        head += textwrap.dedent(f'''\
+            # a 1-D pointwise launch outside the cases' buckets: the configuration timed fastest, once per launch
+            # and bucket of its element count, on the GPU (the first, Inductor's for the family's example, elsewhere:
+            # on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
+            AUTOTUNE = True
+            CONFIGURATIONS = {timed}  # the most configurations one launch chooses among (verification tries each)
+            _CHOSEN = {{}}
+            _FORCE = None  # verification: the configuration every timed launch takes
+
+
+            def _choice(key, numel, count):
+                """The configuration chosen for ``key`` in ``numel``'s bucket: an index, None if not chosen yet."""
+                if _FORCE is not None:
+                    return min(_FORCE, count - 1)
+                if not (TUNED and AUTOTUNE):
+                    return 0
+                return _CHOSEN.get((key, (numel - 1).bit_length()))
+
+
+            def _tune(key, numel, launches, gpu):
+                """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
+                ``key`` in ``numel``'s bucket; 0 where it cannot be timed. Every launch computes the same values."""
+                best = 0
+                if gpu and torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                    import triton.testing
+
+                    times = []
+                    for launch in launches:
+                        try:
+                            times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
+                        except Exception:  # a configuration that does not compile here: never chosen
+                            times.append(float("inf"))
+                    best = min(range(len(times)), key=times.__getitem__) if min(times) < float("inf") else 0
+                _CHOSEN[(key, (numel - 1).bit_length())] = best
+                return best
+
+
+            ''')
     copied = "".join(f"_family_{i}, " for i in range(families) if i < len(dense) and dense[i])
     head += ("def _family(*inputs, _probe=False, _fake=False):\n"
              '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'

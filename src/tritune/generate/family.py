@@ -64,7 +64,7 @@ SAFE_FUNCTIONS = {"max", "min", "abs", "int"}  # arithmetic Inductor's printer m
 SCALAR_TYPES = {bool: "bool", int: "int", float: "float"}
 # names the translation binds itself, or reads: never an assignment's target in the wrapper
 RESERVED = {"torch", "triton", "tl", "device", "run", "reinterpret_tensor", "_probe", "_fake", "_kernel", "_sized",
-            "TUNED", *SAFE_FUNCTIONS}
+            "_i", "_choice", "_tune", "TUNED", *SAFE_FUNCTIONS}
 SOURCE = re.compile(r"^L\['(?P<name>\w+)'\](?:\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]|"
                     r"\.(?P<offset>storage_offset)\(\))?$")
 
@@ -264,7 +264,7 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     call = _call_of(family)
     translator = _Translator(family["sources"], family["params"], kernel_names,
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
-                             family["inputs"], list(tuned))
+                             family["inputs"], list(tuned), function)
     body = translator.body(call.body)
     if facts is not None:
         facts["aliases"] = translator.aliases
@@ -417,9 +417,9 @@ class _Cast(ast.NodeTransformer):
 
 class _Translator:
     def __init__(self, sources: list[str], params: list[str], names: dict[str, str], launches: list[Any],
-                 returns: str, inputs: list[dict], tuned: list[dict] = ()):
+                 returns: str, inputs: list[dict], tuned: list[dict] = (), function: str = "_family"):
         self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
-        self.tuned = list(tuned)
+        self.tuned, self.function = list(tuned), function
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -562,14 +562,37 @@ class _Translator:
             values = "{" + ", ".join(repr(tuple(v)) for v in special["values"]) + "}"
             lines.append(f"    _kernel = _sized({special['kernel']}, {name}, ({given},), {values})")
             name = "_kernel"
-        general = self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)
+        general = [self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)]
+        if self.tuned and timeable(spec) and "xnumel" in scalars:  # a configuration timed per bucket of xnumel
+            general = self._timed(name, spec, scalars, args)
         own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
         buckets = [(where, config, came) for where, config, came in tuned.get("buckets", []) if config != own]
         for number, (where, config, came) in enumerate(buckets):
             lines += [f"    {'if' if number == 0 else 'elif'} TUNED and {self._in_bucket(where)}:  # {_comment(came)}",
                       "        " + self._launch_text(name, spec, config, scalars, args)]
-        return lines + (["    else:", "        " + general] if buckets else ["    " + general])
+        if buckets:
+            return lines + ["    else:"] + ["        " + line for line in general]
+        return lines + ["    " + line for line in general]
+
+    def _timed(self, name: str, spec: Any, scalars: dict[str, str], args: list[str]) -> list[str]:
+        """The launch of a 1-D pointwise kernel outside the cases' buckets: the configuration kernel.py
+        timed fastest for this launch in ``xnumel``'s bucket (``_choice``; ``_tune`` times ``TIMED``
+        the first time, on a GPU), Inductor's for the family's example first."""
+        key = f"{self.function}:{self.launched - 1}"
+        base = {**spec.constexprs, **spec.options}
+        configs = [base] + [{**base, "XBLOCK": block, "num_warps": warps} for block, warps in TIMED
+                            if (block, warps) != (base.get("XBLOCK"), base.get("num_warps"))]
+        texts = [self._launch_text(name, spec, config, scalars, args) for config in configs]
+        numel = scalars["xnumel"]
+        lines = [f"_i = _choice({key!r}, {numel}, {len(texts)})",
+                 "if _i is None:  # this bucket's first launch: each configuration timed once",
+                 f"    _i = _tune({key!r}, {numel}, (" + ", ".join(f"lambda: {t}" for t in texts) + ",), "
+                 "device.type == 'cuda')"]
+        for number, text in enumerate(texts):
+            lines += [f"{'if' if number == 0 else 'elif'} _i == {number}:  # {_config_comment(configs[number])}",
+                      f"    {text}"]
+        return lines
 
     def _in_bucket(self, where: tuple) -> str:
         """Whether the inputs are in the bucket ``where`` (each tensor input's sizes, each to the power
@@ -673,6 +696,22 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
     values = {**{k: str(v) for k, v in constexprs.items()}, **scalars}
     return "(" + ", ".join(re.sub(r"[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})", part)
                            for part in parts) + ")"
+
+
+# configurations kernel.py times for a 1-D pointwise launch outside the cases' buckets (XBLOCK, num_warps):
+# measured 2026-11-29 (results/generate-family/s9-graph/): the example's one configuration was 2x off
+# torch.compile at another size, two of these reached it
+TIMED = ((256, 4), (512, 4), (512, 8), (1024, 4), (1024, 8), (2048, 8))
+
+
+def timeable(spec: Any) -> bool:
+    """A launch kernel.py may time configurations of: a 1-D pointwise kernel (each element on its
+    own, so every configuration computes the same values), its one block ``XBLOCK``."""
+    return spec.kernel.startswith("triton_poi_") and set(spec.constexprs) == {"XBLOCK"}
+
+
+def _config_comment(config: dict) -> str:
+    return " ".join(f"{k}={config[k]}" for k in ("XBLOCK", "num_warps") if k in config)
 
 
 def _tensor_root(node: ast.AST) -> str | None:
