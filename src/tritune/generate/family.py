@@ -31,7 +31,10 @@ shape guards and ranges over the sizes, each symbol spelt from the input it came
 - with ``tuned`` (``emit.tuning``), the launch by size bucket: in a case's bucket, that case's
   configuration (comparisons of the inputs' sizes with the bucket's bounds), and the kernel
   ``specialized`` on its size arguments where kernel.py's ``_sized`` says so (a case's sizes, and
-  the first ``SPECIALIZE`` others); both only while kernel.py's ``TUNED`` is true;
+  the first ``SPECIALIZE`` others); outside the cases' buckets, a 1-D pointwise launch
+  (``timeable``) takes the configuration kernel.py's ``_tune`` timed fastest among ``TIMED`` and
+  Inductor's, once per bucket of its element count (``_choice``); all of it only while kernel.py's
+  ``TUNED`` is true;
 - with the spec's pinned dims (``pins``), a check that they take one of the cases' values.
 
 ``_probe`` returns True where every check passes, before any work (``serves``); ``_fake`` allocates
