@@ -99,7 +99,9 @@ def check_job(payload: dict) -> dict:
     "device": "cuda"|"cpu", "seed": int, "derived": bool, "family": bool}``. With ``derived``, sampled
     sizes of the spec's family (``derive.family_cases``) are checked too: for tritune's kernel.py
     where its ``FAMILY`` is true (a size its ``serves`` refuses is "not served"), and for a module
-    without ``FAMILY`` (a model's) where ``family`` asks for it (every size must pass). Returns ``{"ok", "failure": None or
+    without ``FAMILY`` (a model's) where ``family`` asks for it (every size must pass). A kernel.py
+    whose launches choose a configuration by timing (``CONFIGURATIONS``) has each forced in turn on
+    one of the family's served sizes (``_each_configuration``). Returns ``{"ok", "failure": None or
     a class of CLASSES, "message": one line <= 300 chars, "cases": [{"label", "shapes", "ok",
     "message", "outputs": [CompareResult JSON]}], "launches": Triton launches seen in run()}``.
     """
