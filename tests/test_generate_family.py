@@ -643,6 +643,8 @@ launches = tuple((lambda k=k: ran.append(k)) for k in range(6))
 print(kernel._choice("k", 1000, 6), kernel._tune("k", 1000, launches, True), kernel._choice("k", 1000, 6),
       kernel._choice("k", 1024, 6), kernel._choice("k", 1025, 6), len(timed))
 print(kernel._tune("c", 5, launches, False), kernel._choice("c", 5, 6), len(timed))  # no GPU: the first, untimed
+torch.cuda.is_current_stream_capturing = lambda: True  # inside a CUDA graph capture: the first, and nothing kept
+print(kernel._tune("g", 5, launches, True), kernel._choice("g", 5, 6), len(timed))
 kernel.AUTOTUNE = False
 print(kernel._choice("k", 1000, 6))
 kernel._FORCE = 9
@@ -652,4 +654,4 @@ print(kernel._choice("k", 1000, 6))
                           text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     # not chosen yet; timed: the third (index 2); kept for the bucket of 1000 (and 1024), not for 1025's; six timed
-    assert done.stdout.splitlines() == ["None 2 2 2 None 6", "0 0 6", "0", "5"]
+    assert done.stdout.splitlines() == ["None 2 2 2 None 6", "0 0 6", "0 None 6", "0", "5"]

@@ -481,7 +481,9 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
                 """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
                 ``key`` in ``numel``'s bucket; 0 where it cannot be timed. Every launch computes the same values."""
                 best = 0
-                if gpu and torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                    return best  # nothing can be timed inside a capture: chosen at the first call outside one
+                if gpu and torch.cuda.is_available():
                     import triton.testing
 
                     times = []
