@@ -601,18 +601,19 @@ def test_outputs_that_alias_an_input_and_in_place_references_keep_their_callers_
     assert done.stdout.split() == ["False", "7.0", "14.0"]
 
 
+@pytest.mark.parametrize("block", [512, 2048])
 def test_a_wrong_configuration_among_the_timed_ones_is_caught_though_the_cpu_never_picks_it(tmp_path, interpreted,
-                                                                                            monkeypatch):
+                                                                                            monkeypatch, block):
     real = fam._grid
 
-    def halved(rule, constexprs, scalars):  # XBLOCK=512, two of family.TIMED, runs half its programs
+    def halved(rule, constexprs, scalars):  # one block of family.TIMED runs half its programs
         grid = real(rule, constexprs, scalars)
-        if constexprs.get("XBLOCK") != 512:
+        if constexprs.get("XBLOCK") != block:
             return grid
         x, rest = grid[1:-1].split(", ", 1)
         return f"(max(1, ({x}) // 2), {rest})"
 
-    assert (512, 4) in fam.TIMED
+    assert block in {b for b, _ in fam.TIMED}
     monkeypatch.setattr(fam, "_grid", halved)
     result, text = _tuned(tmp_path)
     _caught(result, text)
@@ -624,9 +625,11 @@ def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastes
     result, text = _tuned(tmp_path)
     assert result["check"]["ok"], result["check"]["message"]
     # every configuration a launch may pick was verified, forced in turn
-    forced = [c["label"] for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
-    assert len(forced) == len(fam.TIMED) + 1 and all(c["ok"] for c in result["check"]["cases"]
-                                                      if c["label"].startswith("configuration ")), forced
+    forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
+    assert [c["label"] for c in forced] == [f"configuration {k} (beyond)" for k in range(len(fam.TIMED) + 1)]
+    assert all(c["ok"] for c in forced) and "7 timed configurations forced" in result["check"]["message"]
+    rows, cols = map(int, re.match(r"f32\[(\d+),(\d+)\]", forced[0]["shapes"]).groups())
+    assert rows > 2 * 12 and rows * cols >= 1 << 15, forced[0]  # past every case's first dim, and large
     assert re.search(r"_i = _choice\('_family_0:0', \w+, \d\)", text)
     script = WITHOUT_TRITUNE + """
 import triton.testing
@@ -634,7 +637,8 @@ timed = []
 def do_bench(fn, **kwargs):  # a fake GPU clock: the third configuration is the fastest, the fifth does not compile
     timed.append(len(timed))
     if len(timed) == 5:
-        raise RuntimeError("out of resources")
+        from triton.runtime.errors import OutOfResources
+        raise OutOfResources(1 << 20, 1 << 16, "shared memory")
     return 1.0 if len(timed) != 3 else 0.5
 triton.testing.do_bench = do_bench
 torch.cuda.is_available, torch.cuda.is_current_stream_capturing = (lambda: True), (lambda: False)  # a GPU, as if

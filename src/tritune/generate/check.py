@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tritune.errors import one_line
-from tritune.generate.derive import derived_cases, family_cases
+from tritune.generate.derive import beyond, derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
@@ -131,7 +131,6 @@ def check_job(payload: dict) -> dict:
     family = every or callable(serves) and (getattr(module, "FAMILY", False) is True or callable(fallback))
     if payload.get("derived") and family:
         cases += family_cases(spec, cases, seed=seed)  # sizes no case shows: the family's own
-    served: list[Case] = []  # the family's sizes its kernels served right
     for case in cases:
         unserved = case.label.startswith("family ") and callable(serves) and not _serves(serves, case)
         if unserved and not callable(fallback):
@@ -148,32 +147,42 @@ def check_job(payload: dict) -> dict:
         report.add(case, verdict)
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
-        if case.label.startswith("family ") and verdict.failure is None:
-            served.append(case)
     else:
-        _each_configuration(spec, module, run, served, report)
+        _each_configuration(spec, module, run, cases, report)
     return report.result()
 
 
-def _each_configuration(spec: GenSpec, module: Any, run: Callable, served: list[Case], report: Any) -> None:
+def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[Case], report: Any) -> None:
     """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
-    among by timing, on the GPU, at run time): each configuration forced in turn (``_FORCE``) on
-    one of the family's served sizes, so that whichever the timing picks on a user's GPU was
-    verified here. Labelled ``configuration K (family N)``."""
+    among by timing, on the GPU, at run time; ``_TIMED``: those launches): each configuration
+    forced in turn (``_FORCE``) on one size past every case's bucket (``derive.beyond``), large
+    enough for the largest block to run many programs, so that whichever the timing picks on a
+    user's GPU was verified here. A forced run that did not go through every timed launch, or no
+    such size, fails: what the timing may pick would go unverified."""
     count = getattr(module, "CONFIGURATIONS", 0)
-    if not (isinstance(count, int) and count > 0 and served and hasattr(module, "_FORCE")):
+    if not (isinstance(count, int) and count > 0):
         return
+    timed, reached = set(getattr(module, "_TIMED", ())), getattr(module, "_REACHED", None)
+    case = beyond(spec, known)
+    if case is None or not isinstance(reached, set) or not hasattr(module, "_FORCE"):
+        report.forced(None, _Verdict(RUNTIME, "kernel.py times configurations, and no size reaches its timed launches "
+                                              "for verification"))
+        return
+    expected, sources, kind = spec.outputs_sources_kind(case)
     try:
         for k in range(count):
             module._FORCE = k
-            case = served[k % len(served)]
-            expected, sources, kind = spec.outputs_sources_kind(case)
-            forced = Case(f"configuration {k} ({case.label})", case.tensors, derived=True)
+            reached.clear()
             try:
-                verdict = _check_case(spec, module, run, forced, expected, sources, kind)
+                verdict = _check_case(spec, module, run, case, expected, sources, kind)
             except Exception as exc:  # noqa: BLE001 - the candidate's code
                 verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
-            report.add(forced, verdict)
+            if verdict.failure is None and not timed <= reached:
+                verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} did not run "
+                                            "at this size, so it was not verified")
+            report.forced(Case(f"configuration {k} ({case.label})", case.tensors, derived=True), verdict)
+            if verdict.failure is not None:
+                break
     finally:
         module._FORCE = None
 
@@ -513,6 +522,7 @@ class _Report:
         self.derived = 0
         self.checks: list[CompareResult] = []
         self.family = {"sampled": 0, "served": 0}  # derive.family_cases, and of those the module serves
+        self.configurations = 0  # kernel.py's timed configurations, each forced and verified
 
     def unserved(self, case: Case, message: str = "not served: run() raises for these inputs") -> None:
         """A sampled size of the family the module says it does not serve (``serves``): no verdict
@@ -538,6 +548,18 @@ class _Report:
                            "message": shorten(message, MESSAGE_CHARS),
                            "outputs": [c.to_json() for c in verdict.checks]})
 
+    def forced(self, case: Case | None, verdict: _Verdict) -> None:
+        """One forced configuration (``_each_configuration``): a failure is the module's, a pass is
+        counted apart from the cases (the message's "configurations forced")."""
+        if verdict.failure is not None and self.failure is None:
+            where = f"case {case.label!r} ({shapes_text(case.tensors)}): " if case is not None else ""
+            self.failure, self.message = verdict.failure, where + verdict.message
+        if case is not None:
+            self.configurations += verdict.failure is None
+            self.cases.append({"label": case.label, "shapes": shapes_text(case.tensors), "ok": verdict.failure is None,
+                               "message": shorten(verdict.message, MESSAGE_CHARS),
+                               "outputs": [c.to_json() for c in verdict.checks]})
+
     def failed(self, failure: str, message: str) -> dict:
         self.failure, self.message = failure, message
         return self.result()
@@ -546,10 +568,12 @@ class _Report:
         if self.failure is None:
             worst = _worst(self.checks)
             served = self.family["served"]
-            self.message = (f"verified on {len(self.cases) - (self.family['sampled'] - served)} cases "
-                            f"({self.derived} derived"
+            self.message = (f"verified on {len(self.cases) - (self.family['sampled'] - served) - self.configurations} "
+                            f"cases ({self.derived} derived"
                             + (f", {served} of {self.family['sampled']} sampled sizes of the family"
-                               if self.family["sampled"] else "") + ")"
+                               if self.family["sampled"] else "")
+                            + (f", {self.configurations} timed configurations forced" if self.configurations else "")
+                            + ")"
                             + (f"; worst {worst.message()}" if worst else ""))
         return {"ok": self.failure is None, "failure": self.failure, "message": shorten(self.message, MESSAGE_CHARS),
                 "cases": self.cases, "launches": self.launches, "family": dict(self.family)}

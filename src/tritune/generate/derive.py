@@ -169,6 +169,31 @@ def pinned_frame_dims(spec: GenSpec, tensors: tuple, frame: Shape) -> set[int]:
     return {j for j in kept if 0 <= j < len(frame)}
 
 
+def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int = 0) -> Case | None:
+    """A size of the family past every case's bucket, for running kernel.py's timed launches
+    (``check._each_configuration``): the largest of the spec's own cases with the first dim of its
+    frame above every case's first dim (``2 d + 1``, doubled on until the frame holds ``least``
+    elements, so a block of 2048 runs many programs). None where that dim is pinned or the
+    reference refuses the size. Labelled ``beyond``, ``derived=True``."""
+    import torch
+
+    own = [c for c in known if not c.derived]
+    if not own:
+        return None
+    frames = [_frame([t.shape for t in c.tensors if isinstance(t, torch.Tensor)]) for c in own]
+    case, frame = max(zip(own, frames), key=lambda pair: math.prod(pair[1]) if pair[1] else 0)
+    if not frame or 0 in pinned_frame_dims(spec, case.tensors, frame):
+        return None
+    first = 2 * max(f[0] for f in frames if f) + 1
+    while first * math.prod(frame[1:]) < least:
+        first = 2 * first + 1
+    target = (first,) + frame[1:]
+    generators: dict = {}
+    args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed) if isinstance(t, torch.Tensor)
+                 else t for t in case.tensors)
+    return _new(spec, "beyond", args, set())
+
+
 def near(frame: Shape) -> list[Shape]:
     """Frames beside a case's, for the paths kernel.py's family takes by size (``emit.tuning``):
     the first dim another size of its bucket (the case's configuration, and its kernel specialized

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,8 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
-    timed = 1 + len(TIMED) if any("_i = _choice(" in launcher for launcher in launchers) else 0
+    keys = [key for launcher in launchers for key in re.findall(r"_i = _choice\('([^']+)'", launcher)]
+    timed = (1 + len(TIMED), keys) if keys else (0, [])
     body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers),
                                                                                   reference, dense, timed)]
     if launchers:
@@ -431,12 +433,13 @@ def _itemsize(dtype: str) -> int:
 
 
 def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | None = None,
-              dense: list[bool] = (), timed: int = 0) -> str:
+              dense: list[bool] = (), timed: tuple = (0, [])) -> str:
     """``run``, ``serves`` and what they dispatch with. ``reference``: ``spec.reference_text``'s function,
     which ``run`` falls back to (with a one-time warning) for inputs no kernel serves; None: those
     raise a one-line ``ValueError``. ``dense``: per family, whether it may serve strided inputs
     as contiguous copies (none of its outputs is an input or a view of one); ``timed``: the most
-    configurations a family launch chooses among by timing (``family.TIMED``; 0: none does)."""
+    configurations a family launch chooses among by timing (``family.TIMED``; 0: none does), and
+    the keys of those launches."""
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
     head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
     head += ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
@@ -457,20 +460,24 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
              "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
              "        seen.add(sizes)\n"
              "    return special if sizes in seen else general\n\n\n")
-    if timed:
+    count, keys = timed
+    if count:
         head += textwrap.dedent(f'''\
             # a 1-D pointwise launch outside the cases' buckets: the configuration timed fastest, once per launch
             # and bucket of its element count, on the GPU (the first, Inductor's for the family's example, elsewhere:
             # on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
             AUTOTUNE = True
-            CONFIGURATIONS = {timed}  # the most configurations one launch chooses among (verification tries each)
+            CONFIGURATIONS = {count}  # the most configurations one launch chooses among (verification tries each)
+            _TIMED = {tuple(keys)!r}  # the launches that choose so
             _CHOSEN = {{}}
             _FORCE = None  # verification: the configuration every timed launch takes
+            _REACHED = set()  # verification: the timed launches a forced run went through
 
 
             def _choice(key, numel, count):
                 """The configuration chosen for ``key`` in ``numel``'s bucket: an index, None if not chosen yet."""
                 if _FORCE is not None:
+                    _REACHED.add(key)
                     return min(_FORCE, count - 1)
                 if not (TUNED and AUTOTUNE):
                     return 0
@@ -485,14 +492,18 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
                     return best  # nothing can be timed inside a capture: chosen at the first call outside one
                 if gpu and torch.cuda.is_available():
                     import triton.testing
+                    from triton.compiler.errors import CompilationError
+                    from triton.runtime.errors import OutOfResources
 
                     times = []
                     for launch in launches:
                         try:
                             times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
-                        except Exception:  # a configuration that does not compile here: never chosen
+                        except (CompilationError, OutOfResources):  # a configuration this GPU cannot run: never chosen
                             times.append(float("inf"))
-                    best = min(range(len(times)), key=times.__getitem__) if min(times) < float("inf") else 0
+                    if min(times) == float("inf"):
+                        return best  # none ran: nothing kept, Inductor's configuration this time
+                    best = min(range(len(times)), key=times.__getitem__)
                 _CHOSEN[(key, (numel - 1).bit_length())] = best
                 return best
 

@@ -268,6 +268,8 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     translator = _Translator(family["sources"], family["params"], kernel_names,
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
                              family["inputs"], list(tuned), function)
+    translator.texts = {source: _kernel_source(text, name) for source, text in (family.get("texts") or {}).items()
+                        for name in {s["kernel"] for s in family["launches"] if s.get("source") == source}}
     body = translator.body(call.body)
     if facts is not None:
         facts["aliases"] = translator.aliases
@@ -423,6 +425,7 @@ class _Translator:
                  returns: str, inputs: list[dict], tuned: list[dict] = (), function: str = "_family"):
         self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
         self.tuned, self.function = list(tuned), function
+        self.texts: dict[str, str] = {}  # a launch's source file -> its kernel's def (``timeable``)
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -566,7 +569,7 @@ class _Translator:
             lines.append(f"    _kernel = _sized({special['kernel']}, {name}, ({given},), {values})")
             name = "_kernel"
         general = [self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)]
-        if self.tuned and timeable(spec) and "xnumel" in scalars:  # a configuration timed per bucket of xnumel
+        if self.tuned and timeable(spec, self.texts.get(spec.source, "")) and "xnumel" in scalars:  # timed per bucket
             general = self._timed(name, spec, scalars, args)
         own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
@@ -707,10 +710,26 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
 TIMED = ((256, 4), (512, 4), (512, 8), (1024, 4), (1024, 8), (2048, 8))
 
 
-def timeable(spec: Any) -> bool:
+def timeable(spec: Any, text: str = "") -> bool:
     """A launch kernel.py may time configurations of: a 1-D pointwise kernel (each element on its
-    own, so every configuration computes the same values), its one block ``XBLOCK``."""
-    return spec.kernel.startswith("triton_poi_") and set(spec.constexprs) == {"XBLOCK"}
+    own, so every configuration computes the same values), its one block ``XBLOCK``, that only
+    writes what it does not read: timing launches it again and again, so a kernel that accumulates
+    (an atomic, an ``in_out_ptr``) would add into its output each time. ``text``: its source."""
+    if not (spec.kernel.startswith("triton_poi_") and set(spec.constexprs) == {"XBLOCK"}):
+        return False
+    if any(a.name.startswith("in_out_ptr") for a in spec.args):
+        return False
+    return bool(text) and "atomic" not in text
+
+
+def _kernel_source(text: str, name: str) -> str:
+    """The ``def name`` of a kernel module's source (``timeable`` reads it), "" when it has none."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return ""
+    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    return ast.get_source_segment(text, found) or "" if found is not None else ""
 
 
 def _config_comment(config: dict) -> str:
