@@ -188,6 +188,20 @@ def main() -> int:
     return 0
 
 
+def contenders(modules: dict[str, str], reference) -> dict:
+    """What a diagnostic compares, by name: each module's ``run`` (a fresh import), eager, and
+    torch.compile (default mode, static shapes, Dynamo reset first)."""
+    import torch
+
+    from tritune.imports import import_file
+
+    runs = {name: import_file(path, fresh=True).run for name, path in modules.items()}
+    runs["eager"] = reference
+    torch._dynamo.reset()
+    runs["compile"] = torch.compile(reference, dynamic=False)
+    return runs
+
+
 def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 300, device: str = "cuda") -> dict:
     """What one call costs the host, in microseconds, at the smallest unseen size of each dtype
     pattern (where the GPU's work is a few microseconds, so a call's time is its launch path):
@@ -197,7 +211,6 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
     import torch
 
     from tritune.generate.spec import load_spec, shapes_text
-    from tritune.imports import import_file
 
     spec = load_spec(spec_path, device=device, check=False)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -207,10 +220,7 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
         smallest.setdefault(key, case)  # the spec's first frame of each pattern is its smallest
     costs = {}
     for case in smallest.values():
-        runs = {name: import_file(path, fresh=True).run for name, path in modules.items()}
-        runs["eager"] = spec.reference
-        torch._dynamo.reset()
-        runs["compile"] = torch.compile(spec.reference, dynamic=False)
+        runs = contenders(modules, spec.reference)
         row = {}
         for name, fn in runs.items():
             for _ in range(20):
@@ -237,17 +247,13 @@ def graph_times(modules: dict[str, str], spec_path: pathlib.Path, least: float =
     import triton.testing
 
     from tritune.generate.spec import load_spec, shapes_text
-    from tritune.imports import import_file
 
     spec = load_spec(spec_path, device="cuda", check=False)
     found = {}
     for case in spec.cases("cuda"):
         if max(math.prod(t.shape) for t in case.tensors if isinstance(t, torch.Tensor)) < least:
             continue
-        runs = {name: import_file(path, fresh=True).run for name, path in modules.items()}
-        runs["eager"] = spec.reference
-        torch._dynamo.reset()
-        runs["compile"] = torch.compile(spec.reference, dynamic=False)
+        runs = contenders(modules, spec.reference)
         row = {}
         for name, fn in runs.items():
             for _ in range(3):

@@ -101,7 +101,7 @@ def check_job(payload: dict) -> dict:
     where its ``FAMILY`` is true (a size its ``serves`` refuses is "not served"), and for a module
     without ``FAMILY`` (a model's) where ``family`` asks for it (every size must pass). A kernel.py
     whose launches choose a configuration by timing (``CONFIGURATIONS``) has each forced in turn on
-    one of the family's served sizes (``_each_configuration``). Returns ``{"ok", "failure": None or
+    a size past every case's bucket (``_each_configuration``). Returns ``{"ok", "failure": None or
     a class of CLASSES, "message": one line <= 300 chars, "cases": [{"label", "shapes", "ok",
     "message", "outputs": [CompareResult JSON]}], "launches": Triton launches seen in run()}``.
     """
@@ -137,10 +137,8 @@ def check_job(payload: dict) -> dict:
             report.unserved(case)
             continue
         expected, sources, kind = spec.outputs_sources_kind(case)
-        try:  # an unserved size with the spec's reference behind it: run() must return it right, no kernel needed
-            verdict = _check_case(spec, module, run, case, expected, sources, kind, kernels=not unserved)
-        except Exception as exc:  # noqa: BLE001 - as above
-            verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
+        # an unserved size with the spec's reference behind it: run() must return it right, no kernel needed
+        verdict = _verdict(spec, module, run, case, expected, sources, kind, kernels=not unserved)
         if unserved and verdict.failure is None:
             report.unserved(case, "not served by a kernel: run() returns the spec's reference, verified")
             continue
@@ -173,10 +171,7 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
         for k in range(count):
             module._FORCE = k
             reached.clear()
-            try:
-                verdict = _check_case(spec, module, run, case, expected, sources, kind)
-            except Exception as exc:  # noqa: BLE001 - the candidate's code
-                verdict = _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
+            verdict = _verdict(spec, module, run, case, expected, sources, kind)
             if verdict.failure is None and not timed <= reached:
                 verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} did not run "
                                             "at this size, so it was not verified")
@@ -185,6 +180,15 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
                 break
     finally:
         module._FORCE = None
+
+
+def _verdict(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple, kind: str,
+             kernels: bool = True) -> _Verdict:
+    """``_check_case``, with whatever the candidate's code raises as the case's verdict."""
+    try:
+        return _check_case(spec, module, run, case, expected, sources, kind, kernels)
+    except Exception as exc:  # noqa: BLE001 - the candidate's code: whatever it raises is its failure
+        return _Verdict(_class_of(exc, importing=False), f"run() raised {one_line(exc)}")
 
 
 def _serves(serves: Callable, case: Case) -> bool:

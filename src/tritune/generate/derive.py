@@ -70,12 +70,20 @@ def derived_cases(spec: GenSpec, device: str, *, seed: int = 0) -> list[Case]:
     kept = pinned_frame_dims(spec, first, frame)  # a pinned dim keeps the case's size
     for label, derive in DERIVATIONS:
         target = tuple(frame[j] if j in kept else d for j, d in enumerate(derive(frame)))
-        args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
-                     if isinstance(t, torch.Tensor) else t for t in first)
+        args = at_frame(first, frame, target, generators, seed)
         case = _new(spec, label, args, seen)
         if case is not None:
             derived.append(case)
     return derived
+
+
+def at_frame(args: tuple, frame: Shape, target: Shape, generators: dict, seed: int) -> tuple:
+    """``args`` with each tensor made fresh at its shape right-aligned against ``frame`` and resized
+    to ``target`` (``resized``, ``_fresh``); scalars as they are."""
+    import torch
+
+    return tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed) if isinstance(t, torch.Tensor)
+                 else t for t in args)
 
 
 def _new(spec: GenSpec, label: str, args: tuple, seen: set[str]) -> Case | None:
@@ -138,8 +146,7 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
                     scale = (limit / total) ** (1 / len(target))
                     target = tuple(max(1, int(d * scale)) for d in target)
             target = tuple(frame[j] if j in kept else d for j, d in enumerate(target))
-            args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
-                         if isinstance(t, torch.Tensor) else t for t in tensors)
+            args = at_frame(tensors, frame, target, generators, seed)
             case = _new(spec, f"family {len(cases)}", args, seen)
             if case is not None:
                 cases.append(case)
@@ -151,8 +158,7 @@ def family_cases(spec: GenSpec, known: list[Case], *, seed: int = 0, count: int 
         for target in near(frame):
             if any(target[j] != frame[j] for j in kept):
                 continue
-            args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed)
-                         if isinstance(t, torch.Tensor) else t for t in tensors)
+            args = at_frame(tensors, frame, target, generators, seed)
             case = _new(spec, f"family {len(cases)}", args, seen)
             if case is not None:
                 cases.append(case)
@@ -189,8 +195,7 @@ def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int 
         first = 2 * first + 1
     target = (first,) + frame[1:]
     generators: dict = {}
-    args = tuple(_fresh(t, resized(tuple(t.shape), frame, target), generators, seed) if isinstance(t, torch.Tensor)
-                 else t for t in case.tensors)
+    args = at_frame(case.tensors, frame, target, generators, seed)
     return _new(spec, "beyond", args, set())
 
 
@@ -214,8 +219,8 @@ def near(frame: Shape) -> list[Shape]:
 
 
 def _other_in_bucket(size: int) -> int | None:
-    """Another size of ``size``'s power-of-two bucket, below it if it can (an odd one where there
-    is room); None for sizes of 2 and less (their bucket holds no other size of 2 or more)."""
+    """Another size of ``size``'s power-of-two bucket: one below it where the bucket has room, else
+    one above; None for sizes of 2 and less (their bucket holds no other size of 2 or more)."""
     if size <= 2:
         return None
     low = 1 << (size - 1).bit_length() - 1  # the bucket is (low, 2 * low]

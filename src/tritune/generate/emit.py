@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -93,6 +92,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             notes += [note] if note not in notes else []
         cases.append(_case(number, plan, launches, sorted(copies)))
     launchers, tables, dense = [], [], []  # dense: the family may run on contiguous copies of strided inputs
+    keys: list[str] = []  # the family launches that time their configuration (``family_text``'s facts)
     for family in families:
         label = f"_family_{len(launchers)}"
         try:
@@ -101,6 +101,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             launchers.append(_family(family, functions, imports, label, made, _pins(family, plans, pinned or {}),
                                      facts))
             dense.append(not facts.get("aliases", True))
+            keys += facts.get("timed", [])
             tables.append(_bucket_table(family, made, label))
         except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
             notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
@@ -109,7 +110,6 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
-    keys = [key for launcher in launchers for key in re.findall(r"_i = _choice\('([^']+)'", launcher)]
     timed = (1 + len(TIMED), keys) if keys else (0, [])
     body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers),
                                                                                   reference, dense, timed)]
@@ -193,7 +193,8 @@ def _docstring(name: str, origin: str, plans: list[dict], family: bool = False, 
 
 def tuning(family: dict, plans: list[dict], decisions: dict[str, Any]) -> list[dict]:
     """Per launch of ``family``, what kernel.py tunes it with: ``{"buckets": [(bucket, config,
-    where it came from)], "special": {"params", "values"} or None}``.
+    where it came from)], "special": {"params", "values"} or None, "timed": whether it times its
+    configuration outside the cases' buckets (``family.timeable``)}``.
 
     - A bucket is a case's (``family._seen``): in it, the launch takes the configuration of the
       case's own kernel of the same name: the search's decision for it where one can be baked in
@@ -205,7 +206,7 @@ def tuning(family: dict, plans: list[dict], decisions: dict[str, Any]) -> list[d
       when an input repeats all of them, as a static kernel has them (a hidden size's modulo by a
       constant, loads known to be contiguous), and for the first ``SPECIALIZE`` other values it meets;
       the general kernel for any value after those (kernel.py's ``_sized``)."""
-    from tritune.generate.family import specializable, specializable_in
+    from tritune.generate.family import specializable, specializable_in, timeable
 
     launches = [LaunchSpec.from_json(step) for step in family["launches"]]
     by_label = {plan["label"]: plan for plan in plans if not plan.get("derived")}
@@ -225,7 +226,8 @@ def tuning(family: dict, plans: list[dict], decisions: dict[str, Any]) -> list[d
         params = specializable_in(text, launch.kernel, specializable(launch)) if text else []
         values = sorted({tuple(case["values"][index][p] for p in params) for case in family.get("cases") or []
                          if index < len(case["values"]) and all(p in case["values"][index] for p in params)})
-        made.append({"buckets": buckets, "special": {"params": params, "values": values} if params and values else None})
+        made.append({"buckets": buckets, "special": {"params": params, "values": values} if params and values else None,
+                     "timed": bool(text) and timeable(launch, _function(text, launch.kernel)[0])})
     return made
 
 

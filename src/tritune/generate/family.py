@@ -261,18 +261,17 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     ``TUNED`` is true; ``pins``: the spec's pinned (input, dim) pairs and the values they may take
     together (``emit._pins``), checked before anything else; ``facts``, where given, gets
     ``"aliases"``: whether an output is an input or a view of one (kernel.py then never runs the
-    family on contiguous copies of strided inputs: the output would alias the copy)."""
+    family on contiguous copies of strided inputs: the output would alias the copy), and ``"timed"``:
+    the keys of the launches that time their configuration (``_Translator._timed``)."""
     from tritune.capture.spec import LaunchSpec
 
     call = _call_of(family)
     translator = _Translator(family["sources"], family["params"], kernel_names,
                              [LaunchSpec.from_json(s) for s in family["launches"]], family.get("returns", "tuple"),
                              family["inputs"], list(tuned), function)
-    translator.texts = {source: _kernel_source(text, name) for source, text in (family.get("texts") or {}).items()
-                        for name in {s["kernel"] for s in family["launches"] if s.get("source") == source}}
     body = translator.body(call.body)
     if facts is not None:
-        facts["aliases"] = translator.aliases
+        facts["aliases"], facts["timed"] = translator.aliases, translator.timed
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
                             f"{len(translator.launches)}: no family")
@@ -376,11 +375,11 @@ def specialized(function: str, name: str, params: Sequence[str]) -> str:
     becomes ``tl.cast(p, dtype)``, which takes either; any other attribute of one of ``params``
     (``specializable_in``) is a one-line ``GenerateError``."""
     tree = ast.parse(function)
-    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    found = _def(tree, name)
     if found is None:
         raise GenerateError(f"{name}: no function of that name to specialize")
     wanted = set(params)
-    unfit = sorted(wanted - set(specializable_in(function, name, params)))
+    unfit = sorted(wanted - set(_specializable(found, params)))
     if unfit:
         raise GenerateError(f"{name} reads an attribute of {unfit[0]!r}: not specialized")
     for arg in found.args.args:
@@ -393,12 +392,19 @@ def specialized(function: str, name: str, params: Sequence[str]) -> str:
 
 
 def specializable_in(function: str, name: str, params: Sequence[str]) -> list[str]:
-    """Of ``params``, those the kernel ``name`` reads as values only (or converts with ``.to``):
-    ``specialized`` can make them constexprs."""
-    tree = ast.parse(function)
-    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
-    if found is None:
-        return []
+    """Of ``params``, those the kernel ``name`` (in the source ``function``) reads as values only (or
+    converts with ``.to``): ``specialized`` can make them constexprs."""
+    found = _def(ast.parse(function), name)
+    return [] if found is None else _specializable(found, params)
+
+
+def _def(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    """The module-level ``def name`` of ``tree``."""
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _specializable(found: ast.FunctionDef, params: Sequence[str]) -> list[str]:
+    """``specializable_in`` on the kernel's ``def``: an argument read only as a value or by ``.to``."""
     converted = {id(n.func.value) for n in ast.walk(found) if isinstance(n, ast.Call) and _is_attribute(n.func, "to")
                  and isinstance(n.func.value, ast.Name)}
     unfit = {n.value.id for n in ast.walk(found) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
@@ -425,7 +431,7 @@ class _Translator:
                  returns: str, inputs: list[dict], tuned: list[dict] = (), function: str = "_family"):
         self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
         self.tuned, self.function = list(tuned), function
-        self.texts: dict[str, str] = {}  # a launch's source file -> its kernel's def (``timeable``)
+        self.timed: list[str] = []  # the keys of the launches that time their configuration
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -569,7 +575,7 @@ class _Translator:
             lines.append(f"    _kernel = _sized({special['kernel']}, {name}, ({given},), {values})")
             name = "_kernel"
         general = [self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)]
-        if self.tuned and timeable(spec, self.texts.get(spec.source, "")) and "xnumel" in scalars:  # timed per bucket
+        if tuned.get("timed") and "xnumel" in scalars:  # the configuration timed per bucket of xnumel
             general = self._timed(name, spec, scalars, args)
         own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
@@ -586,6 +592,7 @@ class _Translator:
         timed fastest for this launch in ``xnumel``'s bucket (``_choice``; ``_tune`` times ``TIMED``
         the first time, on a GPU), Inductor's for the family's example first."""
         key = f"{self.function}:{self.launched - 1}"
+        self.timed.append(key)
         base = {**spec.constexprs, **spec.options}
         configs = [base] + [{**base, "XBLOCK": block, "num_warps": warps} for block, warps in TIMED
                             if (block, warps) != (base.get("XBLOCK"), base.get("num_warps"))]
@@ -714,22 +721,13 @@ def timeable(spec: Any, text: str = "") -> bool:
     """A launch kernel.py may time configurations of: a 1-D pointwise kernel (each element on its
     own, so every configuration computes the same values), its one block ``XBLOCK``, that only
     writes what it does not read: timing launches it again and again, so a kernel that accumulates
-    (an atomic, an ``in_out_ptr``) would add into its output each time. ``text``: its source."""
+    (an atomic, an ``in_out_ptr``) would add into its output each time. ``text``: its ``def``
+    (its module's decorator says ``atomic_add_found`` either way; none read: not timed)."""
     if not (spec.kernel.startswith("triton_poi_") and set(spec.constexprs) == {"XBLOCK"}):
         return False
     if any(a.name.startswith("in_out_ptr") for a in spec.args):
         return False
     return bool(text) and "atomic" not in text
-
-
-def _kernel_source(text: str, name: str) -> str:
-    """The ``def name`` of a kernel module's source (``timeable`` reads it), "" when it has none."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return ""
-    found = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
-    return ast.get_source_segment(text, found) or "" if found is not None else ""
 
 
 def _config_comment(config: dict) -> str:
