@@ -624,13 +624,16 @@ def test_a_wrong_configuration_among_the_timed_ones_is_caught_though_the_cpu_nev
 def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastest(tmp_path, interpreted):
     result, text = _tuned(tmp_path)
     assert result["check"]["ok"], result["check"]["message"]
-    # every configuration a launch may pick was verified, forced in turn
+    # every configuration a launch may pick was verified, forced in turn: Inductor's (XBLOCK=256 num_warps=4
+    # under the interpreter) and the five other ones of TIMED
+    assert "if _i == 0:  # XBLOCK=256 num_warps=4\n" in text and (256, 4) in fam.TIMED
     forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
-    assert [c["label"] for c in forced] == [f"configuration {k} (beyond)" for k in range(len(fam.TIMED) + 1)]
-    assert all(c["ok"] for c in forced) and "7 timed configurations forced" in result["check"]["message"]
+    assert [c["label"] for c in forced] == [f"configuration {k} (beyond)" for k in range(len(fam.TIMED))]
+    assert all(c["ok"] for c in forced) and "6 timed configurations forced" in result["check"]["message"]
     rows, cols = map(int, re.match(r"f32\[(\d+),(\d+)\]", forced[0]["shapes"]).groups())
     assert rows > 2 * 12 and rows * cols >= 1 << 15, forced[0]  # past every case's first dim, and large
-    assert re.search(r"_i = _choice\('_family_0:0', \w+, \d\)", text)
+    assert cols == 23, forced[0]  # the largest case's 24 made odd: no block divides a row or the elements
+    assert re.search(r"_i = _choice\('_family_0:0', \(\w+, \), \d\)", text)
     script = WITHOUT_TRITUNE + """
 import triton.testing
 timed = []
@@ -644,18 +647,65 @@ triton.testing.do_bench = do_bench
 torch.cuda.is_available, torch.cuda.is_current_stream_capturing = (lambda: True), (lambda: False)  # a GPU, as if
 ran = []
 launches = tuple((lambda k=k: ran.append(k)) for k in range(6))
-print(kernel._choice("k", 1000, 6), kernel._tune("k", 1000, launches, True), kernel._choice("k", 1000, 6),
-      kernel._choice("k", 1024, 6), kernel._choice("k", 1025, 6), len(timed))
-print(kernel._tune("c", 5, launches, False), kernel._choice("c", 5, 6), len(timed))  # no GPU: the first, untimed
+print(kernel._choice("k", (1000,), 6), kernel._tune("k", (1000,), launches, True), kernel._choice("k", (1000,), 6),
+      kernel._choice("k", (1024,), 6), kernel._choice("k", (1025,), 6), len(timed))
+print(kernel._tune("c", (5,), launches, False), kernel._choice("c", (5,), 6), len(timed))  # no GPU: the first, untimed
 torch.cuda.is_current_stream_capturing = lambda: True  # inside a CUDA graph capture: the first, and nothing kept
-print(kernel._tune("g", 5, launches, True), kernel._choice("g", 5, 6), len(timed))
+print(kernel._tune("g", (5,), launches, True), kernel._choice("g", (5,), 6), len(timed))
 kernel.AUTOTUNE = False
-print(kernel._choice("k", 1000, 6))
+print(kernel._choice("k", (1000,), 6))
 kernel._FORCE = 9
-print(kernel._choice("k", 1000, 6))
+print(kernel._choice("k", (1000,), 6))
 """
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out" / "kernel.py")], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     # not chosen yet; timed: the third (index 2); kept for the bucket of 1000 (and 1024), not for 1025's; six timed
     assert done.stdout.splitlines() == ["None 2 2 2 None 6", "0 0 6", "0 None 6", "0", "5"]
+
+
+def _center(tmp_path: Path) -> tuple[dict, str]:
+    (tmp_path / "spec.py").write_text(CENTER)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    return result, (tmp_path / "out" / "kernel.py").read_text()
+
+
+def test_a_looped_reduction_times_its_blocks_per_bucket_of_rows_and_row_length(tmp_path, interpreted):
+    result, text = _center(tmp_path)
+    assert result["check"]["ok"], result["check"]["message"]
+    configurations = len(fam.TIMED_LOOPED) + 1
+    assert re.search(rf"_i = _choice\('_family_0:0', \(\w+, \w+, \), {configurations}\)", text), text[-4000:]
+    assert "elif _i == 7:  # XBLOCK=16 R0_BLOCK=64 num_warps=4" in text
+    forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
+    assert len(forced) == configurations and all(c["ok"] for c in forced), forced
+    assert f"{configurations} timed configurations forced" in result["check"]["message"]
+    assert forced[0]["shapes"].endswith(",23]"), forced[0]  # each row's tail is masked in every block
+    # one choice per bucket of (rows, row length): another row length is timed again
+    script = WITHOUT_TRITUNE + """
+import triton.testing
+timed = []
+triton.testing.do_bench = lambda fn, **kwargs: timed.append(1) or (0.5 if len(timed) % 8 == 4 else 1.0)
+torch.cuda.is_available, torch.cuda.is_current_stream_capturing = (lambda: True), (lambda: False)
+launches = tuple((lambda: None) for k in range(8))
+print(kernel._tune("k", (100, 40), launches, True), kernel._choice("k", (128, 33), 8), kernel._choice("k", (128, 65), 8))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out" / "kernel.py")], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["3", "3", "None"]
+
+
+def test_a_reduction_block_that_drops_an_odd_tail_is_caught_on_the_forced_size(tmp_path, interpreted, monkeypatch):
+    real = fam._Translator._launch_text
+
+    def tail_dropped(self, name, spec, config, scalars, args):  # one timed block sums all but an odd row's last element
+        if config.get("R0_BLOCK") == 64 and "r0_numel" in scalars:
+            r0 = scalars["r0_numel"]
+            args = [f"({a} - {a} % 2)" if a == r0 else a for a in args]
+        return real(self, name, spec, config, scalars, args)
+
+    assert (16, 64, 4) in fam.TIMED_LOOPED
+    monkeypatch.setattr(fam._Translator, "_launch_text", tail_dropped)
+    result, text = _center(tmp_path)
+    _caught(result, text)
+    assert "configuration 7" in " ".join(result["notes"]), result["notes"]

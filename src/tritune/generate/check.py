@@ -153,15 +153,17 @@ def check_job(payload: dict) -> dict:
 def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[Case], report: Any) -> None:
     """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
     among by timing, on the GPU, at run time; ``_TIMED``: those launches): each configuration
-    forced in turn (``_FORCE``) on one size past every case's bucket (``derive.beyond``), large
-    enough for the largest block to run many programs, so that whichever the timing picks on a
-    user's GPU was verified here. A forced run that did not go through every timed launch, or no
-    such size, fails: what the timing may pick would go unverified."""
+    forced in turn (``_FORCE``) on one size past every case's bucket (``derive.beyond``: the first
+    its family serves), large enough for the largest block to run many programs, its rows odd
+    where it can, so that whichever the timing picks on a user's GPU was verified here, within the
+    tolerance (a reduction's configurations sum in different orders). A forced run that did not go
+    through every timed launch, or no such size, fails: what the timing may pick would go unverified."""
     count = getattr(module, "CONFIGURATIONS", 0)
     if not (isinstance(count, int) and count > 0):
         return
     timed, reached = set(getattr(module, "_TIMED", ())), getattr(module, "_REACHED", None)
-    case = beyond(spec, known)
+    serves = getattr(module, "serves", None)
+    case = next((c for c in beyond(spec, known) if not callable(serves) or _serves(serves, c)), None)
     if case is None or not isinstance(reached, set) or not hasattr(module, "_FORCE"):
         report.forced(None, _Verdict(RUNTIME, "kernel.py times configurations, and no size reaches its timed launches "
                                               "for verification"))

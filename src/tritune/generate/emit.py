@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tritune.capture.spec import LaunchSpec
-from tritune.generate.family import TIMED, family_text, operator_text, specialized
+from tritune.generate.family import family_text, operator_text, specialized
 from tritune.generate.inductor import GenerateError
 
 # Inductor-only names in a kernel module's imports: the autotuning decorator and its hints.
@@ -93,6 +93,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
         cases.append(_case(number, plan, launches, sorted(copies)))
     launchers, tables, dense = [], [], []  # dense: the family may run on contiguous copies of strided inputs
     keys: list[str] = []  # the family launches that time their configuration (``family_text``'s facts)
+    configurations = 0  # the most configurations one of them chooses among
     for family in families:
         label = f"_family_{len(launchers)}"
         try:
@@ -102,6 +103,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
                                      facts))
             dense.append(not facts.get("aliases", True))
             keys += facts.get("timed", [])
+            configurations = max(configurations, facts.get("configurations", 0))
             tables.append(_bucket_table(family, made, label))
         except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
             notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
@@ -110,7 +112,7 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             "import triton.language as tl"]
     body += [line for line in imports if line not in body]
     body += [""] + [f"\n@triton.jit\n{text}\n" for text in functions.values()]
-    timed = (1 + len(TIMED), keys) if keys else (0, [])
+    timed = (configurations, keys) if keys else (0, [])
     body += [""] + cases + [launcher + "\n" for launcher in launchers] + [_dispatch(plans, name, len(launchers),
                                                                                   reference, dense, timed)]
     if launchers:
@@ -440,7 +442,7 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
     which ``run`` falls back to (with a one-time warning) for inputs no kernel serves; None: those
     raise a one-line ``ValueError``. ``dense``: per family, whether it may serve strided inputs
     as contiguous copies (none of its outputs is an input or a view of one); ``timed``: the most
-    configurations a family launch chooses among by timing (``family.TIMED``; 0: none does), and
+    configurations a family launch chooses among by timing (``family.timed_configs``; 0: none does), and
     the keys of those launches."""
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
     head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
@@ -465,9 +467,9 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
     count, keys = timed
     if count:
         head += textwrap.dedent(f'''\
-            # a 1-D pointwise launch outside the cases' buckets: the configuration timed fastest, once per launch
-            # and bucket of its element count, on the GPU (the first, Inductor's for the family's example, elsewhere:
-            # on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
+            # a pointwise or reduction launch outside the cases' buckets: the configuration timed fastest, once per
+            # launch and bucket of its element (and row) counts, on the GPU (the first, Inductor's for the family's
+            # example, elsewhere: on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
             AUTOTUNE = True
             CONFIGURATIONS = {count}  # the most configurations one launch chooses among (verification tries each)
             _TIMED = {tuple(keys)!r}  # the launches that choose so
@@ -476,19 +478,24 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
             _REACHED = set()  # verification: the timed launches a forced run went through
 
 
-            def _choice(key, numel, count):
-                """The configuration chosen for ``key`` in ``numel``'s bucket: an index, None if not chosen yet."""
+            def _bucket(sizes):
+                return tuple((n - 1).bit_length() for n in sizes)  # each to the power of two at or above it
+
+
+            def _choice(key, sizes, count):
+                """The configuration chosen for ``key`` in the bucket of ``sizes``: an index, None if not chosen yet."""
                 if _FORCE is not None:
                     _REACHED.add(key)
                     return min(_FORCE, count - 1)
                 if not (TUNED and AUTOTUNE):
                     return 0
-                return _CHOSEN.get((key, (numel - 1).bit_length()))
+                return _CHOSEN.get((key, _bucket(sizes)))
 
 
-            def _tune(key, numel, launches, gpu):
+            def _tune(key, sizes, launches, gpu):
                 """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
-                ``key`` in ``numel``'s bucket; 0 where it cannot be timed. Every launch computes the same values."""
+                ``key`` in the bucket of ``sizes``; 0 where it cannot be timed. Each launch computes the same values,
+                or for a reduction the same within the tolerance (verification ran each)."""
                 best = 0
                 if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
                     return best  # nothing can be timed inside a capture: chosen at the first call outside one
@@ -506,7 +513,7 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
                     if min(times) == float("inf"):
                         return best  # none ran: nothing kept, Inductor's configuration this time
                     best = min(range(len(times)), key=times.__getitem__)
-                _CHOSEN[(key, (numel - 1).bit_length())] = best
+                _CHOSEN[(key, _bucket(sizes))] = best
                 return best
 
 

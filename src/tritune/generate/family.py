@@ -31,10 +31,10 @@ shape guards and ranges over the sizes, each symbol spelt from the input it came
 - with ``tuned`` (``emit.tuning``), the launch by size bucket: in a case's bucket, that case's
   configuration (comparisons of the inputs' sizes with the bucket's bounds), and the kernel
   ``specialized`` on its size arguments where kernel.py's ``_sized`` says so (a case's sizes, and
-  the first ``SPECIALIZE`` others); outside the cases' buckets, a 1-D pointwise launch
-  (``timeable``) takes the configuration kernel.py's ``_tune`` timed fastest among ``TIMED`` and
-  Inductor's, once per bucket of its element count (``_choice``); all of it only while kernel.py's
-  ``TUNED`` is true;
+  the first ``SPECIALIZE`` others); outside the cases' buckets, a launch of a 1-D pointwise kernel
+  or of a one-axis reduction (``timeable``) takes the configuration kernel.py's ``_tune`` timed
+  fastest among Inductor's and those of ``timed_configs``, once per bucket of its element and row
+  counts (``_choice``); all of it only while kernel.py's ``TUNED`` is true;
 - with the spec's pinned dims (``pins``), a check that they take one of the cases' values.
 
 ``_probe`` returns True where every check passes, before any work (``serves``); ``_fake`` allocates
@@ -272,6 +272,7 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     body = translator.body(call.body)
     if facts is not None:
         facts["aliases"], facts["timed"] = translator.aliases, translator.timed
+        facts["configurations"] = translator.configurations
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
                             f"{len(translator.launches)}: no family")
@@ -432,6 +433,7 @@ class _Translator:
         self.params, self.names, self.launches, self.returns, self.inputs = params, names, launches, returns, inputs
         self.tuned, self.function = list(tuned), function
         self.timed: list[str] = []  # the keys of the launches that time their configuration
+        self.configurations = 0  # the most configurations one of them chooses among
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -575,7 +577,7 @@ class _Translator:
             lines.append(f"    _kernel = _sized({special['kernel']}, {name}, ({given},), {values})")
             name = "_kernel"
         general = [self._launch_text(name, spec, {**spec.constexprs, **spec.options}, scalars, args)]
-        if tuned.get("timed") and "xnumel" in scalars:  # the configuration timed per bucket of xnumel
+        if tuned.get("timed") and all(n in scalars for n in timed_sizes(spec)):  # timed per bucket of its sizes
             general = self._timed(name, spec, scalars, args)
         own = {k: v for k, v in {**spec.constexprs, **spec.options}.items()
                if not (spec.kernel.startswith("triton_per_") and k == "R0_BLOCK")}
@@ -588,22 +590,24 @@ class _Translator:
         return lines + ["    " + line for line in general]
 
     def _timed(self, name: str, spec: Any, scalars: dict[str, str], args: list[str]) -> list[str]:
-        """The launch of a 1-D pointwise kernel outside the cases' buckets: the configuration kernel.py
-        timed fastest for this launch in ``xnumel``'s bucket (``_choice``; ``_tune`` times ``TIMED``
-        the first time, on a GPU), Inductor's for the family's example first."""
+        """The launch of a ``timeable`` kernel outside the cases' buckets: the configuration kernel.py
+        timed fastest for this launch in the bucket of its sizes (``timed_sizes``: ``xnumel``, and a
+        reduction's ``r0_numel``) (``_choice``; ``_tune`` times ``timed_configs`` the first time, on
+        a GPU), Inductor's for the family's example first."""
         key = f"{self.function}:{self.launched - 1}"
+        configs = timed_configs(spec)
+        persistent = spec.kernel.startswith("triton_per_")  # its R0_BLOCK is the row's, whatever the configuration
         self.timed.append(key)
-        base = {**spec.constexprs, **spec.options}
-        configs = [base] + [{**base, "XBLOCK": block, "num_warps": warps} for block, warps in TIMED
-                            if (block, warps) != (base.get("XBLOCK"), base.get("num_warps"))]
+        self.configurations = max(self.configurations, len(configs))
         texts = [self._launch_text(name, spec, config, scalars, args) for config in configs]
-        numel = scalars["xnumel"]
-        lines = [f"_i = _choice({key!r}, {numel}, {len(texts)})",
+        sizes = "(" + "".join(f"{scalars[n]}, " for n in timed_sizes(spec)) + ")"
+        lines = [f"_i = _choice({key!r}, {sizes}, {len(texts)})",
                  "if _i is None:  # this bucket's first launch: each configuration timed once",
-                 f"    _i = _tune({key!r}, {numel}, (" + ", ".join(f"lambda: {t}" for t in texts) + ",), "
+                 f"    _i = _tune({key!r}, {sizes}, (" + ", ".join(f"lambda: {t}" for t in texts) + ",), "
                  "device.type == 'cuda')"]
         for number, text in enumerate(texts):
-            lines += [f"{'if' if number == 0 else 'elif'} _i == {number}:  # {_config_comment(configs[number])}",
+            shown = {k: v for k, v in configs[number].items() if not (k == "R0_BLOCK" and persistent)}
+            lines += [f"{'if' if number == 0 else 'elif'} _i == {number}:  # {_config_comment(shown)}",
                       f"    {text}"]
         return lines
 
@@ -711,27 +715,63 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
                            for part in parts) + ")"
 
 
-# configurations kernel.py times for a 1-D pointwise launch outside the cases' buckets (XBLOCK, num_warps):
-# measured 2026-11-29 (results/generate-family/s9-graph/): the example's one configuration was 2x off
-# torch.compile at another size, two of these reached it
+# configurations kernel.py times for a launch outside the cases' buckets, besides Inductor's for the
+# family's example. A 1-D pointwise kernel (XBLOCK, num_warps): measured 2026-11-29
+# (results/generate-family/s9-graph/), the example's one configuration was 2x off torch.compile at
+# another size, two of these reached it
 TIMED = ((256, 4), (512, 4), (512, 8), (1024, 4), (1024, 8), (2048, 8))
+# a persistent reduction (XBLOCK rows per program, num_warps; R0_BLOCK always covers the row)
+TIMED_PERSISTENT = ((1, 4), (1, 8), (2, 4), (2, 8), (4, 8), (8, 8))
+# a looped reduction (XBLOCK rows per program, R0_BLOCK of the row per step, num_warps): Inductor's
+# family example takes one for every row length and count (XBLOCK=2, R0_BLOCK=1024, num_warps=16 for
+# seed 004's norms), slow where rows are few or short
+TIMED_LOOPED = ((1, 1024, 4), (1, 2048, 8), (2, 1024, 8), (2, 2048, 16), (4, 512, 8), (8, 256, 4), (16, 64, 4))
+_KINDS = {"triton_poi_": {"XBLOCK"}, "triton_per_": {"XBLOCK", "R0_BLOCK"}, "triton_red_": {"XBLOCK", "R0_BLOCK"}}
 
 
 def timeable(spec: Any, text: str = "") -> bool:
-    """A launch kernel.py may time configurations of: a 1-D pointwise kernel (each element on its
-    own, so every configuration computes the same values), its one block ``XBLOCK``, that only
+    """A launch kernel.py may time configurations of: a 1-D pointwise kernel (``XBLOCK``; each
+    element on its own, so every configuration computes the same values) or a reduction along one
+    axis (``XBLOCK``, ``R0_BLOCK``; another block sums in another order: verification forces each
+    configuration and compares within the tolerance, ``check._each_configuration``), that only
     writes what it does not read: timing launches it again and again, so a kernel that accumulates
     (an atomic, an ``in_out_ptr``) would add into its output each time. ``text``: its ``def``
     (its module's decorator says ``atomic_add_found`` either way; none read: not timed)."""
-    if not (spec.kernel.startswith("triton_poi_") and set(spec.constexprs) == {"XBLOCK"}):
+    wanted = next((blocks for prefix, blocks in _KINDS.items() if spec.kernel.startswith(prefix)), None)
+    if wanted is None or set(spec.constexprs) != wanted:
         return False
     if any(a.name.startswith("in_out_ptr") for a in spec.args):
         return False
     return bool(text) and "atomic" not in text
 
 
+def timed_sizes(spec: Any) -> tuple[str, ...]:
+    """The scalar arguments whose buckets key a ``timeable`` launch's choice: its element count, and
+    a reduction's row length."""
+    return ("xnumel",) if spec.kernel.startswith("triton_poi_") else ("xnumel", "r0_numel")
+
+
+def timed_configs(spec: Any) -> list[dict]:
+    """A ``timeable`` launch's configurations: Inductor's for the family's example first, then
+    those of ``TIMED``, ``TIMED_PERSISTENT`` or ``TIMED_LOOPED`` that differ from it (the other
+    options, ``num_stages`` among them, kept)."""
+    base = {**spec.constexprs, **spec.options}
+    if spec.kernel.startswith("triton_poi_"):
+        others = [{"XBLOCK": x, "num_warps": w} for x, w in TIMED]
+    elif spec.kernel.startswith("triton_per_"):
+        others = [{"XBLOCK": x, "num_warps": w} for x, w in TIMED_PERSISTENT]
+    else:
+        others = [{"XBLOCK": x, "R0_BLOCK": r, "num_warps": w} for x, r, w in TIMED_LOOPED]
+    configs = [base]
+    for other in others:
+        config = {**base, **other}
+        if config not in configs:
+            configs.append(config)
+    return configs
+
+
 def _config_comment(config: dict) -> str:
-    return " ".join(f"{k}={config[k]}" for k in ("XBLOCK", "num_warps") if k in config)
+    return " ".join(f"{k}={config[k]}" for k in ("XBLOCK", "R0_BLOCK", "num_warps") if k in config)
 
 
 def _tensor_root(node: ast.AST) -> str | None:
