@@ -19,7 +19,11 @@ For each spec of ``benchmarks/generate_specs/`` named (default: all), in one pro
    timings, and each one's fraction of the measured copy bandwidth.
 
 Writes ``OUT/generate_family.json`` and ``OUT/generate_family.md`` (GPU, date, command, per spec,
-dtype and size: verified, the times, the ratios and the roofline fractions), after every spec.
+dtype and size: verified, the times, the ratios and the roofline fractions), after every spec; with
+``--graph`` also ``OUT/generate_graph.md``: the GPU's own time per call of the same contenders at the
+spec's cases and the unseen sizes, from CUDA graph replays (``graph_times``), and its fraction of the
+copy bandwidth. Below about 1e7 elements, a p50 of ``bench_job`` measures Python's launch path as
+much as the GPU (session 9); the graph's time does not.
 
     PYTHONPATH=src python3 benchmarks/generate_family.py --out $OUT [--specs bias_gelu_tanh softmax]
         [--budget-s 0] [--bench-cases] [--limit-s 420]
@@ -105,8 +109,9 @@ def main() -> int:
     parser.add_argument("--limit-s", type=float, default=420.0, help="start no spec after this many seconds")
     parser.add_argument("--modes", nargs="*", default=["eager", "compile"])
     parser.add_argument("--graph", action="store_true",
-                        help="also the GPU's own time at the sizes of 5e6 elements and more: each callable replayed "
-                             "from a CUDA graph (triton.testing.do_bench_cudagraph), no host launch path in it")
+                        help="also the GPU's own time at the spec's cases and the unseen sizes: each callable replayed "
+                             "from a CUDA graph (triton.testing.do_bench_cudagraph), no host launch path in it "
+                             "(OUT/generate_graph.md)")
     parser.add_argument("--interpret", action="store_true",
                         help="CPU smoke: Triton's interpreter (TRITON_INTERPRET=1, TRITUNE_SPEC_SMALL=1), no timings")
     args = parser.parse_args()
@@ -172,10 +177,13 @@ def main() -> int:
                 results.setdefault("copy_gbps", bench["copy_gbps"])
                 entry["unseen_bench"] = bench["cases"]
                 if args.graph:
-                    try:
-                        entry["graph_ms"] = graph_times(modules, unseen)
-                    except Exception as exc:  # noqa: BLE001 - a diagnostic, as host_costs
-                        entry["graph_ms"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    for field, path in (("graph_seed_ms", spec_path), ("graph_ms", unseen)):
+                        try:
+                            entry[field] = graph_times(modules, path)
+                        except Exception as exc:  # noqa: BLE001 - a diagnostic, as host_costs
+                            entry[field] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    own = [c for c in (generated.get("check") or {}).get("cases", []) if c["label"].startswith("spec ")]
+                    entry["seed_verified"] = {c["shapes"]: c["ok"] for c in own}
                 try:
                     entry["host_us"] = host_costs(modules, unseen)
                 except Exception as exc:  # noqa: BLE001 - a diagnostic: its failure is a line, not the run's end
@@ -183,6 +191,8 @@ def main() -> int:
         results["specs"][name] = entry
         (out / "generate_family.json").write_text(json.dumps(results, indent=1, default=str))
         (out / "generate_family.md").write_text(table(results))
+        if args.graph:
+            (out / "generate_graph.md").write_text(graph_table(results))
     (out / "generate_family.md").write_text(table(results))
     print(table(results))
     return 0
@@ -236,34 +246,82 @@ def host_costs(modules: dict[str, str], spec_path: pathlib.Path, calls: int = 30
     return costs
 
 
-def graph_times(modules: dict[str, str], spec_path: pathlib.Path, least: float = 5e6) -> dict:
-    """The GPU's own time (ms, median of ``do_bench_cudagraph``'s replays) of each module, eager and
-    torch.compile at the unseen sizes of ``least`` elements and more: each callable captured in a CUDA
-    graph after warm-up, so no host launch path and no L2 flush between calls (the data stays as
-    large as it is: 5e6 elements and more do not fit in L2 together with their outputs)."""
+def graph_times(modules: dict[str, str], spec_path: pathlib.Path, least: float = 0) -> dict:
+    """The GPU's own time (ms per call, median of ``do_bench_cudagraph``'s replays) of each module,
+    eager and torch.compile at the spec's cases of ``least`` elements and more, with the bytes
+    each call moves (``io_bytes``): each callable captured in a CUDA graph after warm-up, so no
+    host launch path is timed. One replay calls it on enough copies of the inputs, in turn, that
+    they and their outputs fill four times the GPU's L2 cache, so each call reads from DRAM as
+    in a model (the time is the replay's over the copies)."""
     import math
 
     import torch
     import triton.testing
 
+    from tritune.generate.bench import io_bytes
     from tritune.generate.spec import load_spec, shapes_text
 
     spec = load_spec(spec_path, device="cuda", check=False)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     found = {}
     for case in spec.cases("cuda"):
         if max(math.prod(t.shape) for t in case.tensors if isinstance(t, torch.Tensor)) < least:
             continue
+        nbytes = io_bytes(case.tensors, spec.reference(*case.tensors))
+        copies = [case.tensors] + [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in case.tensors)
+                                   for _ in range(min(63, math.ceil(4 * l2 / max(1, nbytes)) - 1))]
         runs = contenders(modules, spec.reference)
-        row = {}
+        row: dict = {"bytes": nbytes, "copies": len(copies)}
         for name, fn in runs.items():
             for _ in range(3):
-                fn(*case.tensors)  # compiles: Triton's specializations, torch.compile's graph
+                fn(*case.tensors)  # compiles: Triton's specializations and timed configurations, torch.compile's graph
             torch.cuda.synchronize()
-            row[name] = round(triton.testing.do_bench_cudagraph(lambda fn=fn: fn(*case.tensors), rep=50,
-                                                                return_mode="median"), 5)
+            ms = triton.testing.do_bench_cudagraph(lambda fn=fn: [fn(*args) for args in copies], rep=50,
+                                                   return_mode="median")
+            row[name] = round(ms / len(copies), 6)
         found[shapes_text(case.tensors)] = row
         torch._dynamo.reset()
     return found
+
+
+def graph_table(results: dict) -> str:
+    """Per spec and dtype, the spec's own cases and then the unseen sizes: the GPU's time per call
+    (``graph_times``) of kernel.py, its general form, eager and torch.compile; the ratios; each
+    one's fraction of the copy bandwidth; whether kernel.py was verified at that size."""
+    copy = results.get("copy_gbps")
+    lines = [f"# kernel.py's GPU time ({results['gpu']}, torch {results['torch']}, {results['date']})", "",
+             f"`{results['command']}`", "",
+             "ms per call from CUDA graph replays (no host launch path; inputs rotated over copies that fill 4x the "
+             f"L2 cache). Copy bandwidth {copy and round(copy)} GB/s; fraction: bytes (inputs read once, outputs "
+             "written once) per time over it. `seed` rows are the spec's own cases (verified by generate's check), "
+             "`unseen` rows sizes no case has (verified by check_job on them).", "",
+             "| spec | | inputs | verified | generated | general | eager | torch.compile | vs eager | vs compile | "
+             "of copy BW | compile's |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, entry in results["specs"].items():
+        if "skipped" in entry:
+            continue
+        unseen = {c["shapes"]: c["ok"] for c in (entry.get("unseen_check") or {}).get("cases", [])}
+        for kind, rows, verdicts in (("seed", entry.get("graph_seed_ms") or {}, entry.get("seed_verified") or {}),
+                                     ("unseen", entry.get("graph_ms") or {}, unseen)):
+            if "error" in rows:
+                lines.append(f"| {name} | {kind} | {rows['error']} | | | | | | | | | |")
+                continue
+            for shapes, row in sorted(rows.items(), key=lambda item: (item[0].split("[")[0], item[1]["bytes"])):
+                gen, general, eager, compiled = (row.get(k) for k in ("generated", "general", "eager", "compile"))
+                lines.append(f"| {name} | {kind} | {shapes} | {_yes(verdicts.get(shapes))} | {_ms(gen)} | "
+                             f"{_ms(general)} | {_ms(eager)} | {_ms(compiled)} | {_x(eager, gen)} | {_x(compiled, gen)} | "
+                             f"{_share(row['bytes'], gen, copy)} | {_share(row['bytes'], compiled, copy)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _yes(value: bool | None) -> str:
+    return "?" if value is None else "yes" if value else "NO"
+
+
+def _share(nbytes: int, ms: float | None, copy_gbps: float | None) -> str:
+    if not ms or not copy_gbps:
+        return "-"
+    return f"{nbytes / (ms * 1e-3) / 1e9 / copy_gbps:.0%}"
 
 
 def table(results: dict) -> str:
