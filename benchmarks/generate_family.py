@@ -112,12 +112,15 @@ def main() -> int:
                         help="also the GPU's own time at the spec's cases and the unseen sizes: each callable replayed "
                              "from a CUDA graph (triton.testing.do_bench_cudagraph), no host launch path in it "
                              "(OUT/generate_graph.md)")
+    parser.add_argument("--graph-only", action="store_true",
+                        help="with --graph: no interleaved CUDA-event p50s and no host costs (the device time they take)")
     parser.add_argument("--interpret", action="store_true",
                         help="CPU smoke: Triton's interpreter (TRITON_INTERPRET=1, TRITUNE_SPEC_SMALL=1), no timings")
     args = parser.parse_args()
     sys.path.insert(0, str(BENCH.parent / "src"))
     import torch
 
+    from tritune.bench.timing import copy_bandwidth_gbps
     from tritune.generate.bench import bench_job
     from tritune.generate.check import check_job
     from tritune.generate.run import GenerateSettings, generate
@@ -173,9 +176,12 @@ def main() -> int:
                 modules = {"generated": str(kernel)}
                 if "\nTUNED = True\n" in text:
                     modules["general"] = str(general)
-                bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
-                results.setdefault("copy_gbps", bench["copy_gbps"])
-                entry["unseen_bench"] = bench["cases"]
+                if not (args.graph and args.graph_only):
+                    bench = bench_job({"modules": modules, "spec": str(unseen), "device": "cuda", "modes": args.modes})
+                    results.setdefault("copy_gbps", bench["copy_gbps"])
+                    entry["unseen_bench"] = bench["cases"]
+                else:
+                    results.setdefault("copy_gbps", copy_bandwidth_gbps("cuda"))
                 if args.graph:
                     for field, path in (("graph_seed_ms", spec_path), ("graph_ms", unseen)):
                         try:
@@ -185,7 +191,8 @@ def main() -> int:
                     own = [c for c in (generated.get("check") or {}).get("cases", []) if c["label"].startswith("spec ")]
                     entry["seed_verified"] = {c["shapes"]: c["ok"] for c in own}
                 try:
-                    entry["host_us"] = host_costs(modules, unseen)
+                    if not (args.graph and args.graph_only):
+                        entry["host_us"] = host_costs(modules, unseen)
                 except Exception as exc:  # noqa: BLE001 - a diagnostic: its failure is a line, not the run's end
                     entry["host_us"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         results["specs"][name] = entry
