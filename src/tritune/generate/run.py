@@ -297,8 +297,9 @@ def least_budget_s(launches: int) -> float:
 def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings, worker: Any, device: str,
                    result: dict, log: Callable[[str], None]) -> Path:
     """The model's verified module through the same loop, its decisions baked into
-    ``DIR/llm/optimized.py`` (``modules.bake``); the module itself when nothing was decided, the
-    capture failed, or the baked module does not verify."""
+    ``DIR/llm/optimized.py`` (``modules.bake``: different decisions per case dispatch by the cases'
+    size buckets, as kernel.py's do); the module itself when nothing was decided, the capture
+    failed, or the baked module does not verify."""
     from tritune.generate.assemble import assemble, input_kinds
     from tritune.generate.modules import bake
     from tritune.llm.sandbox import Unsafe
@@ -319,7 +320,7 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
                        only=captured.value["own"])
     if not decided:
         return best
-    text, notes = bake(best.read_text(), decided)
+    text, notes = bake(best.read_text(), decided, captured.value.get("cases"))  # cases: the launches' buckets
     result["notes"] += notes
     try:  # the baked module is the model's still: it passes both allowlists again, and is assembled anew
         text = assemble(text, input_kinds(spec.cases("cpu")), name=spec.name).text
