@@ -289,6 +289,86 @@ def test_a_scalar_of_a_subclass_gets_no_family(tmp_path, interpreted):
     assert "PLANTED" not in (tmp_path / "out" / "kernel.py").read_text()
 
 
+CUMSUM = '''
+import torch
+name = "cumsum"
+
+def reference(x):  # a scan: Inductor's kernel passes a @triton.jit function of its module to tl.associative_scan
+    return torch.cumsum(x, -1)
+
+def inputs(device):
+    return [(torch.randn(6, 40, generator=torch.Generator().manual_seed(0)).to(device),)]
+'''
+
+
+def test_a_scans_helper_function_is_copied_beside_its_kernels(tmp_path, interpreted, monkeypatch):
+    # the timed configurations have their own tests: forced on the interpreter, a scan's take minutes
+    monkeypatch.setattr(fam, "timeable", lambda spec, text="": False)
+    calls = ", ".join(f"(torch.randn({rows}, {cols}, generator=torch.Generator().manual_seed({rows})),)"
+                      for rows, cols in ((6, 40), (9, 33), (3, 130)))  # the spec's case, then sizes no case has
+    assert _calls(tmp_path, CUMSUM, f"[{calls}]") == ["Tensor True"] * 3
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    # one helper (the same text in every kernel's module), named as every kernel, case's or family's, calls it
+    helpers = re.findall(r"^def (_triton_helper_fn_add0_[0-9a-f]{8})\(", text, re.M)
+    assert len(helpers) == 1 and "_triton_helper_fn_add0)" not in text, helpers
+    kernels = re.findall(r"^def (triton_\w+)\(", text, re.M)
+    assert text.count(f"tl.associative_scan((tmp2,), 1, {helpers[0]})") == len(kernels) >= 3, kernels
+    assert not re.search(r"^\s*(import|from)\s+tritune\b", text, re.M)
+
+
+SCAN_MODULE = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def _larger(a, b):
+    return tl.maximum(a, b)
+
+@triton.jit
+def _triton_helper_fn_add0(arg0_0, arg1_0):
+    return {combine}
+
+@triton.jit
+def triton_per_scan_0(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+    x = tl.load(in_ptr0 + tl.arange(0, XBLOCK))
+    tl.store(out_ptr0 + tl.arange(0, XBLOCK), tl.associative_scan(x, 0, _triton_helper_fn_add0))
+'''
+
+# the kernels emit_module._emitted made of SCAN_MODULE, each on the interpreter
+SCANS = """
+import sys, torch
+kernels = {}
+exec(open(sys.argv[1]).read(), kernels)
+x = torch.randn(8, generator=torch.Generator().manual_seed(0))
+for name in sys.argv[2:]:
+    out = torch.empty_like(x)
+    kernels[name][(1,)](x, out, XBLOCK=8)
+    print(torch.allclose(out, x.cumsum(0)), torch.equal(out, x.cummax(0).values))
+"""
+
+
+def test_helpers_of_one_name_and_other_bodies_get_their_own_names_and_the_same_body_one(tmp_path):
+    """Inductor names helpers per module: two kernels' modules may each hold a ``_triton_helper_fn_add0``.
+    kernel.py holds each helper text once, those it calls first, under names that tell them apart."""
+    functions, kernels = {}, []
+    for combine in ("arg0_0 + arg1_0", "_larger(arg0_0, arg1_0)", "arg0_0 + arg1_0"):
+        emitted, function, _, helpers = emit_module._emitted(SCAN_MODULE.format(combine=combine), "triton_per_scan_0")
+        functions.update({**helpers, emitted: function})  # as emit() and _family() add them
+        kernels.append(emitted)
+    assert kernels[0] == kernels[2] != kernels[1]  # the same kernel text, other helpers: another kernel
+    names = list(functions)
+    assert [name.rsplit("_", 1)[0] for name in names] == ["_triton_helper_fn_add0", "triton_per_scan_0", "_larger",
+                                                          "_triton_helper_fn_add0", "triton_per_scan_0"], names
+    assert f"return {names[2]}(arg0_0, arg1_0)" in functions[names[3]] and names[3] in functions[names[4]]
+    path = tmp_path / "scans.py"
+    path.write_text("import triton\nimport triton.language as tl\n"
+                    + "".join(f"\n\n@triton.jit\n{text}\n" for text in functions.values()))
+    done = subprocess.run([sys.executable, "-c", SCANS, str(path), kernels[0], kernels[1]], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["True False", "False True"]
+
+
 TWO_SIZES = '''
 import torch
 name = "bias_relu_two"
@@ -629,7 +709,7 @@ def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastes
     assert "if _i == 0:  # XBLOCK=256 num_warps=4\n" in text and (256, 4) in fam.TIMED
     forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
     assert [c["label"] for c in forced] == [f"configuration {k} (beyond)" for k in range(len(fam.TIMED))]
-    assert all(c["ok"] for c in forced) and "6 timed configurations forced" in result["check"]["message"]
+    assert all(c["ok"] for c in forced) and "6 timed configurations forced)" in result["check"]["message"]
     rows, cols = map(int, re.match(r"f32\[(\d+),(\d+)\]", forced[0]["shapes"]).groups())
     assert rows > 2 * 12 and rows * cols >= 1 << 15, forced[0]  # past every case's first dim, and large
     assert cols == 23, forced[0]  # the largest case's 24 made odd: no block divides a row or the elements
@@ -709,3 +789,29 @@ def test_a_reduction_block_that_drops_an_odd_tail_is_caught_on_the_forced_size(t
     result, text = _center(tmp_path)
     _caught(result, text)
     assert "configuration 7" in " ".join(result["notes"]), result["notes"]
+
+
+TWO_DTYPES = '''
+import torch
+name = "two_dtypes"
+
+def reference(x, bias):
+    return torch.relu(x + bias) * 2.0
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(6, 40, generator=g).to(device, dtype), torch.randn(40, generator=g).to(device, dtype))
+            for dtype in (torch.float32, torch.float64)]
+'''
+
+
+def test_each_dtype_patterns_family_has_its_timed_configurations_forced(tmp_path, interpreted):
+    # a family per dtype pattern, each with a timed launch: each configuration is forced on a size of each
+    (tmp_path / "spec.py").write_text(TWO_DTYPES)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    assert result["check"]["ok"] and result["family"]["tuned"] is True, (result["check"]["message"], result["notes"])
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    assert "_TIMED = ('_family_0:0', '_family_1:0')" in text
+    forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
+    assert {c["shapes"].split("[")[0] for c in forced} == {"f32", "f64"} and all(c["ok"] for c in forced)
+    assert "6 timed configurations forced on each of 2 sizes" in result["check"]["message"]

@@ -153,33 +153,39 @@ def check_job(payload: dict) -> dict:
 def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[Case], report: Any) -> None:
     """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
     among by timing, on the GPU, at run time; ``_TIMED``: those launches): each configuration
-    forced in turn (``_FORCE``) on one size past every case's bucket (``derive.beyond``: the first
-    its family serves), large enough for the largest block to run many programs, its rows odd
-    where it can, so that whichever the timing picks on a user's GPU was verified here, within the
-    tolerance (a reduction's configurations sum in different orders). A forced run that did not go
-    through every timed launch, or no such size, fails: what the timing may pick would go unverified."""
+    forced in turn (``_FORCE``) on a size past every case's bucket for each dtype pattern of the
+    spec's cases (``derive.beyond``: the first its family serves; each pattern has its own family),
+    large enough for the largest block to run many programs, its rows odd where it can, so that
+    whichever the timing picks on a user's GPU was verified here, within the tolerance (a
+    reduction's configurations sum in different orders). A configuration whose forced runs did not
+    go through every timed launch between them, or no such size, fails: what the timing may pick
+    would go unverified."""
     count = getattr(module, "CONFIGURATIONS", 0)
     if not (isinstance(count, int) and count > 0):
         return
     timed, reached = set(getattr(module, "_TIMED", ())), getattr(module, "_REACHED", None)
     serves = getattr(module, "serves", None)
-    case = next((c for c in beyond(spec, known) if not callable(serves) or _serves(serves, c)), None)
-    if case is None or not isinstance(reached, set) or not hasattr(module, "_FORCE"):
+    cases = [case for group in beyond(spec, known)
+             for case in [next((c for c in group if not callable(serves) or _serves(serves, c)), None)]
+             if case is not None]
+    if not cases or not isinstance(reached, set) or not hasattr(module, "_FORCE"):
         report.forced(None, _Verdict(RUNTIME, "kernel.py times configurations, and no size reaches its timed launches "
                                               "for verification"))
         return
-    expected, sources, kind = spec.outputs_sources_kind(case)
+    report.forced_sizes = len(cases)
+    outputs = [spec.outputs_sources_kind(case) for case in cases]
     try:
         for k in range(count):
             module._FORCE = k
             reached.clear()
-            verdict = _verdict(spec, module, run, case, expected, sources, kind)
-            if verdict.failure is None and not timed <= reached:
-                verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} did not run "
-                                            "at this size, so it was not verified")
-            report.forced(Case(f"configuration {k} ({case.label})", case.tensors, derived=True), verdict)
-            if verdict.failure is not None:
-                break
+            for number, (case, (expected, sources, kind)) in enumerate(zip(cases, outputs)):
+                verdict = _verdict(spec, module, run, case, expected, sources, kind)
+                if verdict.failure is None and number == len(cases) - 1 and not timed <= reached:
+                    verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} did "
+                                                "not run at these sizes, so it was not verified")
+                report.forced(Case(f"configuration {k} ({case.label})", case.tensors, derived=True), verdict)
+                if verdict.failure is not None:
+                    return
     finally:
         module._FORCE = None
 
@@ -528,7 +534,8 @@ class _Report:
         self.derived = 0
         self.checks: list[CompareResult] = []
         self.family = {"sampled": 0, "served": 0}  # derive.family_cases, and of those the module serves
-        self.configurations = 0  # kernel.py's timed configurations, each forced and verified
+        self.configurations = 0  # kernel.py's forced runs of its timed configurations that passed
+        self.forced_sizes = 0  # the sizes each configuration was forced on (one per dtype pattern)
 
     def unserved(self, case: Case, message: str = "not served: run() raises for these inputs") -> None:
         """A sampled size of the family the module says it does not serve (``serves``): no verdict
@@ -578,7 +585,9 @@ class _Report:
                             f"cases ({self.derived} derived"
                             + (f", {served} of {self.family['sampled']} sampled sizes of the family"
                                if self.family["sampled"] else "")
-                            + (f", {self.configurations} timed configurations forced" if self.configurations else "")
+                            + (f", {self.configurations // max(1, self.forced_sizes)} timed configurations forced"
+                               + (f" on each of {self.forced_sizes} sizes" if self.forced_sizes > 1 else "")
+                               if self.configurations else "")
                             + ")"
                             + (f"; worst {worst.message()}" if worst else ""))
         return {"ok": self.failure is None, "failure": self.failure, "message": shorten(self.message, MESSAGE_CHARS),

@@ -175,33 +175,38 @@ def pinned_frame_dims(spec: GenSpec, tensors: tuple, frame: Shape) -> set[int]:
     return {j for j in kept if 0 <= j < len(frame)}
 
 
-def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int = 0) -> list[Case]:
+def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int = 0) -> list[list[Case]]:
     """Sizes of the family past every case's bucket, for running kernel.py's timed launches
-    (``check._each_configuration`` takes the first its family serves): the largest of the spec's
-    own cases with the first dim of its frame above every case's first dim (``2 d + 1``, doubled on
-    until the frame holds ``least`` elements, so a block of 2048 runs many programs); first with
-    its last dim, where unpinned and even, one less (odd: no block divides a row or the elements,
-    so every configuration runs its masked tail), then as the case has it. None where the first dim
-    is pinned; a size the reference refuses is left out. Labelled ``beyond``, ``derived=True``."""
+    (``check._each_configuration`` takes the first its family serves of each list): one list per
+    dtype pattern of the spec's own cases (each pattern has its own family), from its largest case,
+    with the first dim of its frame above every case's first dim (``2 d + 1``, doubled on until the
+    frame holds ``least`` elements, so a block of 2048 runs many programs); first with its last dim,
+    where unpinned and even, one less (odd: no block divides a row or the elements, so every
+    configuration runs its masked tail), then as the case has it. None where the first dim is
+    pinned; a size the reference refuses is left out. Labelled ``beyond``, ``derived=True``."""
     import torch
 
+    from tritune.generate.family import patterns
+
     own = [c for c in known if not c.derived]
-    if not own:
-        return []
     frames = [_frame([t.shape for t in c.tensors if isinstance(t, torch.Tensor)]) for c in own]
-    case, frame = max(zip(own, frames), key=lambda pair: math.prod(pair[1]) if pair[1] else 0)
-    pinned = pinned_frame_dims(spec, case.tensors, frame)
-    if not frame or 0 in pinned:
-        return []
-    first = 2 * max(f[0] for f in frames if f) + 1
-    while first * math.prod(frame[1:]) < least:
-        first = 2 * first + 1
-    targets = [(first,) + frame[1:]]
-    last = len(frame) - 1
-    if last > 0 and last not in pinned and frame[last] > 2 and frame[last] % 2 == 0:
-        targets.insert(0, (first,) + frame[1:last] + (frame[last] - 1,))
-    made = [_new(spec, "beyond", at_frame(case.tensors, frame, target, {}, seed), set()) for target in targets]
-    return [c for c in made if c is not None]
+    firsts = [f[0] for f in frames if f]
+    groups = []
+    for case in patterns(own):
+        frame = _frame([t.shape for t in case.tensors if isinstance(t, torch.Tensor)])
+        pinned = pinned_frame_dims(spec, case.tensors, frame) if frame else set()
+        if not frame or 0 in pinned:
+            continue
+        first = 2 * max(firsts) + 1
+        while first * math.prod(frame[1:]) < least:
+            first = 2 * first + 1
+        targets = [(first,) + frame[1:]]
+        last = len(frame) - 1
+        if last > 0 and last not in pinned and frame[last] > 2 and frame[last] % 2 == 0:
+            targets.insert(0, (first,) + frame[1:last] + (frame[last] - 1,))
+        made = [_new(spec, "beyond", at_frame(case.tensors, frame, target, {}, seed), set()) for target in targets]
+        groups.append([c for c in made if c is not None])
+    return groups
 
 
 def near(frame: Shape) -> list[Shape]:
