@@ -708,8 +708,9 @@ def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastes
     # under the interpreter) and the five other ones of TIMED
     assert "if _i == 0:  # XBLOCK=256 num_warps=4\n" in text and (256, 4) in fam.TIMED
     forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
-    assert [c["label"] for c in forced] == [f"configuration {k} (beyond)" for k in range(len(fam.TIMED))]
-    assert all(c["ok"] for c in forced) and "6 timed configurations forced)" in result["check"]["message"]
+    assert [c["label"] for c in forced] == [f"configuration {k}{sized} (beyond)" for k in range(len(fam.TIMED))
+                                            for sized in ("", " specialized")]  # the general kernel, the specialized
+    assert all(c["ok"] for c in forced) and "6 timed configurations forced (12 runs)" in result["check"]["message"]
     rows, cols = map(int, re.match(r"f32\[(\d+),(\d+)\]", forced[0]["shapes"]).groups())
     assert rows > 2 * 12 and rows * cols >= 1 << 15, forced[0]  # past every case's first dim, and large
     assert cols == 23, forced[0]  # the largest case's 24 made odd: no block divides a row or the elements
@@ -757,7 +758,7 @@ def test_a_looped_reduction_times_its_blocks_per_bucket_of_rows_and_row_length(t
     assert re.search(rf"_i = _choice\('_family_0:0', \(\w+, \w+, \), {configurations}\)", text), text[-4000:]
     assert "elif _i == 7:  # XBLOCK=16 R0_BLOCK=64 num_warps=4" in text
     forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
-    assert len(forced) == configurations and all(c["ok"] for c in forced), forced
+    assert len(forced) == 2 * configurations and all(c["ok"] for c in forced), forced
     assert f"{configurations} timed configurations forced" in result["check"]["message"]
     assert forced[0]["shapes"].endswith(",23]"), forced[0]  # each row's tail is masked in every block
     # one choice per bucket of (rows, row length): another row length is timed again
@@ -814,4 +815,51 @@ def test_each_dtype_patterns_family_has_its_timed_configurations_forced(tmp_path
     assert "_TIMED = ('_family_0:0', '_family_1:0')" in text
     forced = [c for c in result["check"]["cases"] if c["label"].startswith("configuration ")]
     assert {c["shapes"].split("[")[0] for c in forced} == {"f32", "f64"} and all(c["ok"] for c in forced)
-    assert "6 timed configurations forced on each of 2 sizes" in result["check"]["message"]
+    assert "6 timed configurations forced (24 runs)" in result["check"]["message"]  # 2 sizes, 2 kernels each
+
+
+def test_a_specialized_kernel_wrong_under_one_timed_configuration_is_caught(tmp_path, interpreted, monkeypatch):
+    # at run time a bigger batch with a case's inner sizes takes the specialized kernel with the timed configuration
+    real = fam.specialized
+
+    def wrong_at_512(function, name, params):  # the specialized kernel covers half of the elements at XBLOCK=512
+        text = real(function, name, params)
+        head, body = text.split("\n", 1)
+        return f"{head}\n    if XBLOCK == 512:\n        xnumel = xnumel // 2\n{body}"
+
+    assert 512 in {b for b, _ in fam.TIMED}
+    monkeypatch.setattr(emit_module, "specialized", wrong_at_512)
+    result, text = _tuned(tmp_path)
+    _caught(result, text)
+    assert "specialized (beyond)" in " ".join(result["notes"]), result["notes"]
+
+
+SUM_MIDDLE = '''
+import torch
+name = "sum_middle"
+
+def reference(x):  # the reduced dim is not the last one
+    return x.sum(1)
+
+def inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(6, 64, 10, generator=g).to(device),), (torch.randn(3, 32, 12, generator=g).to(device),)]
+'''
+
+
+def test_a_block_that_drops_an_odd_tail_of_a_middle_dim_is_caught(tmp_path, interpreted, monkeypatch):
+    real = fam._Translator._launch_text
+
+    def tail_dropped(self, name, spec, config, scalars, args):  # one timed block sums all but an odd row's last element
+        if (config.get("XBLOCK"), config.get("R0_BLOCK")) == (16, 64) and "r0_numel" in scalars:  # not Inductor's
+            r0 = scalars["r0_numel"]
+            args = [f"({a} - {a} % 2)" if a == r0 else a for a in args]
+        return real(self, name, spec, config, scalars, args)
+
+    monkeypatch.setattr(fam._Translator, "_launch_text", tail_dropped)
+    (tmp_path / "spec.py").write_text(SUM_MIDDLE)
+    result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
+    text = (tmp_path / "out" / "kernel.py").read_text()
+    _caught(result, text)
+    assert "'configuration 7 (beyond)' (f32[55,63,9])" in " ".join(result["notes"]), result["notes"]  # 64 made odd
+

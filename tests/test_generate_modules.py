@@ -180,9 +180,9 @@ def _served(text: str, tmp_path, monkeypatch, launch: bool = False) -> dict:
 def test_different_decisions_per_case_dispatch_by_bucket():
     text = _baked_two_d()
     run = text[text.index("def run(x):"):]
-    assert "    _bucket_0 = (2 < x.size(0) <= 4 and 32 < x.size(1) <= 64) or " \
-           "(32 < x.size(0) <= 64 and 64 < x.size(1) <= 128)\n" in run
-    assert "    _bucket_1 = 8 < x.size(0) <= 16 and 32 < x.size(1) <= 64\n" in run
+    assert "    _bucket_0 = (x.dim() == 2 and 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64) or " \
+           "(x.dim() == 2 and 32 < x.size(0) <= 64 and 64 < x.size(1) <= 128)\n" in run
+    assert "    _bucket_1 = x.dim() == 2 and 8 < x.size(0) <= 16 and 32 < x.size(1) <= 64\n" in run
     assert run.index("_bucket_1 = ") < run.index("out = torch.empty_like(x)")  # before x is rebound
     branches = [line.strip() for line in run.splitlines() if line.strip().startswith(("if ", "elif ", "else"))]
     assert branches == ["if _bucket_0:", "elif _bucket_1:", "else:"]
@@ -250,7 +250,8 @@ def test_per_bucket_the_rules_of_one_decision_hold():
     launches = [line.strip() for line in text.splitlines() if line.strip().startswith("k[")]
     assert "evict_first" not in text and [launch.split("out, x.numel(), ")[1] for launch in launches] == [
         "BLOCK=128, num_warps=4)", "BLOCK=64, num_warps=4)  # own"]
-    assert "_bucket_0 = 32 < x.size(0) <= 64 and 64 < x.size(1) <= 128\n" in text and "_bucket_1" not in text
+    assert "_bucket_0 = x.dim() == 2 and 32 < x.size(0) <= 64 and 64 < x.size(1) <= 128\n" in text \
+        and "_bucket_1" not in text
     assert len(notes) == 2 and "(spec 0)" in notes[0] and "compiler passes" in notes[0]
     assert "(spec 1)" in notes[1] and "a rewritten source cannot be per size bucket" in notes[1]
 
@@ -264,6 +265,32 @@ def test_a_source_every_case_rewrites_alike_is_spliced_and_its_options_go_by_buc
     assert "elif _bucket_1:" in text and "num_warps=8)" in text and "num_warps=2)" in text
 
 
+@pytest.mark.parametrize("unbakeable", [{"assumes": ("noalias",)}, {"passes": ("merge-redundant-loads",)}])
+def test_a_shared_source_of_decisions_that_cannot_be_baked_is_never_spliced(unbakeable):
+    # both cases' decisions rewrite the source alike, but need a no-alias guard or passes the module cannot
+    # hold: the source (which may count on them) is not spliced in either
+    rewritten = TWO_D.replace("mask=offs < n)", "mask=offs < n, eviction_policy='evict_first')", 1)
+    decided = [(_launch(1), Variant(source=rewritten, options={"num_warps": 8}, **unbakeable)),
+               (_launch(2), Variant(source=rewritten, options={"num_warps": 2}, **unbakeable))]
+    text, notes = bake(TWO_D, decided, CASES[:2])
+    assert text == TWO_D
+    assert len(notes) == 2 and all("not baked in" in note for note in notes), notes
+
+
+def test_a_decision_that_reaches_no_keyword_leaves_its_bucket_to_the_next_case():
+    """spec 0's decision sets a constexpr under a fixed grid (nothing of it can be baked): spec 1,
+    in the same bucket, gives it."""
+    fixed = TWO_D.replace('k[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)]', "k[(triton.cdiv(x.numel(), 64),)]")
+    cases = _cases((4, 40), (3, 33), (64, 100))
+    decided = [(_launch(1), Variant(constexprs={"BLOCK": 128})), (_launch(2), Variant(options={"num_warps": 2})),
+               (_launch(3), Variant(options={"num_warps": 8}))]
+    text, notes = bake(fixed, decided, cases)
+    assert "_bucket_0 = x.dim() == 2 and 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64\n" in text, text
+    assert "BLOCK=64, num_warps=2)" in text and "BLOCK=64, num_warps=8)" in text
+    assert notes == ["k (spec 0): BLOCK not baked in (the launch's grid does not follow them, or the option is not a "
+                     "launch keyword)"]
+
+
 def test_one_bucket_takes_its_first_cases_decision_and_the_modules_own_makes_no_branch():
     """spec 1 (3 x 33) falls in spec 0's bucket: spec 0's decision is baked there; spec 2's
     decision is what the launch does already: no branch."""
@@ -271,12 +298,13 @@ def test_one_bucket_takes_its_first_cases_decision_and_the_modules_own_makes_no_
     decided = [(_launch(1), Variant(constexprs={"BLOCK": 128})), (_launch(2), Variant(constexprs={"BLOCK": 32})),
                (_launch(3), Variant(options={"num_warps": 4}))]
     text, notes = bake(TWO_D, decided, cases)
-    assert "_bucket_0 = 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64\n" in text and "_bucket_1" not in text
+    assert "_bucket_0 = x.dim() == 2 and 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64\n" in text \
+        and "_bucket_1" not in text
     assert "BLOCK=128, num_warps=4)" in text and "BLOCK=32" not in text
     assert notes == ["k (spec 1): its bucket takes an earlier case's decision; BLOCK=32 not baked in"]
 
 
-def test_the_inputs_rank_is_tested_where_the_cases_ranks_differ_and_scalars_have_no_bucket():
+def test_each_inputs_rank_is_tested_first_and_scalars_have_no_bucket():
     from tritune.generate.assemble import assemble
     from tritune.generate.launcher import NUMBER, TENSOR
 
@@ -434,8 +462,10 @@ def test_the_models_module_takes_each_own_cases_decision_in_its_bucket(tmp_path,
                                flow.GenerateSettings(budget_s=60), worker, "cpu", result, lambda line: None)
     assert kept == tmp_path / "out" / "llm" / "optimized.py" and result["notes"] == []
     text = kept.read_text()
-    assert "    _bucket_0 = 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64 and 32 < bias.size(0) <= 64\n" in text
-    assert "    _bucket_1 = 8 < x.size(0) <= 16 and 64 < x.size(1) <= 128 and 64 < bias.size(0) <= 128\n" in text
+    assert "    _bucket_0 = x.dim() == 2 and 2 < x.size(0) <= 4 and 32 < x.size(1) <= 64 and bias.dim() == 1 and " \
+           "32 < bias.size(0) <= 64\n" in text
+    assert "    _bucket_1 = x.dim() == 2 and 8 < x.size(0) <= 16 and 64 < x.size(1) <= 128 and bias.dim() == 1 and " \
+           "64 < bias.size(0) <= 128\n" in text
     assert "    if _bucket_0:\n" in text and "    elif _bucket_1:\n" in text and "    else:\n" in text
     assert [line.split("bias.numel(), ")[1] for line in text.splitlines() if "bias_relu_kernel[" in line] == [
         "BLOCK=128)", "BLOCK=32)", "BLOCK=64)"]

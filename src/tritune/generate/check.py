@@ -154,12 +154,14 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
     """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
     among by timing, on the GPU, at run time; ``_TIMED``: those launches): each configuration
     forced in turn (``_FORCE``) on a size past every case's bucket for each dtype pattern of the
-    spec's cases (``derive.beyond``: the first its family serves; each pattern has its own family),
-    large enough for the largest block to run many programs, its rows odd where it can, so that
-    whichever the timing picks on a user's GPU was verified here, within the tolerance (a
-    reduction's configurations sum in different orders). A configuration whose forced runs did not
-    go through every timed launch between them, or no such size, fails: what the timing may pick
-    would go unverified."""
+    spec's cases (``derive.beyond``: of each pattern's sizes, the first its family serves),
+    large enough for the largest block to run many programs, its dims odd where it can, each
+    size once with the launches' general kernels and once with their specialized ones
+    (``_FORCE_SIZED``: at run time a launch outside the buckets takes either), so that whichever
+    the timing picks on a user's GPU was verified here, within the tolerance (a reduction's
+    configurations sum in different orders). A configuration whose forced runs did not go through
+    every timed launch between them, or no such size, fails: what the timing may pick would go
+    unverified."""
     count = getattr(module, "CONFIGURATIONS", 0)
     if not (isinstance(count, int) and count > 0):
         return
@@ -172,22 +174,29 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
         report.forced(None, _Verdict(RUNTIME, "kernel.py times configurations, and no size reaches its timed launches "
                                               "for verification"))
         return
-    report.forced_sizes = len(cases)
+    kernels = (False, True) if hasattr(module, "_FORCE_SIZED") else (None,)  # general, then specialized kernels
+    report.forced_runs = len(cases) * len(kernels)
     outputs = [spec.outputs_sources_kind(case) for case in cases]
     try:
         for k in range(count):
             module._FORCE = k
-            reached.clear()
-            for number, (case, (expected, sources, kind)) in enumerate(zip(cases, outputs)):
-                verdict = _verdict(spec, module, run, case, expected, sources, kind)
-                if verdict.failure is None and number == len(cases) - 1 and not timed <= reached:
-                    verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} did "
-                                                "not run at these sizes, so it was not verified")
-                report.forced(Case(f"configuration {k} ({case.label})", case.tensors, derived=True), verdict)
-                if verdict.failure is not None:
-                    return
+            for sized in kernels:
+                if sized is not None:
+                    module._FORCE_SIZED = sized
+                reached.clear()
+                for number, (case, (expected, sources, kind)) in enumerate(zip(cases, outputs)):
+                    verdict = _verdict(spec, module, run, case, expected, sources, kind)
+                    if verdict.failure is None and number == len(cases) - 1 and not timed <= reached:
+                        verdict = _Verdict(RUNTIME, f"configuration {k}: the timed launches {sorted(timed - reached)} "
+                                                    "did not run at these sizes, so it was not verified")
+                    label = f"configuration {k}{' specialized' if sized else ''} ({case.label})"
+                    report.forced(Case(label, case.tensors, derived=True), verdict)
+                    if verdict.failure is not None:
+                        return
     finally:
         module._FORCE = None
+        if kernels != (None,):
+            module._FORCE_SIZED = None
 
 
 def _verdict(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple, kind: str,
@@ -535,7 +544,7 @@ class _Report:
         self.checks: list[CompareResult] = []
         self.family = {"sampled": 0, "served": 0}  # derive.family_cases, and of those the module serves
         self.configurations = 0  # kernel.py's forced runs of its timed configurations that passed
-        self.forced_sizes = 0  # the sizes each configuration was forced on (one per dtype pattern)
+        self.forced_runs = 0  # the runs of each configuration: a size per dtype pattern, general and specialized
 
     def unserved(self, case: Case, message: str = "not served: run() raises for these inputs") -> None:
         """A sampled size of the family the module says it does not serve (``serves``): no verdict
@@ -585,9 +594,8 @@ class _Report:
                             f"cases ({self.derived} derived"
                             + (f", {served} of {self.family['sampled']} sampled sizes of the family"
                                if self.family["sampled"] else "")
-                            + (f", {self.configurations // max(1, self.forced_sizes)} timed configurations forced"
-                               + (f" on each of {self.forced_sizes} sizes" if self.forced_sizes > 1 else "")
-                               if self.configurations else "")
+                            + (f", {self.configurations // max(1, self.forced_runs)} timed configurations forced "
+                               f"({self.configurations} runs)" if self.configurations else "")
                             + ")"
                             + (f"; worst {worst.message()}" if worst else ""))
         return {"ok": self.failure is None, "failure": self.failure, "message": shorten(self.message, MESSAGE_CHARS),

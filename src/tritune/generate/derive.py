@@ -180,10 +180,11 @@ def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int 
     (``check._each_configuration`` takes the first its family serves of each list): one list per
     dtype pattern of the spec's own cases (each pattern has its own family), from its largest case,
     with the first dim of its frame above every case's first dim (``2 d + 1``, doubled on until the
-    frame holds ``least`` elements, so a block of 2048 runs many programs); first with its last dim,
-    where unpinned and even, one less (odd: no block divides a row or the elements, so every
-    configuration runs its masked tail), then as the case has it. None where the first dim is
-    pinned; a size the reference refuses is left out. Labelled ``beyond``, ``derived=True``."""
+    frame holds ``least`` elements, so a block of 2048 runs many programs); first with each other
+    dim, where unpinned and even, one less (odd, and so are the elements and a row however the
+    reduced dims combine: no block divides them, every configuration runs its masked tail), then
+    as the case has them. No size for a pattern whose first dim is pinned; a size the reference
+    refuses is left out. Labelled ``beyond``, ``derived=True``."""
     import torch
 
     from tritune.generate.family import patterns
@@ -201,9 +202,9 @@ def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int 
         while first * math.prod(frame[1:]) < least:
             first = 2 * first + 1
         targets = [(first,) + frame[1:]]
-        last = len(frame) - 1
-        if last > 0 and last not in pinned and frame[last] > 2 and frame[last] % 2 == 0:
-            targets.insert(0, (first,) + frame[1:last] + (frame[last] - 1,))
+        odd = tuple(n - 1 if d not in pinned and n > 2 and n % 2 == 0 else n for d, n in enumerate(frame))
+        if odd != frame:
+            targets.insert(0, (first,) + odd[1:])
         made = [_new(spec, "beyond", at_frame(case.tensors, frame, target, {}, seed), set()) for target in targets]
         groups.append([c for c in made if c is not None])
     return groups

@@ -452,10 +452,13 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
              "# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);\n"
              "# then its general kernel. 0: the cases' sizes only\n"
              f"SPECIALIZE = {SPECIALIZE}\n"
-             "_SIZED = {}\n\n\n"
+             "_SIZED = {}\n"
+             "_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one\n\n\n"
              "def _sized(special, general, sizes, cases):\n"
              '    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for\n'
              '    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""\n'
+             "    if _FORCE_SIZED is not None:\n"
+             "        return special if _FORCE_SIZED else general\n"
              "    if not TUNED:\n"
              "        return general\n"
              "    if sizes in cases:\n"
@@ -479,7 +482,7 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
 
 
             def _bucket(sizes):
-                return tuple((n - 1).bit_length() for n in sizes)  # each to the power of two at or above it
+                return tuple(n if n <= 1 else 1 << (n - 1).bit_length() for n in sizes)  # 0 and 1 stay
 
 
             def _choice(key, sizes, count):
@@ -495,20 +498,21 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
             def _tune(key, sizes, launches, gpu):
                 """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
                 ``key`` in the bucket of ``sizes``; 0 where it cannot be timed. Each launch computes the same values,
-                or for a reduction the same within the tolerance (verification ran each)."""
+                or for a reduction the same within the tolerance (verification forced each, with the general
+                and the specialized kernels, on a size of each dtype pattern)."""
                 best = 0
                 if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
                     return best  # nothing can be timed inside a capture: chosen at the first call outside one
                 if gpu and torch.cuda.is_available():
                     import triton.testing
                     from triton.compiler.errors import CompilationError
-                    from triton.runtime.errors import OutOfResources
+                    from triton.runtime.errors import OutOfResources, PTXASError
 
                     times = []
                     for launch in launches:
                         try:
                             times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
-                        except (CompilationError, OutOfResources):  # a configuration this GPU cannot run: never chosen
+                        except (CompilationError, OutOfResources, PTXASError):  # one this GPU cannot run: never chosen
                             times.append(float("inf"))
                     if min(times) == float("inf"):
                         return best  # none ran: nothing kept, Inductor's configuration this time

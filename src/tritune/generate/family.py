@@ -596,7 +596,6 @@ class _Translator:
         a GPU), Inductor's for the family's example first."""
         key = f"{self.function}:{self.launched - 1}"
         configs = timed_configs(spec)
-        persistent = spec.kernel.startswith("triton_per_")  # its R0_BLOCK is the row's, whatever the configuration
         self.timed.append(key)
         self.configurations = max(self.configurations, len(configs))
         texts = [self._launch_text(name, spec, config, scalars, args) for config in configs]
@@ -606,8 +605,7 @@ class _Translator:
                  f"    _i = _tune({key!r}, {sizes}, (" + ", ".join(f"lambda: {t}" for t in texts) + ",), "
                  "device.type == 'cuda')"]
         for number, text in enumerate(texts):
-            shown = {k: v for k, v in configs[number].items() if not (k == "R0_BLOCK" and persistent)}
-            lines += [f"{'if' if number == 0 else 'elif'} _i == {number}:  # {_config_comment(shown)}",
+            lines += [f"{'if' if number == 0 else 'elif'} _i == {number}:  # {_config_comment(configs[number])}",
                       f"    {text}"]
         return lines
 
@@ -720,19 +718,18 @@ def _grid(rule: dict | None, constexprs: dict, scalars: dict[str, str]) -> str:
 # (results/generate-family/s9-graph/), the example's one configuration was 2x off torch.compile at
 # another size, two of these reached it
 TIMED = ((256, 4), (512, 4), (512, 8), (1024, 4), (1024, 8), (2048, 8))
-# a persistent reduction (XBLOCK rows per program, num_warps; R0_BLOCK always covers the row)
-TIMED_PERSISTENT = ((1, 4), (1, 8), (2, 4), (2, 8), (4, 8), (8, 8))
 # a looped reduction (XBLOCK rows per program, R0_BLOCK of the row per step, num_warps): Inductor's
 # family example takes one for every row length and count (XBLOCK=2, R0_BLOCK=1024, num_warps=16 for
 # seed 004's norms), slow where rows are few or short
 TIMED_LOOPED = ((1, 1024, 4), (1, 2048, 8), (2, 1024, 8), (2, 2048, 16), (4, 512, 8), (8, 256, 4), (16, 64, 4))
-_KINDS = {"triton_poi_": {"XBLOCK"}, "triton_per_": {"XBLOCK", "R0_BLOCK"}, "triton_red_": {"XBLOCK", "R0_BLOCK"}}
+# (a family's reduction is looped: its row length is symbolic, so Inductor never bounds it for a persistent one)
+_KINDS = {"triton_poi_": {"XBLOCK"}, "triton_red_": {"XBLOCK", "R0_BLOCK"}}
 
 
 def timeable(spec: Any, text: str = "") -> bool:
     """A launch kernel.py may time configurations of: a 1-D pointwise kernel (``XBLOCK``; each
-    element on its own, so every configuration computes the same values) or a reduction along one
-    axis (``XBLOCK``, ``R0_BLOCK``; another block sums in another order: verification forces each
+    element on its own, so every configuration computes the same values) or a looped reduction
+    along one axis (``XBLOCK``, ``R0_BLOCK``; another block sums in another order: verification forces each
     configuration and compares within the tolerance, ``check._each_configuration``), that only
     writes what it does not read: timing launches it again and again, so a kernel that accumulates
     (an atomic, an ``in_out_ptr``) would add into its output each time. ``text``: its ``def``
@@ -753,13 +750,11 @@ def timed_sizes(spec: Any) -> tuple[str, ...]:
 
 def timed_configs(spec: Any) -> list[dict]:
     """A ``timeable`` launch's configurations: Inductor's for the family's example first, then
-    those of ``TIMED``, ``TIMED_PERSISTENT`` or ``TIMED_LOOPED`` that differ from it (the other
-    options, ``num_stages`` among them, kept)."""
+    those of ``TIMED`` or ``TIMED_LOOPED`` that differ from it (the other options, ``num_stages``
+    among them, kept)."""
     base = {**spec.constexprs, **spec.options}
     if spec.kernel.startswith("triton_poi_"):
         others = [{"XBLOCK": x, "num_warps": w} for x, w in TIMED]
-    elif spec.kernel.startswith("triton_per_"):
-        others = [{"XBLOCK": x, "num_warps": w} for x, w in TIMED_PERSISTENT]
     else:
         others = [{"XBLOCK": x, "R0_BLOCK": r, "num_warps": w} for x, r, w in TIMED_LOOPED]
     configs = [base]

@@ -149,8 +149,14 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
         notes.append(f"{kernel}: {len(pairs)} different decisions for its launches, and {where}; the module keeps "
                      "its own launch")
         return text
-    sources = {variant.source for _, variant in pairs}
-    shared = sources.pop() if len(sources) == 1 else None  # every decision rewrites the source alike
+    made = sorted(((number, spec, variant) for spec, variant in pairs
+                   for number, case in enumerate(cases) if spec.id in case["launches"]), key=lambda item: item[0])
+    for spec, variant in pairs:
+        if not any(spec is s for _, s, _ in made):
+            notes.append(f"{kernel}: no own case made launch {spec.id}; its decision {variant.describe()} not baked in")
+    # a source every decision that can be baked in rewrites alike (an own case's, each): spliced once
+    sources = {variant.source for _, _, variant in made if bakeable(variant) is None}
+    shared = sources.pop() if len(sources) == 1 else None
     if shared is not None:
         function = kernel_text(shared, kernel)
         if function is None:
@@ -158,17 +164,12 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
             return text
         text = splice(text, kernel, function)
     call = _launch_site(text, kernel)
-    made = sorted(((number, spec, variant) for spec, variant in pairs
-                   for number, case in enumerate(cases) if spec.id in case["launches"]), key=lambda item: item[0])
-    for spec, variant in pairs:
-        if not any(spec is s for _, s, _ in made):
-            notes.append(f"{kernel}: no own case made launch {spec.id}; its decision {variant.describe()} not baked in")
     chosen: dict[tuple, tuple[dict, str]] = {}  # bucket -> keywords, where they came from (the spec's order)
     for number, spec, variant in made:
         label = cases[number]["label"]
         where = tuple(tuple(_size_bucket(d) for d in cases[number]["sizes"][p]) for p in tensors)
         why = bakeable(variant)
-        if why is None and variant.source is not None and shared is None:
+        if why is None and variant.source != shared:
             why = "a rewritten source cannot be per size bucket, and the other cases' decisions do not rewrite it alike"
         if why is not None:
             notes.append(f"{kernel} ({label}): decision {variant.describe()} not baked in: {why}")
@@ -177,6 +178,8 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
         if left:
             notes.append(f"{kernel} ({label}): {', '.join(left)} not baked in (the launch's grid does not follow "
                          "them, or the option is not a launch keyword)")
+        if not keywords:
+            continue  # nothing of it reaches the launch: a later case of its bucket may give one
         if where in chosen:
             if chosen[where][0] != keywords:
                 notes.append(f"{kernel} ({label}): its bucket takes an earlier case's decision; "
@@ -191,13 +194,11 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
         branches.setdefault(repr(sorted(keywords.items())), (keywords, []))[1].append((where, came))
     if not branches:
         return text
-    ranked = {p for p in tensors if len({len(case["sizes"][p]) for case in cases}) > 1}
-    return _dispatch(text, kernel, call, list(branches.values()), [(names[p], p in ranked) for p in tensors], own,
-                     notes)
+    return _dispatch(text, kernel, call, list(branches.values()), [names[p] for p in tensors], own, notes)
 
 
 def _dispatch(text: str, kernel: str, call: ast.Call, branches: list[tuple[dict, list[tuple[tuple, str]]]],
-              tested: list[tuple[str, bool]], own: dict, notes: list[str]) -> str:
+              tested: list[str], own: dict, notes: list[str]) -> str:
     """The edits: the bucket tests and their table at the top of run(), and the launch statement
     replaced by ``if``/``elif`` copies of the call, each with its branch's keywords, ``else`` the call."""
     from tritune.rewrites.base import Edit, KernelSource, NotRewritable
@@ -255,20 +256,20 @@ def _keywords(variant: Any, call: ast.Call) -> tuple[dict, list[str]]:
     return keywords, left
 
 
-def _in_bucket(where: tuple, tested: list[tuple[str, bool]]) -> str:
+def _in_bucket(where: tuple, tested: list[str]) -> str:
     """Whether run()'s inputs are in the bucket ``where``, as comparisons of their sizes (kernel.py's
-    ``family._in_bucket``); their rank first where the cases' ranks differ."""
+    ``family._in_bucket``), each input's rank first: the tests run before anything of run() checks
+    the inputs, so a size no case had reads no dim it lacks."""
     parts = []
-    for (name, ranked), sizes in zip(tested, where):
-        if ranked:
-            parts.append(f"{name}.dim() == {len(sizes)}")
+    for name, sizes in zip(tested, where):
+        parts.append(f"{name}.dim() == {len(sizes)}")
         for d, b in enumerate(sizes):
             parts.append(f"{name}.size({d}) == {b}" if b <= 1 else f"{b // 2} < {name}.size({d}) <= {b}")
     return " and ".join(parts) or "True"
 
 
-def _bucket_text(where: tuple, tested: list[tuple[str, bool]]) -> str:
-    return ", ".join(f"{name}{list(sizes)}" for (name, _), sizes in zip(tested, where))
+def _bucket_text(where: tuple, tested: list[str]) -> str:
+    return ", ".join(f"{name}{list(sizes)}" for name, sizes in zip(tested, where))
 
 
 def _config_text(keywords: dict) -> str:
