@@ -25,7 +25,7 @@ stays while its batch changes); TUNED = False turns both off.
 
 _family_0 (float32 rank 3, float32 rank 1):
     triton_poi_fused_add_relu_0:
-        bucket [16, 512, 2048], [2048]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 4)
+        bucket [16, 512, 2048], [2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 4)
         bucket [4, 128, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 0)
         bucket [8, 256, 1024], [1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 2)
         any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 4, the symbolic-size compile's example)
@@ -33,8 +33,8 @@ _family_0 (float32 rank 3, float32 rank 1):
 _family_1 (float16 rank 3, float16 rank 1):
     triton_poi_fused_add_relu_0:
         bucket [16, 512, 2048], [2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 5)
-        bucket [4, 128, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 1)
-        bucket [8, 256, 1024], [1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 3)
+        bucket [4, 128, 1024], [1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 1)
+        bucket [8, 256, 1024], [1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 3)
         any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 5, the symbolic-size compile's example)
         as constants where the inputs give: ks0=768; ks0=1024; ks0=2048; and for the first SPECIALIZE others
 """
@@ -262,8 +262,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_add_relu_0_1e77aac0[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_relu_0_1e77aac0[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -280,8 +280,8 @@ def _case_3(in0, in1):
     """spec 3: float16[8, 256, 1024], float16[1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float16, device=device)
-    triton_poi_fused_add_relu_0_6d9ab982[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_relu_0_6d9ab982[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -289,8 +289,8 @@ def _case_4(in0, in1):
     """spec 4: float32[16, 512, 2048], float32[2048]"""
     device = in0.device
     buf0 = torch.empty(16777216, dtype=torch.float32, device=device)
-    triton_poi_fused_add_relu_0_0f84ff45[(32768, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_add_relu_0_0f84ff45[(16384, 1, 1)](in0, in1, buf0.view((16, 512, 2048)), 16777216, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((16, 512, 2048))
 
 
@@ -342,7 +342,6 @@ def _family_0(in0, in1, _probe=False, _fake=False):
     s77 = in0.size(0)
     if not ((s53 == s23) and (s23*s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -367,10 +366,26 @@ def _family_0(in0, in1, _probe=False, _fake=False):
     triton_poi_fused_add_relu_0_xnumel = s23 * s27 * s77
     if not _fake:
         _kernel = _sized(triton_poi_fused_add_relu_0_822942cd_e2f12c74, triton_poi_fused_add_relu_0_822942cd, (s23,), {(768,), (1024,), (2048,)})
-        if TUNED and _b == ((8, 256, 1024), (1024,)):  # Inductor's autotuning for spec 2
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 1024 < in1.size(0) <= 2048):  # Inductor's autotuning for spec 4
+            _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+        elif TUNED and (4 < in0.size(0) <= 8 and 128 < in0.size(1) <= 256 and 512 < in0.size(2) <= 1024 and 512 < in1.size(0) <= 1024):  # Inductor's autotuning for spec 2
             _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_0:0', (triton_poi_fused_add_relu_0_xnumel, ), 6)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_0:0', (triton_poi_fused_add_relu_0_xnumel, ), (lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=512 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=256 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=512 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=1024 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=1024 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=2048 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0
 
 
@@ -386,7 +401,6 @@ def _family_1(in0, in1, _probe=False, _fake=False):
     s77 = in0.size(0)
     if not ((s53 == s23) and (s23*s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -411,12 +425,26 @@ def _family_1(in0, in1, _probe=False, _fake=False):
     triton_poi_fused_add_relu_0_xnumel = s23 * s27 * s77
     if not _fake:
         _kernel = _sized(triton_poi_fused_add_relu_0_24bbbd14_c97376fd, triton_poi_fused_add_relu_0_24bbbd14, (s23,), {(768,), (1024,), (2048,)})
-        if TUNED and _b == ((16, 512, 2048), (2048,)):  # Inductor's autotuning for spec 5
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 1024 < in1.size(0) <= 2048):  # Inductor's autotuning for spec 5
             _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
-        elif TUNED and _b == ((8, 256, 1024), (1024,)):  # Inductor's autotuning for spec 3
+        elif TUNED and (2 < in0.size(0) <= 4 and 64 < in0.size(1) <= 128 and 512 < in0.size(2) <= 1024 and 512 < in1.size(0) <= 1024):  # Inductor's autotuning for spec 1
             _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_1:0', (triton_poi_fused_add_relu_0_xnumel, ), 6)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_1:0', (triton_poi_fused_add_relu_0_xnumel, ), (lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=512 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=256 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=512 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=1024 num_warps=4
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=1024 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=2048 num_warps=8
+                _kernel[(-(((triton_poi_fused_add_relu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, s23, triton_poi_fused_add_relu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0
 
 
@@ -440,11 +468,14 @@ TUNED = True
 # then its general kernel. 0: the cases' sizes only
 SPECIALIZE = 8
 _SIZED = {}
+_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one
 
 
 def _sized(special, general, sizes, cases):
     """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
     the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if _FORCE_SIZED is not None:
+        return special if _FORCE_SIZED else general
     if not TUNED:
         return general
     if sizes in cases:
@@ -455,10 +486,55 @@ def _sized(special, general, sizes, cases):
     return special if sizes in seen else general
 
 
-def _bucket(*inputs):
-    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
-    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
-                 for v in inputs if isinstance(v, torch.Tensor))
+# a pointwise or reduction launch outside the cases' buckets: the configuration timed fastest, once per
+# launch and bucket of its element (and row) counts, on the GPU (the first, Inductor's for the family's
+# example, elsewhere: on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
+AUTOTUNE = True
+CONFIGURATIONS = 6  # the most configurations one launch chooses among (verification tries each)
+_TIMED = ('_family_0:0', '_family_1:0')  # the launches that choose so
+_CHOSEN = {}
+_FORCE = None  # verification: the configuration every timed launch takes
+_REACHED = set()  # verification: the timed launches a forced run went through
+
+
+def _bucket(sizes):
+    return tuple(n if n <= 1 else 1 << (n - 1).bit_length() for n in sizes)  # 0 and 1 stay
+
+
+def _choice(key, sizes, count):
+    """The configuration chosen for ``key`` in the bucket of ``sizes``: an index, None if not chosen yet."""
+    if _FORCE is not None:
+        _REACHED.add(key)
+        return min(_FORCE, count - 1)
+    if not (TUNED and AUTOTUNE):
+        return 0
+    return _CHOSEN.get((key, _bucket(sizes)))
+
+
+def _tune(key, sizes, launches, gpu):
+    """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
+    ``key`` in the bucket of ``sizes``; 0 where it cannot be timed. Each launch computes the same values,
+    or for a reduction the same within the tolerance (verification forced each, with the general
+    and the specialized kernels, on a size of each dtype pattern)."""
+    best = 0
+    if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return best  # nothing can be timed inside a capture: chosen at the first call outside one
+    if gpu and torch.cuda.is_available():
+        import triton.testing
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources, PTXASError
+
+        times = []
+        for launch in launches:
+            try:
+                times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
+            except (CompilationError, OutOfResources, PTXASError):  # one this GPU cannot run: never chosen
+                times.append(float("inf"))
+        if min(times) == float("inf"):
+            return best  # none ran: nothing kept, Inductor's configuration this time
+        best = min(range(len(times)), key=times.__getitem__)
+    _CHOSEN[(key, _bucket(sizes))] = best
+    return best
 
 
 def _family(*inputs, _probe=False, _fake=False):
@@ -520,23 +596,23 @@ def run(*inputs):
 
 
 def _operator():
-    """``run`` as the torch operator ``torch.ops.tritune_generated.bias_relu_562b1972`` (a torch.compile'd model calls it
+    """``run`` as the torch operator ``torch.ops.tritune_generated.bias_relu_dc66ec72`` (a torch.compile'd model calls it
     without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
     try:
-        return getattr(torch.ops.tritune_generated, 'bias_relu_562b1972')  # registered by an earlier import of this module
+        return getattr(torch.ops.tritune_generated, 'bias_relu_dc66ec72')  # registered by an earlier import of this module
     except (AttributeError, RuntimeError):
         pass
 
-    @torch.library.custom_op("tritune_generated::bias_relu_562b1972", mutates_args=())
-    def bias_relu_562b1972(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
+    @torch.library.custom_op("tritune_generated::bias_relu_dc66ec72", mutates_args=())
+    def bias_relu_dc66ec72(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
         return run(in0, in1)
 
-    @bias_relu_562b1972.register_fake
+    @bias_relu_dc66ec72.register_fake
     def _(in0, in1):
         found = _family(in0, in1, _fake=True)
         return _unserved((in0, in1,), fake=True) if found is None else found
 
-    return bias_relu_562b1972
+    return bias_relu_dc66ec72
 
 
 op = _operator()

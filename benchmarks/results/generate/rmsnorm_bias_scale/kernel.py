@@ -677,7 +677,6 @@ def _family_0(in0, in1, in2, _probe=False, _fake=False):
     s77 = in0.size(0)
     if not ((s53 == s23) and (s23 == s36) and (s23*s27*s77 <= 2147483647) and (s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2) and (s36 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1, in2)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -705,10 +704,28 @@ def _family_0(in0, in1, in2, _probe=False, _fake=False):
     triton_red_fused_add_div_mean_mul_sqrt_0_xnumel = s27 * s77
     if not _fake:
         _kernel = _sized(triton_red_fused_add_div_mean_mul_sqrt_0_a7be5acf_d0a2ac95, triton_red_fused_add_div_mean_mul_sqrt_0_a7be5acf, (s23, s23,), {(768, 768), (1024, 1024), (2048, 2048)})
-        if TUNED and _b == ((16, 512, 2048), (2048,), (2048,)):  # Inductor's autotuning for spec 4
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 1024 < in1.size(0) <= 2048 and 1024 < in2.size(0) <= 2048):  # Inductor's autotuning for spec 4
             _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_0:0', (triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, ), 8)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_0:0', (triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, ), (lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(4)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=4, R0_BLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(8)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=8, R0_BLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(16)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=16, R0_BLOCK=64, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=2 R0_BLOCK=1024 num_warps=16
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=1 R0_BLOCK=1024 num_warps=4
+                _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=1 R0_BLOCK=2048 num_warps=8
+                _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=2 R0_BLOCK=1024 num_warps=8
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=2 R0_BLOCK=2048 num_warps=16
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=4 R0_BLOCK=512 num_warps=8
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(4)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=4, R0_BLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 6:  # XBLOCK=8 R0_BLOCK=256 num_warps=4
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(8)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=8, R0_BLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 7:  # XBLOCK=16 R0_BLOCK=64 num_warps=4
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(16)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=16, R0_BLOCK=64, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf1
 
 
@@ -725,7 +742,6 @@ def _family_1(in0, in1, in2, _probe=False, _fake=False):
     s77 = in0.size(0)
     if not ((s53 == s23) and (s23 == s36) and (s23*s27*s77 <= 2147483647) and (s27*s77 <= 2147483647) and (s23 <= 2147483647) and (s77 >= 2) and (s27 >= 2) and (s53 >= 2) and (s23 >= 2) and (s36 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1, in2)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -753,10 +769,28 @@ def _family_1(in0, in1, in2, _probe=False, _fake=False):
     triton_red_fused_add_div_mean_mul_sqrt_0_xnumel = s27 * s77
     if not _fake:
         _kernel = _sized(triton_red_fused_add_div_mean_mul_sqrt_0_d13fdc63_b6cc1640, triton_red_fused_add_div_mean_mul_sqrt_0_d13fdc63, (s23, s23,), {(768, 768), (1024, 1024), (2048, 2048)})
-        if TUNED and _b == ((16, 512, 2048), (2048,), (2048,)):  # Inductor's autotuning for spec 5
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 1024 < in1.size(0) <= 2048 and 1024 < in2.size(0) <= 2048):  # Inductor's autotuning for spec 5
             _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_1:0', (triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, ), 8)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_1:0', (triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, ), (lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(4)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=4, R0_BLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(8)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=8, R0_BLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(16)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=16, R0_BLOCK=64, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=2 R0_BLOCK=1024 num_warps=16
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=1 R0_BLOCK=1024 num_warps=4
+                _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=1 R0_BLOCK=2048 num_warps=8
+                _kernel[((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=1, R0_BLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=2 R0_BLOCK=1024 num_warps=8
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=2 R0_BLOCK=2048 num_warps=16
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(2)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=2, R0_BLOCK=2048, num_warps=16, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=4 R0_BLOCK=512 num_warps=8
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(4)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=4, R0_BLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 6:  # XBLOCK=8 R0_BLOCK=256 num_warps=4
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(8)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=8, R0_BLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 7:  # XBLOCK=16 R0_BLOCK=64 num_warps=4
+                _kernel[(-(((triton_red_fused_add_div_mean_mul_sqrt_0_xnumel)) // -(16)), 1, 1)](arg3_1, arg4_1, arg5_1, buf1, s23, triton_red_fused_add_div_mean_mul_sqrt_0_xnumel, s23, XBLOCK=16, R0_BLOCK=64, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf1
 
 
@@ -780,11 +814,14 @@ TUNED = True
 # then its general kernel. 0: the cases' sizes only
 SPECIALIZE = 8
 _SIZED = {}
+_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one
 
 
 def _sized(special, general, sizes, cases):
     """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
     the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if _FORCE_SIZED is not None:
+        return special if _FORCE_SIZED else general
     if not TUNED:
         return general
     if sizes in cases:
@@ -795,10 +832,55 @@ def _sized(special, general, sizes, cases):
     return special if sizes in seen else general
 
 
-def _bucket(*inputs):
-    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
-    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
-                 for v in inputs if isinstance(v, torch.Tensor))
+# a pointwise or reduction launch outside the cases' buckets: the configuration timed fastest, once per
+# launch and bucket of its element (and row) counts, on the GPU (the first, Inductor's for the family's
+# example, elsewhere: on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
+AUTOTUNE = True
+CONFIGURATIONS = 8  # the most configurations one launch chooses among (verification tries each)
+_TIMED = ('_family_0:0', '_family_1:0')  # the launches that choose so
+_CHOSEN = {}
+_FORCE = None  # verification: the configuration every timed launch takes
+_REACHED = set()  # verification: the timed launches a forced run went through
+
+
+def _bucket(sizes):
+    return tuple(n if n <= 1 else 1 << (n - 1).bit_length() for n in sizes)  # 0 and 1 stay
+
+
+def _choice(key, sizes, count):
+    """The configuration chosen for ``key`` in the bucket of ``sizes``: an index, None if not chosen yet."""
+    if _FORCE is not None:
+        _REACHED.add(key)
+        return min(_FORCE, count - 1)
+    if not (TUNED and AUTOTUNE):
+        return 0
+    return _CHOSEN.get((key, _bucket(sizes)))
+
+
+def _tune(key, sizes, launches, gpu):
+    """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
+    ``key`` in the bucket of ``sizes``; 0 where it cannot be timed. Each launch computes the same values,
+    or for a reduction the same within the tolerance (verification forced each, with the general
+    and the specialized kernels, on a size of each dtype pattern)."""
+    best = 0
+    if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return best  # nothing can be timed inside a capture: chosen at the first call outside one
+    if gpu and torch.cuda.is_available():
+        import triton.testing
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources, PTXASError
+
+        times = []
+        for launch in launches:
+            try:
+                times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
+            except (CompilationError, OutOfResources, PTXASError):  # one this GPU cannot run: never chosen
+                times.append(float("inf"))
+        if min(times) == float("inf"):
+            return best  # none ran: nothing kept, Inductor's configuration this time
+        best = min(range(len(times)), key=times.__getitem__)
+    _CHOSEN[(key, _bucket(sizes))] = best
+    return best
 
 
 def _family(*inputs, _probe=False, _fake=False):
@@ -860,23 +942,23 @@ def run(*inputs):
 
 
 def _operator():
-    """``run`` as the torch operator ``torch.ops.tritune_generated.rmsnorm_bias_scale_fd11a877`` (a torch.compile'd model calls it
+    """``run`` as the torch operator ``torch.ops.tritune_generated.rmsnorm_bias_scale_bb48eb29`` (a torch.compile'd model calls it
     without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
     try:
-        return getattr(torch.ops.tritune_generated, 'rmsnorm_bias_scale_fd11a877')  # registered by an earlier import of this module
+        return getattr(torch.ops.tritune_generated, 'rmsnorm_bias_scale_bb48eb29')  # registered by an earlier import of this module
     except (AttributeError, RuntimeError):
         pass
 
-    @torch.library.custom_op("tritune_generated::rmsnorm_bias_scale_fd11a877", mutates_args=())
-    def rmsnorm_bias_scale_fd11a877(in0: torch.Tensor, in1: torch.Tensor, in2: torch.Tensor) -> torch.Tensor:
+    @torch.library.custom_op("tritune_generated::rmsnorm_bias_scale_bb48eb29", mutates_args=())
+    def rmsnorm_bias_scale_bb48eb29(in0: torch.Tensor, in1: torch.Tensor, in2: torch.Tensor) -> torch.Tensor:
         return run(in0, in1, in2)
 
-    @rmsnorm_bias_scale_fd11a877.register_fake
+    @rmsnorm_bias_scale_bb48eb29.register_fake
     def _(in0, in1, in2):
         found = _family(in0, in1, in2, _fake=True)
         return _unserved((in0, in1, in2,), fake=True) if found is None else found
 
-    return rmsnorm_bias_scale_fd11a877
+    return rmsnorm_bias_scale_bb48eb29
 
 
 op = _operator()

@@ -26,13 +26,13 @@ stays while its batch changes); TUNED = False turns both off.
 _family_0 (float32 rank 3, float32 rank 3):
     triton_poi_fused_mul_silu_0:
         bucket [16, 512, 2048], [16, 512, 2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 4)
-        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 0)
-        bucket [8, 256, 1024], [8, 256, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 2)
+        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 0)
+        bucket [8, 256, 1024], [8, 256, 1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 2)
         any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 4, the symbolic-size compile's example)
 _family_1 (float16 rank 3, float16 rank 3):
     triton_poi_fused_mul_silu_0:
         bucket [16, 512, 2048], [16, 512, 2048]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 5)
-        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=1024 num_warps=4 num_stages=1  (Inductor's autotuning for spec 1)
+        bucket [4, 128, 1024], [4, 128, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 1)
         bucket [8, 256, 1024], [8, 256, 1024]: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 3)
         any other size: XBLOCK=512 num_warps=8 num_stages=1  (Inductor's autotuning for spec 5, the symbolic-size compile's example)
 """
@@ -252,8 +252,8 @@ def _case_0(in0, in1):
     """spec 0: float32[4, 128, 768], float32[4, 128, 768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_eadb5a41[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_eadb5a41[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -261,8 +261,8 @@ def _case_1(in0, in1):
     """spec 1: float16[4, 128, 768], float16[4, 128, 768]"""
     device = in0.device
     buf0 = torch.empty(393216, dtype=torch.float16, device=device)
-    triton_poi_fused_mul_silu_0_1df5cce4[(384, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_1df5cce4[(768, 1, 1)](in0, in1, buf0.view((4, 128, 768)), 393216, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((4, 128, 768))
 
 
@@ -270,8 +270,8 @@ def _case_2(in0, in1):
     """spec 2: float32[8, 256, 1024], float32[8, 256, 1024]"""
     device = in0.device
     buf0 = torch.empty(2097152, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_2c932cba[(4096, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=512,
-        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_2c932cba[(2048, 1, 1)](in0, in1, buf0.view((8, 256, 1024)), 2097152, XBLOCK=1024,
+        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((8, 256, 1024))
 
 
@@ -306,8 +306,8 @@ def _case_6(in0, in1):
     """odd: float32[3, 127, 767], float32[3, 127, 767]"""
     device = in0.device
     buf0 = torch.empty(292227, dtype=torch.float32, device=device)
-    triton_poi_fused_mul_silu_0_c79d60b4[(286, 1, 1)](in0, in1, buf0.view((3, 127, 767)), 292227, XBLOCK=1024,
-        num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+    triton_poi_fused_mul_silu_0_c79d60b4[(571, 1, 1)](in0, in1, buf0.view((3, 127, 767)), 292227, XBLOCK=512,
+        num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0.view((3, 127, 767))
 
 
@@ -343,7 +343,6 @@ def _family_0(in0, in1, _probe=False, _fake=False):
     s94 = in0.size(1)
     if not ((s44 == s35) and (s94 == s59) and (s8 == s68) and (s35*s59*s68 <= 2147483647) and (s8 >= 2) and (s94 >= 2) and (s44 >= 2) and (s68 >= 2) and (s59 >= 2) and (s35 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -369,12 +368,26 @@ def _family_0(in0, in1, _probe=False, _fake=False):
     buf0 = torch.empty_strided((s68, s59, s35), (s35 * s59, s35, 1), dtype=torch.float32, device=device)
     triton_poi_fused_mul_silu_0_xnumel = s35 * s59 * s68
     if not _fake:
-        if TUNED and _b == ((16, 512, 2048), (16, 512, 2048)):  # Inductor's autotuning for spec 4
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 8 < in1.size(0) <= 16 and 256 < in1.size(1) <= 512 and 1024 < in1.size(2) <= 2048):  # Inductor's autotuning for spec 4
             triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
-        elif TUNED and _b == ((4, 128, 1024), (4, 128, 1024)):  # Inductor's autotuning for spec 0
+        elif TUNED and (4 < in0.size(0) <= 8 and 128 < in0.size(1) <= 256 and 512 < in0.size(2) <= 1024 and 4 < in1.size(0) <= 8 and 128 < in1.size(1) <= 256 and 512 < in1.size(2) <= 1024):  # Inductor's autotuning for spec 2
             triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_0:0', (triton_poi_fused_mul_silu_0_xnumel, ), 6)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_0:0', (triton_poi_fused_mul_silu_0_xnumel, ), (lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=512 num_warps=8
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=256 num_warps=4
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=512 num_warps=4
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=1024 num_warps=4
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=1024 num_warps=8
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=2048 num_warps=8
+                triton_poi_fused_mul_silu_0_328a8ae9[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0
 
 
@@ -392,7 +405,6 @@ def _family_1(in0, in1, _probe=False, _fake=False):
     s94 = in0.size(1)
     if not ((s44 == s35) and (s94 == s59) and (s8 == s68) and (s35*s59*s68 <= 2147483647) and (s8 >= 2) and (s94 >= 2) and (s44 >= 2) and (s68 >= 2) and (s59 >= 2) and (s35 >= 2)):
         return None  # Dynamo's guards
-    _b = None if _fake else _bucket(in0, in1)  # fake sizes: no bucket (it would fix them)
     device = in0.device
     if device.type == 'cuda' and device.index is not None and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # its kernels launch on the inputs' GPU
@@ -418,12 +430,24 @@ def _family_1(in0, in1, _probe=False, _fake=False):
     buf0 = torch.empty_strided((s68, s59, s35), (s35 * s59, s35, 1), dtype=torch.float16, device=device)
     triton_poi_fused_mul_silu_0_xnumel = s35 * s59 * s68
     if not _fake:
-        if TUNED and _b == ((16, 512, 2048), (16, 512, 2048)):  # Inductor's autotuning for spec 5
-            triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
-        elif TUNED and _b == ((4, 128, 1024), (4, 128, 1024)):  # Inductor's autotuning for spec 1
+        if TUNED and (8 < in0.size(0) <= 16 and 256 < in0.size(1) <= 512 and 1024 < in0.size(2) <= 2048 and 8 < in1.size(0) <= 16 and 256 < in1.size(1) <= 512 and 1024 < in1.size(2) <= 2048):  # Inductor's autotuning for spec 5
             triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
         else:
-            triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            _i = _choice('_family_1:0', (triton_poi_fused_mul_silu_0_xnumel, ), 6)
+            if _i is None:  # this bucket's first launch: each configuration timed once
+                _i = _tune('_family_1:0', (triton_poi_fused_mul_silu_0_xnumel, ), (lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False), lambda: triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False),), device.type == 'cuda')
+            if _i == 0:  # XBLOCK=512 num_warps=8
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 1:  # XBLOCK=256 num_warps=4
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(256)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=256, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 2:  # XBLOCK=512 num_warps=4
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(512)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=512, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 3:  # XBLOCK=1024 num_warps=4
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=4, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 4:  # XBLOCK=1024 num_warps=8
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(1024)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=1024, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
+            elif _i == 5:  # XBLOCK=2048 num_warps=8
+                triton_poi_fused_mul_silu_0_c483ccae[(-(((triton_poi_fused_mul_silu_0_xnumel)) // -(2048)), 1, 1)](arg3_1, arg4_1, buf0, triton_poi_fused_mul_silu_0_xnumel, XBLOCK=2048, num_warps=8, num_stages=1, debug=True, sanitize_overflow=False, enable_fp_fusion=True, launch_pdl=False)
     return buf0
 
 
@@ -447,11 +471,14 @@ TUNED = True
 # then its general kernel. 0: the cases' sizes only
 SPECIALIZE = 8
 _SIZED = {}
+_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one
 
 
 def _sized(special, general, sizes, cases):
     """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for
     the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""
+    if _FORCE_SIZED is not None:
+        return special if _FORCE_SIZED else general
     if not TUNED:
         return general
     if sizes in cases:
@@ -462,10 +489,55 @@ def _sized(special, general, sizes, cases):
     return special if sizes in seen else general
 
 
-def _bucket(*inputs):
-    """Each tensor input's sizes, each to the power of two at or above it (0 and 1 stay)."""
-    return tuple(tuple(d if d <= 1 else 1 << (d - 1).bit_length() for d in v.shape)
-                 for v in inputs if isinstance(v, torch.Tensor))
+# a pointwise or reduction launch outside the cases' buckets: the configuration timed fastest, once per
+# launch and bucket of its element (and row) counts, on the GPU (the first, Inductor's for the family's
+# example, elsewhere: on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
+AUTOTUNE = True
+CONFIGURATIONS = 6  # the most configurations one launch chooses among (verification tries each)
+_TIMED = ('_family_0:0', '_family_1:0')  # the launches that choose so
+_CHOSEN = {}
+_FORCE = None  # verification: the configuration every timed launch takes
+_REACHED = set()  # verification: the timed launches a forced run went through
+
+
+def _bucket(sizes):
+    return tuple(n if n <= 1 else 1 << (n - 1).bit_length() for n in sizes)  # 0 and 1 stay
+
+
+def _choice(key, sizes, count):
+    """The configuration chosen for ``key`` in the bucket of ``sizes``: an index, None if not chosen yet."""
+    if _FORCE is not None:
+        _REACHED.add(key)
+        return min(_FORCE, count - 1)
+    if not (TUNED and AUTOTUNE):
+        return 0
+    return _CHOSEN.get((key, _bucket(sizes)))
+
+
+def _tune(key, sizes, launches, gpu):
+    """Each of ``launches`` (one per configuration) timed on the GPU, the fastest's index kept for
+    ``key`` in the bucket of ``sizes``; 0 where it cannot be timed. Each launch computes the same values,
+    or for a reduction the same within the tolerance (verification forced each, with the general
+    and the specialized kernels, on a size of each dtype pattern)."""
+    best = 0
+    if gpu and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return best  # nothing can be timed inside a capture: chosen at the first call outside one
+    if gpu and torch.cuda.is_available():
+        import triton.testing
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources, PTXASError
+
+        times = []
+        for launch in launches:
+            try:
+                times.append(triton.testing.do_bench(launch, warmup=2, rep=10, return_mode="median"))
+            except (CompilationError, OutOfResources, PTXASError):  # one this GPU cannot run: never chosen
+                times.append(float("inf"))
+        if min(times) == float("inf"):
+            return best  # none ran: nothing kept, Inductor's configuration this time
+        best = min(range(len(times)), key=times.__getitem__)
+    _CHOSEN[(key, _bucket(sizes))] = best
+    return best
 
 
 def _family(*inputs, _probe=False, _fake=False):
@@ -527,23 +599,23 @@ def run(*inputs):
 
 
 def _operator():
-    """``run`` as the torch operator ``torch.ops.tritune_generated.swiglu_48698b1b`` (a torch.compile'd model calls it
+    """``run`` as the torch operator ``torch.ops.tritune_generated.swiglu_02d2f885`` (a torch.compile'd model calls it
     without a graph break); its fake implementation allocates the family's outputs and launches nothing."""
     try:
-        return getattr(torch.ops.tritune_generated, 'swiglu_48698b1b')  # registered by an earlier import of this module
+        return getattr(torch.ops.tritune_generated, 'swiglu_02d2f885')  # registered by an earlier import of this module
     except (AttributeError, RuntimeError):
         pass
 
-    @torch.library.custom_op("tritune_generated::swiglu_48698b1b", mutates_args=())
-    def swiglu_48698b1b(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
+    @torch.library.custom_op("tritune_generated::swiglu_02d2f885", mutates_args=())
+    def swiglu_02d2f885(in0: torch.Tensor, in1: torch.Tensor) -> torch.Tensor:
         return run(in0, in1)
 
-    @swiglu_48698b1b.register_fake
+    @swiglu_02d2f885.register_fake
     def _(in0, in1):
         found = _family(in0, in1, _fake=True)
         return _unserved((in0, in1,), fake=True) if found is None else found
 
-    return swiglu_48698b1b
+    return swiglu_02d2f885
 
 
 op = _operator()
