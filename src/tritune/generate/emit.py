@@ -80,11 +80,12 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
                 variant = None
             text = variant.source if variant is not None and variant.source is not None else \
                 (root / spec.source).read_text()
-            emitted, function, used = _emitted(text, spec.kernel)
+            emitted, function, used, helpers = _emitted(text, spec.kernel)
             for line in used:
                 if line not in imports:
                     imports.append(line)
-            functions.setdefault(emitted, function)
+            for helper, helper_text in {**helpers, emitted: function}.items():  # its helpers before it
+                functions.setdefault(helper, helper_text)
             launches.append(_launch(emitted, spec, step, variant))
         if copies:
             note = (f"the reference writes into its input {', '.join(map(str, sorted(copies)))}: kernel.py writes "
@@ -156,13 +157,14 @@ def _family(family: dict, functions: dict[str, str], imports: list[str], label: 
     for index, step in enumerate(family["launches"]):
         if step.get("source") not in family.get("texts", {}):
             raise GenerateError(f"{step['kernel']}: its source was not recorded")
-        emitted, function, used = _emitted(family["texts"][step["source"]], step["kernel"])
+        emitted, function, used, helpers = _emitted(family["texts"][step["source"]], step["kernel"])
         used_all += used
-        found.setdefault(emitted, function)
+        for helper, helper_text in {**helpers, emitted: function}.items():  # its helpers before it
+            found.setdefault(helper, helper_text)
         names[step["kernel"]] = emitted
         if index < len(tuned) and tuned[index]["special"]:
             text = specialized(function, emitted, tuned[index]["special"]["params"])
-            sized, text, _ = _emitted(text, emitted)
+            sized, text, _, _ = _emitted(text, emitted)  # its helpers: the general kernel's, named as there
             found.setdefault(sized, text)
             tuned[index]["special"]["kernel"] = sized
     launcher = family_text(family, names, label, tuned, pins, facts)  # may refuse: then nothing of the family is kept
@@ -297,16 +299,24 @@ def _key_text(key: list) -> str:
     return ", ".join(parts)
 
 
-def _emitted(text: str, kernel: str) -> tuple[str, str, list[str]]:
+def _emitted(text: str, kernel: str) -> tuple[str, str, list[str], dict[str, str]]:
     """``kernel`` of the module source ``text`` as kernel.py emits it: its name there (the kernel's,
-    and a hash of its text), its ``def`` under that name, and the imports it may need."""
-    function, used = _function(text, kernel)
+    and a hash of its text), its ``def`` under that name, the imports it may need, and the helpers
+    it calls (``_function``): kernel.py holds them before it, each once under its own name."""
+    function, used, helpers = _function(text, kernel)
     emitted = f"{kernel}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
-    return emitted, _renamed(function, kernel, emitted), used
+    return emitted, _renamed(function, kernel, emitted), used, helpers
 
 
-def _function(text: str, kernel: str) -> tuple[str, list[str]]:
-    """The kernel's ``def`` (without decorators) and the imports of its module it may need."""
+def _function(text: str, kernel: str) -> tuple[str, list[str], dict[str, str]]:
+    """The kernel's ``def`` (without decorators), the imports of its module it may need, and the
+    module-level ``@triton.jit`` helpers it names, those they name first (emitted name -> ``def``).
+
+    Inductor names a helper per module (a scan's combine function, ``_triton_helper_fn_add0``,
+    passed to ``tl.associative_scan``): two kernels' modules may each define one of that name with
+    other bodies. So each helper is emitted as its name and a hash of its text (its own helpers'
+    names in it already emitted ones), and the kernel's ``def`` names it so: one helper where the
+    texts are the same, two names where they differ."""
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:
@@ -314,16 +324,55 @@ def _function(text: str, kernel: str) -> tuple[str, list[str]]:
     lines = text.splitlines()
     imports = []
     found = None
+    defs = {}  # the module's functions by name
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             kept = _kept_import(node)
             if kept:
                 imports.append(kept)
-        elif isinstance(node, ast.FunctionDef) and node.name == kernel:
-            found = node
+        elif isinstance(node, ast.FunctionDef):
+            defs[node.name] = node
+            if node.name == kernel:
+                found = node
     if found is None:
         raise GenerateError(f"{kernel}: no function of that name in its source")
-    return "\n".join(lines[found.lineno - 1:found.end_lineno]), imports
+    helpers: dict[str, str] = {}
+    return _helpers_named(found, defs, lines, helpers, {}, (kernel,)), imports, helpers
+
+
+def _helpers_named(node: ast.FunctionDef, defs: dict[str, ast.FunctionDef], lines: list[str],
+                   helpers: dict[str, str], names: dict[str, str], within: tuple[str, ...]) -> str:
+    """``node``'s ``def`` with each module-level function it names (``defs``) named as kernel.py emits
+    it (``names``: module name -> emitted), which joins ``helpers`` after the helpers it names in turn.
+    ``within``: the functions whose text is being made (a helper naming one of them recurses)."""
+    own = {arg.arg for arg in ast.walk(node.args) if isinstance(arg, ast.arg)}
+    parts = [node.args, *node.body] + ([node.returns] if node.returns else [])  # its decorators are not copied
+    used = [n for part in parts for n in ast.walk(part) if isinstance(n, ast.Name) and n.id in defs
+            and n.id not in own]
+    for name in dict.fromkeys(n.id for n in used):
+        if name in names:
+            continue
+        if name in within:
+            raise GenerateError(f"{within[0]}: {name} calls itself: kernel.py does not copy it")
+        helper = defs[name]
+        if not helper.decorator_list or not all(_is_jit(d) for d in helper.decorator_list):
+            raise GenerateError(f"{within[0]} names {name}, which is no plain @triton.jit function of its "
+                                "module: kernel.py does not copy it")
+        function = _helpers_named(helper, defs, lines, helpers, names, within + (name,))
+        names[name] = f"{name}_{hashlib.sha256(function.encode()).hexdigest()[:8]}"
+        helpers.setdefault(names[name], _renamed(function, name, names[name]))
+    spans = [(n.lineno, n.col_offset, n.end_col_offset, names[n.id]) for n in used]
+    own_lines = [line.encode() for line in lines[node.lineno - 1:node.end_lineno]]
+    for lineno, start, end, new in sorted(spans, reverse=True):  # ast's columns count UTF-8 bytes
+        line = own_lines[lineno - node.lineno]
+        own_lines[lineno - node.lineno] = line[:start] + new.encode() + line[end:]
+    return "\n".join(line.decode() for line in own_lines)
+
+
+def _is_jit(decorator: ast.expr) -> bool:
+    """``@triton.jit`` (or ``@jit``), without arguments: the decorator kernel.py writes."""
+    return (isinstance(decorator, ast.Attribute) and decorator.attr == "jit" and isinstance(decorator.value, ast.Name)
+            and decorator.value.id == "triton") or (isinstance(decorator, ast.Name) and decorator.id == "jit")
 
 
 def _kept_import(node: ast.Import | ast.ImportFrom) -> str | None:
