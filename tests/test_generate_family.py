@@ -863,3 +863,26 @@ def test_a_block_that_drops_an_odd_tail_of_a_middle_dim_is_caught(tmp_path, inte
     _caught(result, text)
     assert "'configuration 7 (beyond)' (f32[55,63,9])" in " ".join(result["notes"]), result["notes"]  # 64 made odd
 
+
+
+GLU_ROWS = '''
+import torch
+name = "glu_rows"
+
+def reference(x):  # GLU halves dim 1: an odd dim 1 is refused
+    return torch.nn.functional.glu(x, dim=1).sum(-1)
+
+def inputs(device):
+    return [(torch.randn(6, 64, 256, generator=torch.Generator().manual_seed(0)).to(device),)]
+'''
+
+
+def test_the_forced_size_keeps_the_odd_dims_the_reference_takes(tmp_path):
+    # every even dim made odd is refused (dim 1 must be even): the next size has the last dim odd, not none
+    from tritune.generate.derive import beyond
+    from tritune.generate.spec import load_spec
+
+    (tmp_path / "spec.py").write_text(GLU_ROWS)
+    spec = load_spec(tmp_path / "spec.py")
+    groups = beyond(spec, spec.cases("cpu"))
+    assert [[tuple(c.tensors[0].shape) for c in group] for group in groups] == [[(13, 64, 255), (13, 64, 256)]]

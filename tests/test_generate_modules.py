@@ -277,6 +277,24 @@ def test_a_shared_source_of_decisions_that_cannot_be_baked_is_never_spliced(unba
     assert len(notes) == 2 and all("not baked in" in note for note in notes), notes
 
 
+def test_a_source_only_decision_keeps_its_bucket_and_a_source_not_every_case_chose_is_not_spliced():
+    rewritten = TWO_D.replace("mask=offs < n)", "mask=offs < n, eviction_policy='evict_first')", 1)
+    cases = _cases((4, 40), (3, 33), (64, 100))
+    # spec 0 decides the rewritten source alone (no keyword): its bucket is its own, spec 1's is left out
+    decided = [(_launch(1), Variant(source=rewritten)), (_launch(2), Variant(source=rewritten, options={"num_warps": 2})),
+               (_launch(3), Variant(source=rewritten, options={"num_warps": 8}))]
+    text, notes = bake(TWO_D, decided, cases)
+    assert "evict_first" in text and "num_warps=2" not in text and "num_warps=8)" in text, text
+    assert notes == ["k (spec 1): its bucket takes an earlier case's decision; "
+                     f"{decided[1][1].describe()} not baked in"]
+    # spec 0's decision (compiler passes, no source) cannot be baked: spec 1's source is no source of every case
+    decided = [(_launch(1), Variant(passes=("merge-redundant-loads",))),
+               (_launch(2), Variant(source=rewritten, options={"num_warps": 2}))]
+    text, notes = bake(TWO_D, decided, _cases((4, 40), (16, 40)))
+    assert "evict_first" not in text and "num_warps=2" not in text, text
+    assert len(notes) == 2 and "a rewritten source cannot be per size bucket" in notes[1], notes
+
+
 def test_a_decision_that_reaches_no_keyword_leaves_its_bucket_to_the_next_case():
     """spec 0's decision sets a constexpr under a fixed grid (nothing of it can be baked): spec 1,
     in the same bucket, gives it."""

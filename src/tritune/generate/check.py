@@ -174,7 +174,7 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
         report.forced(None, _Verdict(RUNTIME, "kernel.py times configurations, and no size reaches its timed launches "
                                               "for verification"))
         return
-    kernels = (False, True) if hasattr(module, "_FORCE_SIZED") else (None,)  # general, then specialized kernels
+    kernels = (False, True) if hasattr(module, "_FORCE_SIZED") and _specializes(module) else (None,)
     report.forced_runs = len(cases) * len(kernels)
     outputs = [spec.outputs_sources_kind(case) for case in cases]
     try:
@@ -197,6 +197,15 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
         module._FORCE = None
         if kernels != (None,):
             module._FORCE_SIZED = None
+
+
+def _specializes(module: Any) -> bool:
+    """Whether kernel.py launches a kernel specialized on sizes anywhere (``_sized``): then each
+    forced configuration runs with the general kernels and again with the specialized ones."""
+    try:
+        return " = _sized(" in Path(module.__file__).read_text()
+    except (OSError, TypeError, AttributeError):
+        return True  # not readable: both passes, as if it did
 
 
 def _verdict(spec: GenSpec, module: Any, run: Callable, case: Case, expected: tuple, sources: tuple, kind: str,

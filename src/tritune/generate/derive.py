@@ -181,10 +181,12 @@ def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int 
     dtype pattern of the spec's own cases (each pattern has its own family), from its largest case,
     with the first dim of its frame above every case's first dim (``2 d + 1``, doubled on until the
     frame holds ``least`` elements, so a block of 2048 runs many programs); first with each other
-    dim, where unpinned and even, one less (odd, and so are the elements and a row however the
-    reduced dims combine: no block divides them, every configuration runs its masked tail), then
-    as the case has them. No size for a pattern whose first dim is pinned; a size the reference
-    refuses is left out. Labelled ``beyond``, ``derived=True``."""
+    dim, where unpinned, even and above 2, one less (odd: the elements, and a row however the
+    reduced dims combine, are then odd where no dim of 2 or pinned even dim stays, so no block
+    divides them and every configuration runs its masked tail), then with each such dim alone one
+    less (from the last), then as the case has them: the family or the reference may refuse an odd
+    dim. No size for a pattern whose first dim is pinned; a size the reference refuses is left
+    out. Labelled ``beyond``, ``derived=True``."""
     import torch
 
     from tritune.generate.family import patterns
@@ -201,10 +203,9 @@ def beyond(spec: GenSpec, known: list[Case], *, least: int = 1 << 15, seed: int 
         first = 2 * max(firsts) + 1
         while first * math.prod(frame[1:]) < least:
             first = 2 * first + 1
-        targets = [(first,) + frame[1:]]
-        odd = tuple(n - 1 if d not in pinned and n > 2 and n % 2 == 0 else n for d, n in enumerate(frame))
-        if odd != frame:
-            targets.insert(0, (first,) + odd[1:])
+        even = [d for d in range(len(frame) - 1, 0, -1) if d not in pinned and frame[d] > 2 and frame[d] % 2 == 0]
+        odd = [tuple(n - 1 if d in dims else n for d, n in enumerate(frame)) for dims in [even] + [[d] for d in even]]
+        targets = list(dict.fromkeys([(first,) + f[1:] for f in odd] + [(first,) + frame[1:]]))
         made = [_new(spec, "beyond", at_frame(case.tensors, frame, target, {}, seed), set()) for target in targets]
         groups.append([c for c in made if c is not None])
     return groups

@@ -154,9 +154,9 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
     for spec, variant in pairs:
         if not any(spec is s for _, s, _ in made):
             notes.append(f"{kernel}: no own case made launch {spec.id}; its decision {variant.describe()} not baked in")
-    # a source every decision that can be baked in rewrites alike (an own case's, each): spliced once
-    sources = {variant.source for _, _, variant in made if bakeable(variant) is None}
-    shared = sources.pop() if len(sources) == 1 else None
+    # a source every own case's decision rewrites alike, each of them one that can be baked in: spliced once
+    sources = {variant.source for _, _, variant in made}
+    shared = sources.pop() if len(sources) == 1 and all(bakeable(v) is None for _, _, v in made) else None
     if shared is not None:
         function = kernel_text(shared, kernel)
         if function is None:
@@ -178,7 +178,7 @@ def _bake_buckets(text: str, kernel: str, pairs: list[tuple[Any, Any]], cases: l
         if left:
             notes.append(f"{kernel} ({label}): {', '.join(left)} not baked in (the launch's grid does not follow "
                          "them, or the option is not a launch keyword)")
-        if not keywords:
+        if not keywords and left:
             continue  # nothing of it reaches the launch: a later case of its bucket may give one
         if where in chosen:
             if chosen[where][0] != keywords:
