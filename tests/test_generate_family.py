@@ -272,7 +272,10 @@ def test_a_dim_of_one_is_not_taken_for_a_symbolic_size(tmp_path, interpreted):
         ["Tensor True", "not served"]
 
 
-def test_a_structseq_and_an_int_before_the_tensors(tmp_path, interpreted):
+def test_a_structseq_and_an_int_before_the_tensors(tmp_path, interpreted, monkeypatch):
+    # its max and argmax reduce with a combine function, which Triton's interpreter runs element by element:
+    # forcing each timed block took 11 minutes on the CPU; the timing has tests of its own
+    monkeypatch.setattr(fam, "timeable", lambda spec, text="": False)
     lines = _calls(tmp_path, STRUCTSEQ, "[(2, torch.randn(5, 33)), (5, torch.randn(9, 17))]")
     assert lines == ["tuple True", "tuple True"]
     assert "    device = in1.device\n" in (tmp_path / "out" / "kernel.py").read_text()  # the first tensor's
@@ -712,7 +715,7 @@ def test_kernel_py_times_each_configuration_once_per_bucket_and_keeps_the_fastes
                                             for sized in ("", " specialized")]  # the general kernel, the specialized
     assert all(c["ok"] for c in forced) and "6 timed configurations forced (12 runs)" in result["check"]["message"]
     rows, cols = map(int, re.match(r"f32\[(\d+),(\d+)\]", forced[0]["shapes"]).groups())
-    assert rows > 2 * 12 and rows * cols >= 1 << 15, forced[0]  # past every case's first dim, and large
+    assert rows > 2 * 12 and rows * cols >= 1 << 12, forced[0]  # past every case's first dim, and large (CPU)
     assert cols == 23, forced[0]  # the largest case's 24 made odd: no block divides a row or the elements
     assert re.search(r"_i = _choice\('_family_0:0', \(\w+, \), \d\)", text)
     script = WITHOUT_TRITUNE + """
@@ -861,7 +864,7 @@ def test_a_block_that_drops_an_odd_tail_of_a_middle_dim_is_caught(tmp_path, inte
     result = generate(tmp_path / "spec.py", tmp_path / "out", QUIET, log=lambda line: None)
     text = (tmp_path / "out" / "kernel.py").read_text()
     _caught(result, text)
-    assert "'configuration 7 (beyond)' (f32[55,63,9])" in " ".join(result["notes"]), result["notes"]  # 64 made odd
+    assert "'configuration 7 (beyond)' (f32[13,63,9])" in " ".join(result["notes"]), result["notes"]  # 64 made odd
 
 
 

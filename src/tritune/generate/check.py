@@ -146,16 +146,22 @@ def check_job(payload: dict) -> dict:
         if verdict.failure in (SYNTAX, COMPILE, RUNTIME):  # the module does not run: no point going on
             break
     else:
-        _each_configuration(spec, module, run, cases, report)
+        _each_configuration(spec, module, run, cases, report, device)
     return report.result()
 
 
-def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[Case], report: Any) -> None:
+FORCED_ELEMENTS = 1 << 15  # a forced size's least elements on the GPU: a block of 2048 runs 16 programs and more
+INTERPRETED_ELEMENTS = 1 << 12  # under Triton's interpreter, 2 and more: its programs run one by one in Python
+
+
+def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[Case], report: Any,
+                        device: str = "cuda") -> None:
     """kernel.py's timed launches (``CONFIGURATIONS``: the most configurations a launch chooses
     among by timing, on the GPU, at run time; ``_TIMED``: those launches): each configuration
     forced in turn (``_FORCE``) on a size past every case's bucket for each dtype pattern of the
     spec's cases (``derive.beyond``: of each pattern's sizes, the first its family serves),
-    large enough for the largest block to run many programs, its dims odd where it can, each
+    large enough for the largest block to run many programs (``FORCED_ELEMENTS``; under Triton's
+    interpreter, on the CPU, a few: ``INTERPRETED_ELEMENTS``), its dims odd where it can, each
     size once with the launches' general kernels and once with their specialized ones
     (``_FORCE_SIZED``: at run time a launch outside the buckets takes either), so that whichever
     the timing picks on a user's GPU was verified here, within the tolerance (a reduction's
@@ -167,7 +173,8 @@ def _each_configuration(spec: GenSpec, module: Any, run: Callable, known: list[C
         return
     timed, reached = set(getattr(module, "_TIMED", ())), getattr(module, "_REACHED", None)
     serves = getattr(module, "serves", None)
-    cases = [case for group in beyond(spec, known)
+    least = FORCED_ELEMENTS if device == "cuda" else INTERPRETED_ELEMENTS
+    cases = [case for group in beyond(spec, known, least=least)
              for case in [next((c for c in group if not callable(serves) or _serves(serves, c)), None)]
              if case is not None]
     if not cases or not isinstance(reached, set) or not hasattr(module, "_FORCE"):

@@ -51,7 +51,7 @@ def bakeable(variant: Any) -> str | None:
 
 def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name: str, origin: str,
          families: list[dict] = (), tuned: bool = True, pinned: dict | None = None,
-         reference: str | None = None) -> tuple[str, list[str]]:
+         reference: str | None = None, facts: dict | None = None) -> tuple[str, list[str]]:
     """The text of kernel.py, and notes. ``root``: the capture directory the plans' specs name their
     sources in; ``decisions``: spec id -> decided ``Variant`` (bakeable ones are applied);
     ``origin``: one line for the docstring (where the kernels came from); ``families``: the
@@ -60,7 +60,9 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
     in that case's size bucket and is compiled for the cases' sizes where they recur (``tuning``),
     else Inductor's configuration for the family's example everywhere; ``pinned``: the spec's
     (argument position -> dims), which a family serves only at the sizes its cases give them;
-    ``reference``: ``spec.reference_text``'s, for inputs no kernel serves (None: those raise)."""
+    ``reference``: ``spec.reference_text``'s, for inputs no kernel serves (None: those raise);
+    ``facts``, where given, gets ``"families"``: how many families kernel.py launches (some may be
+    left out: the notes say why), and ``"tuned"``: whether any of their launches is tuned by size."""
     root = Path(root)
     functions: dict[str, str] = {}  # emitted name -> function text
     imports: list[str] = []
@@ -95,16 +97,18 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
     launchers, tables, dense = [], [], []  # dense: the family may run on contiguous copies of strided inputs
     keys: list[str] = []  # the family launches that time their configuration (``family_text``'s facts)
     configurations = 0  # the most configurations one of them chooses among
+    branched = False  # a family launch tuned by size
     for family in families:
         label = f"_family_{len(launchers)}"
         try:
             made = tuning(family, plans, decisions) if tuned else []
-            facts: dict = {}
+            told: dict = {}
             launchers.append(_family(family, functions, imports, label, made, _pins(family, plans, pinned or {}),
-                                     facts))
-            dense.append(not facts.get("aliases", True))
-            keys += facts.get("timed", [])
-            configurations = max(configurations, facts.get("configurations", 0))
+                                     told))
+            dense.append(not told.get("aliases", True))
+            keys += told.get("timed", [])
+            configurations = max(configurations, told.get("configurations", 0))
+            branched = branched or told.get("tuned", False)
             tables.append(_bucket_table(family, made, label))
         except Exception as exc:  # noqa: BLE001 - a wrapper this translation does not know: the cases alone
             notes.append(f"no launcher for other sizes of {_key_text(_described_key(family))}: "
@@ -121,6 +125,8 @@ def emit(plans: list[dict], root: str | Path, decisions: dict[str, Any], *, name
             body.append("\n\n" + operator_text(families[0], name))
         except GenerateError as exc:
             notes.append(str(exc))
+    if facts is not None:
+        facts.update(families=len(launchers), tuned=branched)
     return "\n".join(body).rstrip() + "\n", notes
 
 

@@ -261,8 +261,10 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     ``TUNED`` is true; ``pins``: the spec's pinned (input, dim) pairs and the values they may take
     together (``emit._pins``), checked before anything else; ``facts``, where given, gets
     ``"aliases"``: whether an output is an input or a view of one (kernel.py then never runs the
-    family on contiguous copies of strided inputs: the output would alias the copy), and ``"timed"``:
-    the keys of the launches that time their configuration (``_Translator._timed``)."""
+    family on contiguous copies of strided inputs: the output would alias the copy), ``"timed"``:
+    the keys of the launches that time their configuration (``_Translator._timed``),
+    ``"configurations"``: the most one of them chooses among, and ``"tuned"``: whether any launch
+    is tuned by size (a bucket's configuration, a specialized kernel, a timed configuration)."""
     from tritune.capture.spec import LaunchSpec
 
     call = _call_of(family)
@@ -273,6 +275,7 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     if facts is not None:
         facts["aliases"], facts["timed"] = translator.aliases, translator.timed
         facts["configurations"] = translator.configurations
+        facts["tuned"] = translator.branched or bool(translator.timed)
     if translator.launched != len(translator.launches):
         raise GenerateError(f"the wrapper launches {translator.launched} kernels, the compile recorded "
                             f"{len(translator.launches)}: no family")
@@ -434,6 +437,7 @@ class _Translator:
         self.tuned, self.function = list(tuned), function
         self.timed: list[str] = []  # the keys of the launches that time their configuration
         self.configurations = 0  # the most configurations one of them chooses among
+        self.branched = False  # a launch takes a bucket's configuration or a specialized kernel somewhere
         self.bound: dict[str, str] = {}  # a graph argument's name -> its spelling from the inputs
         self.sources = sources
         self.launched = 0
@@ -585,6 +589,7 @@ class _Translator:
         for number, (where, config, came) in enumerate(buckets):
             lines += [f"    {'if' if number == 0 else 'elif'} TUNED and {self._in_bucket(where)}:  # {_comment(came)}",
                       "        " + self._launch_text(name, spec, config, scalars, args)]
+        self.branched = self.branched or bool(buckets or special)
         if buckets:
             return lines + ["    else:"] + ["        " + line for line in general]
         return lines + ["    " + line for line in general]

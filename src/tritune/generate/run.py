@@ -203,8 +203,9 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
     check: dict = {}
     for number, (decided, sizes, tuned, _) in enumerate(tries):
         made = origin if decided else origin.replace("optimized by tritune's search", "as Inductor configured them")
+        facts: dict = {}
         text, notes = emit(body["plans"], capture, decided, name=spec.name, origin=made, families=sizes, tuned=tuned,
-                           pinned=spec.pinned, reference=reference)
+                           pinned=spec.pinned, reference=reference, facts=facts)
         if number == 0:
             result["notes"] += notes
         path.write_text(text)
@@ -214,9 +215,9 @@ def _modelfree(spec: Any, out: Path, settings: GenerateSettings, worker: Any, de
         if number + 1 < len(tries):
             result["notes"].append(f"kernel.py failed verification ({check.get('failure')}: {check.get('message')}): "
                                    f"made again without {tries[number + 1][3]}")
-    # tuned: a bucket branch of its own configuration, or a kernel specialized on sizes (``emit.tuning``)
-    result["family"] = {"emitted": "\nFAMILY = True\n" in text, "tuned": " TUNED and (" in text
-                        or " = _sized(" in text, **(check.get("family") or {})}
+    # tuned: a bucket's configuration, a kernel specialized on sizes or a timed configuration somewhere
+    result["family"] = {"emitted": facts.get("families", 0) > 0, "tuned": facts.get("tuned", False),
+                        **(check.get("family") or {})}
     if not check.get("ok"):
         result["notes"].append(f"model-free kernel.py failed verification ({check.get('failure')}): {check.get('message')}")
     return path, check
