@@ -326,9 +326,15 @@ def _yes(value: bool | None) -> str:
 
 
 def _share(nbytes: int, ms: float | None, copy_gbps: float | None) -> str:
-    if not ms or not copy_gbps:
-        return "-"
-    return f"{nbytes / (ms * 1e-3) / 1e9 / copy_gbps:.0%}"
+    fraction = share(nbytes, ms, copy_gbps)
+    return "-" if fraction is None else f"{fraction:.0%}"
+
+
+def share(nbytes: int, ms: float | None, copy_gbps: float | None) -> float | None:
+    """``nbytes`` moved in ``ms`` as a fraction of the copy bandwidth (``bench.roofline``'s)."""
+    from tritune.bench import roofline
+
+    return roofline.roofline_fraction(roofline.achieved_gbps(nbytes, ms), copy_gbps)
 
 
 def table(results: dict) -> str:

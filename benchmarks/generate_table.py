@@ -29,7 +29,7 @@ BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from generate import LARGE_SHAPE, ROOFLINE_GOAL, SEED004  # noqa: E402
-from generate_family import graph_table  # noqa: E402
+from generate_family import _x, graph_table, share  # noqa: E402
 
 NOISE = 0.97  # a ratio to torch.compile at or above this is "not slower" (graph replays repeat within ~3%)
 DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -121,16 +121,11 @@ def _local(command: str) -> str:
 
 
 def _share(row: dict, name: str, copy_gbps: float | None) -> float:
-    ms = row.get(name)
-    return 0.0 if not ms or not copy_gbps else row["bytes"] / (ms * 1e-3) / 1e9 / copy_gbps
+    return share(row["bytes"], row.get(name), copy_gbps) or 0.0
 
 
 def _ratio(base: float | None, new: float | None) -> float:
     return base / new if base and new else 0.0
-
-
-def _x(base: float | None, new: float | None) -> str:
-    return "-" if not base or not new else f"{base / new:.2f}x"
 
 
 def _met(value: bool) -> str:

@@ -620,10 +620,7 @@ class _Translator:
         tensors = [i for i, item in enumerate(self.inputs) if "tensor" in item]
         if len(where) != len(tensors):
             raise GenerateError("a bucket of another number of tensors than the family's: no family")
-        parts = []
-        for i, sizes in zip(tensors, where):
-            for d, b in enumerate(sizes):
-                parts.append(f"in{i}.size({d}) == {b}" if b <= 1 else f"{b // 2} < in{i}.size({d}) <= {b}")
+        parts = [test for i, sizes in zip(tensors, where) for test in size_tests(f"in{i}", sizes)]
         return "(" + " and ".join(parts) + ")" if parts else "True"
 
     def _launch_text(self, name: str, spec: Any, config: dict, scalars: dict[str, str], args: list[str]) -> str:
@@ -745,6 +742,14 @@ def timeable(spec: Any, text: str = "") -> bool:
     if any(a.name.startswith("in_out_ptr") for a in spec.args):
         return False
     return bool(text) and "atomic" not in text
+
+
+def size_tests(name: str, sizes: Sequence[int]) -> list[str]:
+    """Whether tensor ``name``'s dims are in a bucket's ``sizes`` (each the power of two at or above
+    the size; 0 and 1 stay), one comparison per dim: what kernel.py's families and a model's baked
+    module (``modules.bake``) test to pick a bucket's configuration."""
+    return [f"{name}.size({d}) == {b}" if b <= 1 else f"{b // 2} < {name}.size({d}) <= {b}"
+            for d, b in enumerate(sizes)]
 
 
 def timed_sizes(spec: Any) -> tuple[str, ...]:

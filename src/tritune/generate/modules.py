@@ -257,14 +257,13 @@ def _keywords(variant: Any, call: ast.Call) -> tuple[dict, list[str]]:
 
 
 def _in_bucket(where: tuple, tested: list[str]) -> str:
-    """Whether run()'s inputs are in the bucket ``where``, as comparisons of their sizes (kernel.py's
-    ``family._in_bucket``), each input's rank first: the tests run before anything of run() checks
+    """Whether run()'s inputs are in the bucket ``where``, as comparisons of their sizes
+    (``family.size_tests``, as kernel.py's), each input's rank first: the tests run before anything of run() checks
     the inputs, so a size no case had reads no dim it lacks."""
-    parts = []
-    for name, sizes in zip(tested, where):
-        parts.append(f"{name}.dim() == {len(sizes)}")
-        for d, b in enumerate(sizes):
-            parts.append(f"{name}.size({d}) == {b}" if b <= 1 else f"{b // 2} < {name}.size({d}) <= {b}")
+    from tritune.generate.family import size_tests
+
+    parts = [test for name, sizes in zip(tested, where)
+             for test in [f"{name}.dim() == {len(sizes)}", *size_tests(name, sizes)]]
     return " and ".join(parts) or "True"
 
 
