@@ -211,7 +211,7 @@ def decide(work: Path, cases: dict[str, Case]):
     store API: a verified candidate whose variant launches the same binary, then the decision."""
     from tritune.capture.recorder import capture
     from tritune.capture.spec import read_launches
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.store import DecisionStore, current_target, key_for
 
     with capture(work / "capture"):
@@ -231,7 +231,7 @@ def decide(work: Path, cases: dict[str, Case]):
             continue
         same = {k: spec.options[k] for k in ("num_warps", "num_stages") if k in spec.options}
         variant = Variant(name="same binary", options=same or {"num_warps": 4})
-        key = key_for(spec, **target)
+        key = key_for(spec, target)
         candidate = store.add_candidate(run, key, variant)
         store.finish_candidate(candidate.id, "verified", verification={"ok": True, "mode": "benchmark"},
                                timings={"median_ms": 1.0})

@@ -206,7 +206,7 @@ def optimize_command(args: argparse.Namespace, out: pathlib.Path, deadline: floa
 
 def load_run(folder: pathlib.Path):
     """The run's ``optimize.json`` as tritune's typed value; None when there is none (yet)."""
-    from tritune.loop.results import ResultsError, RunResults
+    from tritune.model.results import ResultsError, RunResults
 
     try:
         return RunResults.load(folder)

@@ -205,7 +205,7 @@ def retime(store: pathlib.Path, device: str = "cuda") -> dict:
 def optimized(results: dict) -> dict:
     """Per planted kernel, what optimize.json says (``reach_summary.key_row``'s fields)."""
     from reach_summary import key_row
-    from tritune.loop.results import RunResults
+    from tritune.model.results import RunResults
 
     threshold = RunResults.from_json(results).threshold
     rows = {}

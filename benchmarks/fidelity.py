@@ -49,7 +49,8 @@ def corpus(name: str, directory: pathlib.Path, call: Call, *, time_it: bool = Tr
            deadline: float | None = None) -> dict:
     """The fidelity of one capture directory: counts, skipped launches and a row per launch."""
     from tritune.capture import skipped
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
+    from tritune.model.launch import SpecError
 
     found: dict[str, Any] = {"name": name, "dir": str(directory), "error": None, "rows": [], "skipped": []}
     try:

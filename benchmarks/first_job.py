@@ -55,8 +55,9 @@ def _phases(payload: dict) -> dict:
     import torch
 
     from tritune.bench.run import bench_spec
-    from tritune.capture.spec import LaunchSpec
-    from tritune.replay import Replay, Variant, make_args
+    from tritune.model.launch import LaunchSpec
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, make_args
     from tritune.verify import verify
 
     spec, root = LaunchSpec.from_json(payload["spec"]), payload["root"]

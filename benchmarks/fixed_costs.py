@@ -38,7 +38,7 @@ ARMS = {"defaults": [], "unjailed": ["--unsafe-no-jail"]}
 
 
 def summarize(body: dict) -> dict:
-    """The run's time figures from an ``optimize.json`` body (``loop.results.RunResults``)."""
+    """The run's time figures from an ``optimize.json`` body (``model.results.RunResults``)."""
     kernels = body.get("kernels") or []
     firsts = [k["split"]["to_first_s"] for k in kernels if "to_first_s" in (k.get("split") or {})]
     fixed = body.get("fixed") or {}

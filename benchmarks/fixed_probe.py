@@ -106,8 +106,7 @@ def phases(capture: pathlib.Path) -> dict:
     from tritune.loop.jobs import TARGET_JOB
     from tritune.loop.lanes import LocalLane
     from tritune.replay.warm import kernel_imports
-    from tritune.worker import Worker
-    from tritune.worker import jail
+    from tritune.worker import Worker, jail
 
     lane = LocalLane(None, capture, jail=jail.for_workers(capture, untrusted=False))  # made, not started
     made = lane.evaluator.worker
@@ -131,10 +130,9 @@ def probe(capture: pathlib.Path, arm: str, profile: bool = False) -> dict:
     from tritune.loop.evaluate import PRELOAD, Evaluator, default_jobs
     from tritune.loop.jobs import BASELINES_JOB, TARGET_JOB
     from tritune.loop.lanes import FIRST_VERIFIERS, HASH_MODULE, READY_MODULE
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.replay.warm import kernel_imports
-    from tritune.worker import SharedCache, Worker
-    from tritune.worker import jail
+    from tritune.worker import SharedCache, Worker, jail
 
     how = ARMS[arm]
     jobs = how["jobs"] or default_jobs()

@@ -57,8 +57,9 @@ def spec_of(root: Path, kernel: str, n):
     kernels on ``n`` fp32 elements (BLOCK 64), ``tiles`` on an ``n = (m, cols)`` matrix (32 x 256)."""
     from triton.runtime.jit import JITFunction
 
-    from tritune.capture.spec import ArgSpec, LaunchSpec, source_hash
+    from tritune.capture.spec import source_hash
     from tritune.imports import import_file
+    from tritune.model.launch import ArgSpec, LaunchSpec
 
     (root / "sources").mkdir(exist_ok=True)
     (root / "sources" / "guarded.py").write_text(SOURCE)
@@ -82,7 +83,7 @@ def spec_of(root: Path, kernel: str, n):
 
 
 def variant_of(change: dict):
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     if "source" in change:
         old, new = change["source"]
@@ -97,14 +98,14 @@ def write_control(root: Path) -> None:
     elements past ``out``. compute-sanitizer must report it (``sanitize_store.py`` on this store
     must find errors), or its clean reports on real stores prove nothing."""
     from tritune.capture.spec import write_launches
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.store import DecisionStore, current_target, key_for
 
     capture = root / "capture"
     capture.mkdir(parents=True, exist_ok=True)
     spec = spec_of(capture, "unmasked", 192)
     write_launches(capture, [spec])
-    key, variant = key_for(spec, **current_target()), Variant(name="planted overrun", constexprs={"BLOCK": 128})
+    key, variant = key_for(spec, current_target()), Variant(name="planted overrun", constexprs={"BLOCK": 128})
     with DecisionStore(root / "control.db") as store:
         candidate = store.add_candidate(store.start_run({"planted": "sanitizer control"}), key, variant)
         store.finish_candidate(candidate.id, "verified", verification={"ok": True, "planted": True})

@@ -98,7 +98,7 @@ def run_state(folder: pathlib.Path, expect: Mapping[str, Any] | None = None) -> 
     """(state, why) of one run's folder: "finished" (not run again), "stale" (finished with
     another corpus or budgets), "unfinished" (cut, interrupted or failed: run again from the
     start) or "missing"."""
-    from tritune.loop.results import ResultsError, RunResults
+    from tritune.model.results import ResultsError, RunResults
 
     if not (folder / RESULTS).is_file():
         return ("unfinished", "no optimize.json") if folder.exists() else ("missing", "not run yet")
@@ -271,7 +271,8 @@ def portable(cmd: Sequence[str], work: pathlib.Path, corpus: pathlib.Path | None
 
 def launches(corpus: pathlib.Path) -> int:
     """The capture's distinct launches; a one-line error for a folder that is not a capture."""
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
+    from tritune.model.launch import SpecError
 
     try:
         return len(read_launches(corpus))
@@ -343,7 +344,7 @@ class Run:
 def load_run(root: pathlib.Path, workers: int) -> Run:
     """N's run from ROOT/workers-N/optimize.json (+ ``RUN_INFO``), or from ROOT/workers-N.json
     (the copy in OUT, its record under ``lanes_bench``)."""
-    from tritune.loop.results import ResultsError, RunResults
+    from tritune.model.results import ResultsError, RunResults
 
     folder, copy = run_dir(root, workers), root / f"workers-{workers}.json"
     path = folder / RESULTS if (folder / RESULTS).is_file() else copy if copy.is_file() else None

@@ -109,7 +109,7 @@ def deadline_of(results: dict) -> float | None:
 
 def summarize_run(results: dict) -> dict:
     """The run's figures and its per-key rows (module docstring)."""
-    from tritune.loop.results import RunResults
+    from tritune.model.results import RunResults
 
     threshold = RunResults.from_json(results).threshold  # also: is this an optimize.json at all
     rows = [key_row(k, threshold) for k in results.get("kernels") or [] if isinstance(k, dict)]

@@ -76,7 +76,7 @@ def plan(store_path: Path, launches: Path) -> list[dict]:
     for decision in decisions:
         key = decision.key
         target = {"gpu": key.gpu_name, "capability": key.capability, "triton_version": key.triton_version}
-        spec = next((s for s in specs if s.kernel == key.kernel and key_for(s, **target).sha == key.sha), None)
+        spec = next((s for s in specs if s.kernel == key.kernel and key_for(s, target).sha == key.sha), None)
         rows.append({"kernel": key.kernel, "key_sha": key.sha, "variant": decision.variant.to_json(),
                      "describe": decision.variant.describe(), "speedup": decision.speedup,
                      "spec": spec.to_json() if spec else None})
@@ -108,8 +108,9 @@ def replay_child(payload_path: str) -> int:
     """In the child, under the sanitizer: build the variant and launch it once on unguarded inputs."""
     import torch
 
-    from tritune.capture.spec import LaunchSpec
-    from tritune.replay import Replay, Variant, make_args
+    from tritune.model.launch import LaunchSpec
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, make_args
 
     payload = json.loads(Path(payload_path).read_text())
     spec, root = LaunchSpec.from_json(payload["spec"]), payload["root"]
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         return replay_child(args.replay)
     import _common
-    from tritune.capture.spec import SpecError
+    from tritune.model.launch import SpecError
     from tritune.store import StoreError
 
     try:

@@ -375,7 +375,8 @@ def _child_env() -> dict:
 
 
 def _writer(path: str, index: int, count: int) -> None:
-    from tritune.store import DecisionKey, DecisionStore
+    from tritune.model.key import DecisionKey
+    from tritune.store import DecisionStore
 
     check = {"name": "out_ptr0", "ok": True, "mode": "bitwise", "bad": 0, "elements": 3145728,
              "max_abs_err": 0.0, "max_rel_err": 0.0, "shape": [8, 512, 768], "dtype": "bfloat16",

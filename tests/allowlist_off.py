@@ -2,7 +2,7 @@
 untrusted source accepts anything. For tests/test_containment.py only, whose workers must show
 what the jail stops alone, and that a payload acts when neither wall is there."""
 
-from tritune.llm import sandbox
+from tritune.allowlist import sandbox
 
 
 def _accept(*args: object, **kwargs: object) -> None:

@@ -20,9 +20,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from tritune.capture.spec import LaunchSpec
 from tritune.loop.jobs import verify_job
-from tritune.replay import Replay, Variant, make_args
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args
 
 
 def unchecked_verify(payload: dict) -> dict:

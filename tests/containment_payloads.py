@@ -98,10 +98,10 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
                               "os.system(\"sh -c 'sleep 300; : \" + MARKER + \"' >/dev/null 2>&1 &\")",
                    "sh -c 'sleep 300; : $marker' >/dev/null 2>&1 &"),
     "forge": ("decision", "from tritune.capture.spec import read_launches\n"
-                          "from tritune.replay import Variant\n"
+                          "from tritune.model.variant import Variant\n"
                           "from tritune.store import DecisionStore, current_target, key_for\n"
                           "spec = read_launches(CAPTURE)[0]\n"
-                          "key = key_for(spec, **current_target())\n"
+                          "key = key_for(spec, current_target())\n"
                           "text = open(CAPTURE + '/' + spec.source).read() + '\\n# forged ' + MARKER + '\\n'\n"
                           "v = Variant(name='forged ' + MARKER, source=text)\n"
                           "with DecisionStore(STORE) as s:\n"

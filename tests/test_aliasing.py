@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tritune import aliasing
-from tritune.capture.spec import ArgSpec, LaunchSpec
-from tritune.replay import Variant
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.variant import Variant
 from tritune.store.records import variant_hash
 
 

@@ -10,6 +10,7 @@ not be (another GPU, rolled back, not verified, an unsafe grid).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 
@@ -22,7 +23,8 @@ from tritune import apply
 from tritune.capture import _jit_shim
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.target import Target
+from tritune.model.variant import Variant
 from tritune.store import DecisionStore, StoreError, current_target, key_for
 
 BODY = """
@@ -129,7 +131,7 @@ def disabled():
 
 def decide(store, spec, variant, *, target=CPU, promote=True):
     """A real verified decision: run, candidate, verified with a passing record, promoted."""
-    key = key_for(spec, **target)
+    key = key_for(spec, target)
     run = store.start_run({"test": True})
     cand = store.add_candidate(run, key, variant)
     store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "tolerance"},
@@ -450,9 +452,9 @@ def test_only_verified_enabled_decisions_apply(k, specs, store):
 
 
 def test_a_decision_for_another_gpu_is_not_applied(k, specs, store):
-    h100 = {"gpu": "NVIDIA H100 80GB HBM3", "capability": 90, "triton_version": CPU["triton_version"]}
+    h100 = Target("NVIDIA H100 80GB HBM3", 90, CPU.triton_version)
     decide(store, specs[("scale_kernel", 100)], B64, target=h100)
-    decide(store, specs[("heur_kernel", 100)], B64, target={**CPU, "triton_version": "0.0.1"})
+    decide(store, specs[("heur_kernel", 100)], B64, target=dataclasses.replace(CPU, triton_version="0.0.1"))
     applier = apply.enable(store, device="cpu")
     assert fixed(k.scale_kernel, 100) == (4, [32])
     assert launch(k.heur_kernel, 100) == (7, [16])

@@ -260,10 +260,10 @@ def load_kernels(folder: Path):
 
 
 def decide_block(store, jit, block: int, x, out, n: int, new_block: int = 64, assumes: tuple = ()) -> None:
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.store import LiveKeyer, current_target
 
-    key = LiveKeyer.for_kernel(jit, **current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": n, "BLOCK": block})
+    key = LiveKeyer.for_kernel(jit, current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": n, "BLOCK": block})
     assumed = {"assumes": assumes} if assumes else {}  # main(--base): a tree from before the field
     variant = Variant(name=f"block {new_block}", constexprs={"BLOCK": new_block}, **assumed)
     run = store.start_run({"test": True})
@@ -351,7 +351,7 @@ def main() -> None:
         "autotune": lambda: module.add_one_tuned[lambda m: (triton.cdiv(1024, m["BLOCK"]),)](x, out, 1024),
     }
 
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     checked = "assumes" in Variant.__dataclass_fields__  # not in a --base tree from before it
     if checked:

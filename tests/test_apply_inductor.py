@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 from tritune import apply  # noqa: E402
 from tritune.capture import inductor  # noqa: E402
-from tritune.replay import Variant  # noqa: E402
+from tritune.model.variant import Variant  # noqa: E402
 from tritune.store import DecisionStore, current_target, key_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +53,9 @@ class FakeCompiled:
 def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
     from tritune.capture.inductor_spec import launch_spec
+    from tritune.imports import import_file
 
     module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
@@ -74,7 +74,7 @@ def test_gpu_path_first_launch_is_inductors_then_the_compiled_variant(tmp_path):
     xblock = spec.constexprs["XBLOCK"]
     assert xblock != 64
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
     compiled, compiles = FakeCompiled(), []
 
     def compile_run(*a, grid, warmup, **kwargs):  # JITFunction.run(warmup=True) -> the CompiledKernel
@@ -109,9 +109,9 @@ def _faked_tuner(path=POI):
     """The example module's tuner with Inductor's launcher replaced by a recorder (settled on
     ``configs[1]``) and Triton's compile by ``FakeCompiled``; returns (tuner, args, its spec,
     Inductor's launches, the compiled variant)."""
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
     from tritune.capture.inductor_spec import launch_spec
+    from tritune.imports import import_file
 
     module = import_file(path, fresh=True)
     module.rand_strided = host_rand_strided
@@ -142,7 +142,7 @@ def test_inductor_launches_toggle_with_enable_and_disable(tmp_path):
     other, other_args, _, other_inductors, _ = _faked_tuner()
     other.launchers[0].config = other.configs[0]  # settled elsewhere: no decision has its XBLOCK
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
     for block in range(4):
         apply.enable(tmp_path / "d.db", device="cpu")
         before = len(compiled.launches)
@@ -197,7 +197,7 @@ def test_a_decision_waits_for_coordinate_descent_to_settle_the_config(tmp_path):
     tuner.inductor_meta = {**tuner.inductor_meta, "coordinate_descent_tuning": True}
     tuner.coordinate_descent_tuning = lambda launcher, *args, **kwargs: launcher  # tuning, not done yet
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
     applier = apply.enable(tmp_path / "d.db", device="cpu")
     for _ in range(3):
         tuner.run(*args, stream=1)
@@ -248,7 +248,7 @@ def test_a_config_decision_is_served_by_inductors_own_autotune_cache_until_rolle
     tuner, args, spec, _, compiled = _faked_tuner(kernel)
     chosen = tuner.launchers[0].config
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
     applier = apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
     for _ in range(3):
         tuner.run(*args, stream=1)
@@ -278,7 +278,7 @@ def test_an_inductor_cache_entry_goes_when_its_decision_is_no_longer_signed(tmp_
     shutil.copy(POI, kernel)
     tuner, args, spec, _, _ = _faked_tuner(kernel)
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}))
     apply.enable(tmp_path / "d.db", device="cpu", inductor_cache=True)
     tuner.run(*args, stream=1)
     tuner.run(*args, stream=1)
@@ -395,11 +395,11 @@ INTERPRETED = textwrap.dedent("""
     import json, sys
     import torch
     from tritune import apply
-    from tritune.imports import import_file
     from tritune.capture import inductor
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.capture.recorder import Recorder, finalize
-    from tritune.replay import Variant
+    from tritune.imports import import_file
+    from tritune.model.variant import Variant
     from tritune.store import DecisionStore, current_target, key_for
 
     kernel_file, out, db = sys.argv[1:4]
@@ -413,7 +413,7 @@ INTERPRETED = textwrap.dedent("""
     inductor.uninstall()
     recorder.close()
     (spec,) = finalize(out)
-    key = key_for(spec, **current_target())
+    key = key_for(spec, current_target())
 
     store = DecisionStore(db)
     def decide(variant):
@@ -472,8 +472,8 @@ def test_interpreted_inductor_kernel_uses_its_decisions(tmp_path, small_inductor
 
 
 def test_a_failing_inductor_hook_launches_as_written(capfd):
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+    from tritune.imports import import_file
 
     module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
@@ -541,7 +541,7 @@ def test_a_config_decision_is_launched_by_inductors_own_launcher_and_undone_by_d
     built = []
     _launcher_maker(tuner, built)
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
+        decide(store, key_for(spec, CPU), Variant(name="x64", constexprs={"XBLOCK": 64}, options={"num_warps": 2}))
     applier = apply.enable(tmp_path / "d.db", device="cpu")
     for _ in range(4):
         tuner.run(*args, stream=3)
@@ -571,7 +571,7 @@ def test_a_decision_that_changes_code_or_a_dynamic_kernel_stays_on_the_launch_ti
     built = []
     _launcher_maker(tuner, built)
     with DecisionStore(tmp_path / "d.db") as store:  # maxnreg is not one of Inductor's config knobs
-        decide(store, key_for(spec, **CPU), Variant(name="reg", constexprs={"XBLOCK": 64}, options={"maxnreg": 128}))
+        decide(store, key_for(spec, CPU), Variant(name="reg", constexprs={"XBLOCK": 64}, options={"maxnreg": 128}))
     apply.enable(tmp_path / "d.db", device="cpu")
     for _ in range(3):
         tuner.run(*args, stream=1)

@@ -19,7 +19,7 @@ from tritune import apply
 from tritune.capture import _jit_shim
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.store import DecisionStore, current_target, key_for
 
 KERNEL = '''
@@ -71,7 +71,7 @@ def bump(k, in_out, out):
 
 def decide(path, spec, variant) -> None:
     with DecisionStore(path) as store:
-        key = key_for(spec, **CPU)
+        key = key_for(spec, CPU)
         run = store.start_run({"test": True})
         cand = store.add_candidate(run, key, variant)
         store.finish_candidate(cand.id, "verified", verification={"ok": True, "mode": "bitwise"},

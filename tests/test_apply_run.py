@@ -17,7 +17,7 @@ from tritune import config
 from tritune.boot import BOOT_DIR
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.store import SCHEMA_VERSION, DecisionStore, current_target, key_for
 
 KERNEL = """
@@ -64,7 +64,7 @@ def program(tmp_path_factory):
         kernels.scale_kernel[(triton.cdiv(100, 32),)](x, torch.zeros(100), torch.zeros(64, dtype=torch.int32), 100,
                                                       BLOCK=32)
     (spec,) = read_launches(root / "cap")
-    key = key_for(spec, **current_target("cpu"))
+    key = key_for(spec, current_target("cpu"))
     variant = Variant(name="block 64", constexprs={"BLOCK": 64})
     with DecisionStore(root / "decisions.db") as store:
         run = store.start_run({})

@@ -89,7 +89,7 @@ def add_root(tmp_path: Path, monkeypatch) -> Path:
 def test_confirm_spec_times_a_replayed_kernel_and_its_variant_under_the_interpreter(add_root):
     from tritune.arbiter import confirm_job, confirm_spec
     from tritune.capture.spec import read_launches
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     [spec] = read_launches(add_root)
     result = confirm_spec(spec, add_root, Variant(name="block64", constexprs={"BLOCK": 64}), rounds=2)

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from tritune.arbiter import ArbiterSettings, Confirmation, Decision, Round, judge_candidate, next_step, screen_candidate
+from tritune.arbiter import Confirmation, Decision, Round, judge_candidate, next_step, screen_candidate
+from tritune.model.settings import ArbiterSettings
 
 BASE_MS = 1.0
 

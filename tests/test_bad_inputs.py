@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
+from tritune.capture.spec import write_launches
 from tritune.cli import main
+from tritune.model.launch import ArgSpec, LaunchSpec
 from tritune.store import SCHEMA_VERSION, DecisionStore
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from conftest import kernel_hash
 
 from tritune.bench import render
-from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
+from tritune.capture.spec import write_launches
 from tritune.commands.bench import bench
+from tritune.model.launch import ArgSpec, LaunchSpec
 
 KERNELS = '''
 import triton

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tritune.bench import roofline
-from tritune.capture.spec import ArgSpec, LaunchSpec
+from tritune.model.launch import ArgSpec, LaunchSpec
 
 
 def tensor(name, shape, stride=None, dtype="float32", **kw) -> ArgSpec:

@@ -10,7 +10,8 @@ import pytest
 
 from tritune.bench import run
 from conftest import kernel_hash
-from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, write_launches
+from tritune.capture.spec import read_launches, write_launches
+from tritune.model.launch import ArgSpec, LaunchSpec
 
 KERNEL = (Path(__file__).parent / "programs" / "replay_kernels.py").read_text()  # add_kernel, gather_kernel
 
@@ -57,7 +58,7 @@ def test_cpu_result_is_marked_not_meaningful_and_claims_no_bandwidth(root):
 
 
 def test_a_variant_is_benchmarked_with_its_own_grid(root):
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     [spec] = read_launches(root)
     result = run.bench_spec(spec, root, Variant(name="wide", constexprs={"BLOCK": 512}))
@@ -65,7 +66,7 @@ def test_a_variant_is_benchmarked_with_its_own_grid(root):
 
 
 def test_bench_job_takes_a_json_payload(root):
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     [spec] = read_launches(root)
     payload = json.loads(json.dumps({"spec": spec.to_json(), "root": str(root),

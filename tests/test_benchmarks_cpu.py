@@ -142,8 +142,9 @@ def test_sanitize_store_reads_the_error_summary():
 def _capture_and_store(root: pathlib.Path):
     """A capture of one launch (built by hand: no source hash), and a store with a decision for it
     and one for a launch it lacks."""
-    from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches
-    from tritune.replay import Variant
+    from tritune.capture.spec import write_launches
+    from tritune.model.launch import ArgSpec, LaunchSpec
+    from tritune.model.variant import Variant
     from tritune.store import DecisionStore, key_for
 
     (root / "sources").mkdir(parents=True)
@@ -162,7 +163,7 @@ def _capture_and_store(root: pathlib.Path):
         run = store.start_run({"test": True})
         for launch, variant in ((spec, Variant(name="b32", constexprs={"BLOCK": 32})),
                                 (other, Variant(options={"num_warps": 2}))):
-            key = key_for(launch, **target)
+            key = key_for(launch, target)
             cand = store.add_candidate(run, key, variant)
             store.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"median_ms": 1.0})
             store.set_decision(key, variant, baseline_ms=2.0, best_ms=1.0)
@@ -388,7 +389,7 @@ def test_e2e_task_past_its_limit_is_killed_and_told_apart(tmp_path, monkeypatch)
 
 def test_e2e_optimize_call_outcomes():
     import e2e
-    from tritune.loop.results import RunResults
+    from tritune.model.results import RunResults
 
     def status(rc, killed, run, spent=100.0):
         return e2e.optimize_outcome(rc, killed, run, spent, 240.0, 10.0, {}, "Error: capture failed").status
@@ -403,7 +404,7 @@ def test_e2e_optimize_call_outcomes():
 
 
 def _optimize_json(kernels, timed):
-    from tritune.loop.results import RunResults
+    from tritune.model.results import RunResults
 
     return RunResults.from_json({"tritune_optimize": 2, "keys": 4, "finished": "now", "timed": timed,
                                  "kernels": kernels, "settings": {"threshold": 1.05}})

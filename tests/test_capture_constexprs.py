@@ -12,11 +12,13 @@ import triton
 import triton.language as tl
 
 from conftest import import_interpreted
-from tritune.capture import constexprs as codec
 from tritune.capture import skipped
 from tritune.capture.recorder import capture
-from tritune.capture.spec import LaunchSpec, SpecError, read_launches
-from tritune.replay import Replay, Variant, make_args
+from tritune.capture.spec import read_launches
+from tritune.model import constexprs as codec
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args
 
 KERNELS = '''
 import triton
@@ -327,7 +329,7 @@ def test_decisions_on_autotune_and_heuristics_kernels_with_dtype_constexprs_appl
     variant = Variant(name="2 warps", options={"num_warps": 2})
     with DecisionStore(tmp_path / "decisions.db") as store:
         for spec in read_launches(tmp_path / "cap"):
-            key = key_for(spec, **current_target("cpu"))
+            key = key_for(spec, current_target("cpu"))
             run = store.start_run({})
             cand = store.add_candidate(run, key, variant)
             store.finish_candidate(cand.id, "verified", verification={"ok": True})

@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 from tritune.capture import inductor  # noqa: E402
 from tritune.capture.inductor_grid import grid_for, grid_rule  # noqa: E402
 from tritune.capture.inductor_spec import launch_spec  # noqa: E402
-from tritune.capture.spec import SpecError, read_launches  # noqa: E402
+from tritune.capture.spec import read_launches  # noqa: E402
+from tritune.model.launch import SpecError
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "inductor"
@@ -199,8 +200,8 @@ def test_shim_check_fails_when_run_changes_signature(monkeypatch):
 def _tuner_with_fake_launcher(config_index: int):
     """The poi example's real CachingAutotuner, whose one launcher records calls instead of
     launching: Inductor's own ``run`` (autotune skipped: one launcher) drives the shim."""
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
+    from tritune.imports import import_file
 
     module = import_file(POI, fresh=True)  # its tuner gets a fake launcher
     module.rand_strided = host_rand_strided
@@ -344,11 +345,12 @@ INTERPRETED = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import torch
-    from tritune.imports import import_file
     from tritune.capture import _jit_shim, inductor
     from tritune.capture.inductor_modules import autotuner_of
     from tritune.capture.recorder import Recorder, finalize
-    from tritune.replay import Replay, Variant, make_args
+    from tritune.imports import import_file
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, make_args
 
     kernel_file, out = sys.argv[1], sys.argv[2]
     module = import_file(kernel_file)
@@ -399,8 +401,8 @@ def test_interpreted_inductor_kernel_is_captured_once_and_replays(tmp_path, smal
 
 
 def test_values_hold_the_real_tensors(tmp_path):
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_spec
+    from tritune.imports import import_file
 
     module = import_file(RED)
     spec, values = host_spec(module, autotuner_of(module), str(RED))
@@ -410,9 +412,9 @@ def test_values_hold_the_real_tensors(tmp_path):
 
 
 def test_launch_spec_rejects_a_wrong_argument_count():
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, host_rand_strided
     from tritune.capture.inductor_spec import launch_spec
+    from tritune.imports import import_file
 
     module = import_file(POI, fresh=True)
     module.rand_strided = host_rand_strided
@@ -428,8 +430,8 @@ def test_jsonable_keeps_enums_readable():
 
 
 def test_tuned_autotuners_are_found_by_their_kernel_file():
-    from tritune.imports import import_file
     from tritune.capture.inductor_modules import autotuner_of, tuned_autotuners
+    from tritune.imports import import_file
 
     tuner = autotuner_of(import_file(PER))
     assert tuned_autotuners()[os.path.realpath(PER)] is tuner  # the latest import of the file

@@ -10,7 +10,8 @@ import pytest
 
 from tritune.capture import _after_import
 from tritune.capture.recorder import PARTS, Recorder, finalize, read_part
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches
+from tritune.capture.spec import read_launches
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError
 
 
 def make_spec(n: int = 8, source_file: str = "") -> LaunchSpec:

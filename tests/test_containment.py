@@ -52,14 +52,14 @@ from llm_server import ScriptedServer
 from test_loop import captured  # noqa: F401 - module-scoped fixture shared
 
 from tritune import apply, config
-from tritune.arbiter import ArbiterSettings
+from tritune.allowlist import sandbox
 from tritune.capture.spec import read_launches
-from tritune.llm import sandbox
-from tritune.llm.family import LLMSettings
 from tritune.llm.reply import check_kernel, first_python_block, splice
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
-from tritune.replay import Variant
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings, LLMSettings, LoopSettings
+from tritune.model.variant import Variant
 from tritune.report import plots, write_report
 from tritune.store import DecisionStore
 from tritune.worker import Worker, jail
@@ -318,8 +318,7 @@ def optimize_llm(captured: Path, out: Path, worker: Worker, url: str, rounds: in
     settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2,
                             families=("llm",), llm=LLMSettings(url=url, model="scripted", rounds=rounds, fixes=fixes))
     lines: list[str] = []
-    results = optimize(captured, out, settings=settings, log=lines.append,
-                       evaluator=Evaluator(captured, retime=llm_pays, worker=worker))
+    results = optimize(captured, RunRequest(out, settings=settings), log=lines.append, evaluator=Evaluator(captured, retime=llm_pays, worker=worker))
     return results, lines
 
 

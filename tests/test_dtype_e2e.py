@@ -14,7 +14,8 @@ import pytest
 from tritune import config
 from tritune.boot import BOOT_DIR
 from tritune.capture.spec import read_launches
-from tritune.replay import Replay, Variant, make_args
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args
 from tritune.store import DecisionStore, current_target, key_for
 
 KERNEL = """
@@ -90,7 +91,7 @@ def test_a_dtype_kernel_captured_from_a_program_replays_verifies_a_variant_and_t
     assert not marked.ok and "seen_ptr[2]: baseline 32, candidate unwritten" in marked.message
 
     store_path = captured / "decisions.db"
-    key = key_for(spec, **current_target("cpu"))
+    key = key_for(spec, current_target("cpu"))
     with DecisionStore(store_path) as store:
         run = store.start_run({})
         cand = store.add_candidate(run, key, variant)

@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tritune.generate import family as fam  # noqa: E402
-from tritune.generate.inductor import GenerateError  # noqa: E402
 from tritune.generate.run import GenerateSettings, generate  # noqa: E402
+from tritune.generate.spec import GenerateError  # noqa: E402
 
 SPEC = '''
 import torch
@@ -597,7 +597,7 @@ def test_a_reference_reading_more_than_imports_and_constants_is_refused_in_one_l
 
 def test_a_bucket_takes_the_searchs_decision_for_its_case_where_kernel_py_can_hold_it(tmp_path, interpreted):
     from tritune.generate.emit import tuning
-    from tritune.replay.variant import Variant
+    from tritune.model.variant import Variant
 
     (tmp_path / "spec.py").write_text(TWO_SIZES)
     payload = {"spec": str(tmp_path / "spec.py"), "device": "cpu", "capture": str(tmp_path / "capture"),

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
+from tritune.allowlist.sandbox import Unsafe
 from tritune.generate.assemble import KERNEL_HEADER, _same_statements, assemble, input_kinds
 from tritune.generate.launcher import NUMBER, OTHER, TENSOR, check_launcher
-from tritune.llm.sandbox import Unsafe
 
 SENTINEL = "/tmp/tritune-launcher-sentinel"
 KERNELS = '''import torch

@@ -19,7 +19,7 @@ from tritune.generate.assemble import assemble
 from tritune.generate.launcher import TENSOR
 from tritune.generate.llm import generate_with_llm
 from tritune.generate.spec import load_spec
-from tritune.llm.family import LLMSettings
+from tritune.model.settings import LLMSettings
 
 SPEC = '''"""relu(x + bias): seed 004's bias + activation, small enough for the interpreter."""
 import torch
@@ -314,8 +314,7 @@ def run(x, w, bias):
 def test_a_model_free_failure_leaves_the_llm_path_to_run(tmp_path, key, monkeypatch):
     """Inductor puts the matmul in a library call, which the model-free path refuses (one line):
     with --llm, that is a note, and the model's kernel is still asked for, verified and kept."""
-    from tritune.generate.run import GenerateSettings
-    from tritune.generate.run import generate as run_generate
+    from tritune.generate.run import GenerateSettings, generate as run_generate
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     path = tmp_path / "matmul_relu.py"

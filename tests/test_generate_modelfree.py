@@ -1,5 +1,5 @@
 """``tritune generate``'s model-free path on the CPU: Inductor's real kernels for a spec (generated
-for CPU tensors and run on Triton's interpreter, ``inductor.on_interpreter``), captured with their
+for CPU tensors and run on Triton's interpreter, ``interpreter.on_interpreter``), captured with their
 plans, written into kernel.py, verified; decisions baked in, or refused when wrong or not bakeable.
 
 The interpreter has no libdevice (tanh, erf, rsqrt), so the specs here are relu and sums."""
@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tritune.generate import run as flow  # noqa: E402
-from tritune.generate.inductor import GenerateError  # noqa: E402
 from tritune.generate.run import GenerateSettings, generate  # noqa: E402
-from tritune.replay.variant import Variant  # noqa: E402
+from tritune.generate.spec import GenerateError  # noqa: E402
+from tritune.model.variant import Variant  # noqa: E402
 
 SPEC = '''
 import torch
@@ -98,7 +98,7 @@ def test_kernel_py_runs_without_torch_compile_and_matches_the_reference(tmp_path
 
 def _planted(monkeypatch, make):
     """The optimize loop replaced by one that 'decides' ``make(spec)`` for every launch."""
-    from tritune.capture.spec import LaunchSpec
+    from tritune.model.launch import LaunchSpec
 
     def decide(capture, folder, body, settings, result, log):
         out = {}
@@ -246,8 +246,9 @@ def test_a_spec_passing_one_tensor_twice_gets_a_kernel_that_reads_both_arguments
 def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, interpreted, monkeypatch):
     """The derived cases (odd shapes, one row, larger) verify kernel.py; the search spends its
     budget on the spec's own cases only, and no launch gets more than an equal part of it."""
-    from tritune.capture.spec import LaunchSpec, read_launches
+    from tritune.capture.spec import read_launches
     from tritune.loop.session import FLOOR_S
+    from tritune.model.launch import LaunchSpec
 
     seen = {}
 

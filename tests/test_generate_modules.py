@@ -15,9 +15,9 @@ from test_generate_llm import CORRECT, SPEC
 from test_llm_loop import key  # noqa: F401 - the LLM key in the environment, shared
 from test_loop import worker  # noqa: F401 - the module-scoped interpreter worker, shared
 
-from tritune.capture.spec import LaunchSpec
 from tritune.generate.modules import bake
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
 
 MODULE = '''import triton
 import triton.language as tl
@@ -359,7 +359,7 @@ import json, sys
 from pathlib import Path
 from tritune.capture.spec import read_launches
 from tritune.generate import run as flow
-from tritune.replay.variant import Variant
+from tritune.model.variant import Variant
 
 mode = sys.argv[3]
 

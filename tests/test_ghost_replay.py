@@ -10,12 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from test_verify_check import SOURCE, axpy, edit  # noqa: E402
-from tritune.replay import Variant  # noqa: E402
+from tritune.model.failures import GHOST  # noqa: E402
+from tritune.model.variant import Variant  # noqa: E402
 from tritune.replay.launches import Launches  # noqa: E402
 from tritune.verify import verify  # noqa: E402
-from tritune.worker.failures import GHOST  # noqa: E402
 
-# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# a source a rule of tritune's made: the allowlist (``allowlist.sandbox``) refuses this planted code in any
 # other source; marked so, it tests what this file tests, behind the allowlist
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 
@@ -68,7 +68,7 @@ def test_baseline_and_a_correct_source_verify_with_their_launches_counted(tmp_pa
 
 @pytest.mark.parametrize("ghost", [GHOST_RUN, GHOST_AFTER_ONE], ids=["run", "after-one"])
 def test_the_allowlist_alone_refuses_these_ghosts_as_a_models_source(ghost):
-    from tritune.llm.sandbox import Unsafe, check_variant_source
+    from tritune.allowlist.sandbox import Unsafe, check_variant_source
 
     with pytest.raises(Unsafe, match="function _from_torch is not allowed|the value of _real_run must be a literal"):
         check_variant_source(SOURCE, ghost, "axpy")

@@ -16,7 +16,7 @@ from tritune.capture import _jit_shim, grid_rule
 from tritune.capture.grid_blocks import tiles
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.search import space
 from tritune.search.proposers import variant_of
 from tritune.store import DecisionStore, current_target, key_for
@@ -216,7 +216,7 @@ def test_each_decision_is_applied_on_the_rule_it_was_verified_on():
 
 
 def _decide(store, spec, variant):
-    key = key_for(spec, **current_target("cpu"))
+    key = key_for(spec, current_target("cpu"))
     run = store.start_run({"test": True})
     candidate = store.add_candidate(run, key, variant)
     store.finish_candidate(candidate.id, "verified", verification={"ok": True, "mode": "bitwise"},

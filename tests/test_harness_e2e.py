@@ -56,7 +56,7 @@ def test_every_captured_launch_verifies_against_itself_and_a_wrong_one_fails(cap
     script = f"""
 import json
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.verify import verify
 root = {str(captured)!r}
 specs = read_launches(root)

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from tritune import config
-from tritune.loop import LoopSettings
 from tritune.capture import recorder
 from tritune.capture.recorder import PARTS
 from tritune.capture.spec import file_hash, read_launches, write_launches
 from tritune.loop import lanes
 from tritune.loop.evaluate import PRELOAD
 from tritune.loop.lanes import FIRST_VERIFIERS, HASH_MODULE, READY_MODULE, Device, HeadStart, LocalLane, close_lanes
+from tritune.model.settings import LoopSettings
 from tritune.replay.warm import kernel_imports
 from tritune.worker import jail
 from tritune.worker.jail import Policy, same_reach
@@ -116,7 +116,7 @@ def test_a_head_started_lane_runs_on_the_workers_it_started_before_the_capture(c
         warm = kernel_imports(capture)
         assert warm  # the kernel file's imports: torch, Triton, the program's module
         [got] = head.lanes(capture)
-        assert got is lane and lane.start()["gpu"]
+        assert got is lane and lane.start().gpu
         for w in [*started, late]:
             done = w.call("worker_jobs:imported", [READY_MODULE, *warm])
             assert done.ok and all(done.value["modules"].values()), done

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tritune.loop.results import KernelResult, LaneLine, RunResults
+from tritune.model.results import KernelResult, LaneLine, RunResults
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"

@@ -11,10 +11,10 @@ from llm_server import Raw, ScriptedServer, Slow
 from test_loop import captured, worker  # noqa: F401 - module-scoped fixtures shared
 
 from tritune import config
-from tritune.arbiter import ArbiterSettings
-from tritune.llm.family import LLMSettings
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings, LLMSettings, LoopSettings
 from tritune.store import DecisionStore
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c"
@@ -49,8 +49,7 @@ def run_llm(captured, out, worker, url, **llm):
     settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2,
                             families=("llm",), llm=LLMSettings(url=url, model="scripted", **llm))
     lines: list[str] = []
-    results = optimize(captured, out, settings=settings, log=lines.append,
-                       evaluator=Evaluator(captured, retime=llm_pays, worker=worker))
+    results = optimize(captured, RunRequest(out, settings=settings), log=lines.append, evaluator=Evaluator(captured, retime=llm_pays, worker=worker))
     return results, lines
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from conftest import INDUCTOR_POI, import_interpreted
-from tritune.llm import sandbox
-from tritune.llm.sandbox import RULES, Unsafe, allowed_imports, check, check_variant_source
+from tritune.allowlist import sandbox
+from tritune.allowlist.sandbox import RULES, Unsafe, allowed_imports, check, check_variant_source
 
 REPO = Path(__file__).resolve().parent.parent
 HEAD = "import triton\nimport triton.language as tl\n"
@@ -513,7 +513,7 @@ def test_a_variant_that_changes_anything_else_is_refused(variant, reason):
 
 
 def test_which_variants_need_the_check():
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     assert not sandbox.needs_check(Variant(options={"num_warps": 8}))
     assert not sandbox.needs_check(Variant(source=ADD, rewrite={"rule": "pipeline-loop", "params": {}}))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from tritune.store import DecisionKey, DecisionStore, signing
+from tritune.model.key import DecisionKey
+from tritune.store import DecisionStore, signing
 from tritune.store.schema import SCHEMA_VERSION
 
 ELSEWHERE = signing.Signer(b"another user's secret, not ours!")

@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.loop.kernel import KernelLoop
-from tritune.loop.results import RunResults
 from tritune.loop.session import machine, plan
-from tritune.replay import Variant
+from tritune.model.request import RunRequest
+from tritune.model.results import RunResults
+from tritune.model.settings import ArbiterSettings, LoopSettings
+from tritune.model.target import Target
+from tritune.model.variant import Variant
 from tritune.store import DecisionStore
 from tritune.worker import Worker
 
@@ -71,11 +73,12 @@ def source_of(root: Path) -> str:
 
 def run(captured, out, worker, retime=block_speed, families=None, settings=SETTINGS, **kwargs):
     evaluator = Evaluator(captured, retime=retime, worker=worker)
-    return optimize(captured, out, settings=settings, evaluator=evaluator, families=families, **kwargs)
+    request = RunRequest(out, settings=settings, **_request_fields(kwargs))
+    return optimize(captured, request, evaluator=evaluator, families=families, **kwargs)
 
 
 # the planted crash and hang below are module-level code, which the allowlist refuses in any source
-# no rule of tritune's made (``llm.sandbox``): marked as a rule's, they test the worker, not the check
+# no rule of tritune's made (``allowlist.sandbox``): marked as a rule's, they test the worker, not the check
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 
 def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, worker):
@@ -273,7 +276,7 @@ def test_plan_merges_launches_of_one_key_and_samples_reproducibly(captured):
     from tritune.loop import plan
 
     spec = read_launches(captured)[0]
-    target = {"gpu": "interpreter", "capability": 0, "triton_version": "3.6.0"}
+    target = Target("interpreter", 0, "3.6.0")
     same_key = dataclasses.replace(spec, count=5, grid=[9, 1, 1])  # another launch, same specialization
     others = [dataclasses.replace(spec, constexprs={**spec.constexprs, "BLOCK": b}) for b in (16, 32, 128, 256)]
     merged = plan([spec, same_key, *others], target)
@@ -332,8 +335,7 @@ def test_a_candidate_the_arbiter_rejected_is_never_decided_in_a_later_run(captur
 
     only = lambda spec: [Family("planted", Planted([Variant(name="b256", constexprs={"BLOCK": 256})]),  # noqa: E731
                                 lambda v: "tolerance")]
-    first = optimize(captured, tmp_path, settings=SETTINGS, families=only,
-                     evaluator=Disagreeing(captured, retime=block_speed, worker=worker))
+    first = optimize(captured, RunRequest(tmp_path, settings=SETTINGS), families=only, evaluator=Disagreeing(captured, retime=block_speed, worker=worker))
     assert first.kernels[0].candidates[0]["status"] == "rejected"
     other = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=5, per_round=3)
     second = run(captured, tmp_path, worker, families=only, settings=other)
@@ -376,8 +378,9 @@ def test_optimize_command_wants_exactly_one_input(tmp_path):
 # (``finish``) or dies with the run still ``running`` and the candidate claimed (``die``).
 HOLDER = """
 import dataclasses, json, os, sys
-from tritune.replay import Variant
-from tritune.store import DecisionKey, DecisionStore
+from tritune.model.key import DecisionKey
+from tritune.model.variant import Variant
+from tritune.store import DecisionStore
 path, key, variant, then = sys.argv[1:]
 store = DecisionStore(path)
 run = store.start_run({"another": "optimize"})
@@ -439,7 +442,7 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
 
 
 def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
-    from tritune.capture.spec import ArgSpec, LaunchSpec
+    from tritune.model.launch import ArgSpec, LaunchSpec
 
     red = LaunchSpec(kernel="triton_red_fused_sum_0", kind="inductor", module="m", source_file="m.py",
                      source="sources/m.py", source_hash="0" * 64,
@@ -493,7 +496,7 @@ def test_a_variant_that_timed_out_on_a_sibling_key_is_not_tried_again(siblings, 
 def test_a_timeout_on_a_sibling_key_found_while_this_key_runs_is_heeded_the_next_round(captured):
     """Several lanes: a sibling key on another lane may time out on a config while this key runs.
     The store is asked again each round, so the next round does not try it."""
-    from tritune.search.proposers import Trial
+    from tritune.model.trial import Trial
     from tritune.store import variant_hash
 
     spec = read_launches(captured)[0]
@@ -522,3 +525,8 @@ def test_a_timeout_on_a_sibling_key_found_while_this_key_runs_is_heeded_the_next
     assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2", "v3"] and Store.asked == 2
     timed_out[variant_hash(variants[3])] = "0" * 64  # the family has nothing left beyond the skipped ones
     assert [v.name for v, _ in loop._propose(["f"], context)] == ["v2"] and Store.asked == 3
+
+
+def _request_fields(kwargs: dict) -> dict:
+    """The ``RunRequest`` fields among a helper's keyword arguments, taken out of them."""
+    return {name: kwargs.pop(name) for name in list(kwargs) if name in RunRequest.__dataclass_fields__}

@@ -15,11 +15,12 @@ from test_loop import SETTINGS, Planted, block_speed, captured, source_of  # noq
 from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.families import Family
-from tritune.replay import Variant
+from tritune.model.request import RunRequest
+from tritune.model.variant import Variant
 from tritune.store import DecisionStore
 from tritune.worker import Worker
 
-# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# a source a rule of tritune's made: the allowlist (``allowlist.sandbox``) refuses this planted code in any
 # other source; marked so, it tests what this file tests, behind the allowlist
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 
@@ -43,7 +44,7 @@ def verifiers():
 
 def run(captured, out, timer, verifiers=None, retime=block_speed, settings=SETTINGS, **kwargs):  # noqa: F811
     evaluator = Evaluator(captured, retime=retime, worker=timer, verifiers=verifiers)
-    return optimize(captured, out, settings=settings, evaluator=evaluator, **kwargs)
+    return optimize(captured, RunRequest(out, settings=settings, **_request_fields(kwargs)), evaluator=evaluator, **kwargs)
 
 
 def outcome(results):
@@ -248,3 +249,8 @@ def test_a_round_takes_the_workers_that_ran_last(captured):  # noqa: F811
     finally:
         evaluator.close()
     assert len(set(used[:3])) == 1 and used[0] in used[3:]  # the warm one again, and one more beside it
+
+
+def _request_fields(kwargs: dict) -> dict:
+    """The ``RunRequest`` fields among a helper's keyword arguments, taken out of them."""
+    return {name: kwargs.pop(name) for name in list(kwargs) if name in RunRequest.__dataclass_fields__}

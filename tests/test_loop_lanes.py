@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 import triton
 
-from tritune.arbiter import ArbiterSettings
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.lanes import Device, LaneDied, LaneError, LanePool, LocalLane, lane_devices
-from tritune.loop.results import KernelResult, RunResults
-from tritune.replay import Variant
+from tritune.model.request import RunRequest
+from tritune.model.results import KernelResult, RunResults
+from tritune.model.settings import ArbiterSettings, LoopSettings
+from tritune.model.target import Target
+from tritune.model.variant import Variant
 from tritune.report import summarize
 from tritune.store import DecisionStore
 from tritune.worker import Worker
@@ -81,7 +83,8 @@ def one_and_two(captured, workers, tmp_path_factory):
     runs = []
     for count in (1, 2):
         out = tmp_path_factory.mktemp(f"lanes{count}")
-        results = optimize(captured, out, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers[:count]))
+        results = optimize(captured, RunRequest(out, settings=SETTINGS, cover=1.0),
+                           lanes=real_lanes(captured, workers[:count]))
         runs.append((results, out))
     return runs
 
@@ -141,21 +144,20 @@ class Planted:
 
     def __init__(self, index: int, gpu: str = "interpreter", run=None) -> None:
         self.name = f"planted:{index}"
-        self._target = {"gpu": gpu, "capability": 0, "triton_version": triton.__version__, "meaningful": False,
-                        "copy_gbps": None}
+        self._target = Target(gpu, 0, triton.__version__)
         self.run = run
         self.jobs: list = []
         self.started = False
 
     @property
     def gpu(self) -> str:
-        return self._target["gpu"]
+        return self._target.gpu
 
     @property
-    def target(self) -> dict:
-        return self._target if self.started else {}
+    def target(self) -> Target | None:
+        return self._target if self.started else None
 
-    def start(self, prebuild=()) -> dict:
+    def start(self, prebuild=()) -> Target:
         self.started = True
         return self._target
 
@@ -184,7 +186,7 @@ def made_up(job, ran: bool = True) -> dict:
 
 def planted_run(captured, out, lanes, **kwargs) -> RunResults:
     kwargs.setdefault("cover", 1.0)
-    return optimize(captured, out, settings=SETTINGS, lanes=lanes, **kwargs)
+    return optimize(captured, RunRequest(out, settings=SETTINGS, **_request_fields(kwargs)), lanes=lanes, **kwargs)
 
 
 def test_no_key_is_handed_out_once_the_running_keys_hold_the_cover(captured, tmp_path):
@@ -345,7 +347,7 @@ def test_a_lane_whose_worker_is_killed_and_cannot_start_again_hands_its_key_over
                                                                     worker=doomed)),
              LocalLane(None, captured, index=1, evaluator=Evaluator(captured, retime=by_grid, worker=workers[1]))]
     try:
-        results = optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=lanes, log=lines.append)
+        results = optimize(captured, RunRequest(tmp_path, settings=SETTINGS, cover=1.0), lanes=lanes, log=lines.append)
     finally:
         doomed.close()
     assert killed and len(results.kernels) == len(GRIDS) and results.stopped is None
@@ -374,7 +376,7 @@ def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captu
 
     lanes = real_lanes(captured, workers, retime=interrupting)
     with pytest.raises(KeyboardInterrupt):
-        optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=lanes)
+        optimize(captured, RunRequest(tmp_path, settings=SETTINGS, cover=1.0), lanes=lanes)
     assert fired
     with DecisionStore(tmp_path / "decisions.db") as store:
         [run] = store.runs()
@@ -382,7 +384,7 @@ def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captu
         cands = store.candidates()
         assert all(c.status != "running" for c in cands) and all(c.failure_kind != "crash" for c in cands)
         done_before = {c.id for c in cands if c.done}
-    again = optimize(captured, tmp_path, settings=SETTINGS, cover=1.0, lanes=real_lanes(captured, workers))
+    again = optimize(captured, RunRequest(tmp_path, settings=SETTINGS, cover=1.0), lanes=real_lanes(captured, workers))
     assert again.run_id == run.id and len(again.kernels) == len(GRIDS) and again.finished is not None
     reused = sum(c["reused"] for k in again.kernels for c in k.candidates)
     assert reused >= len(done_before) > 0
@@ -532,7 +534,7 @@ class BaselineEvaluator(Evaluator):
 
     def candidates(self, spec, items, verify_timeout_s=None):
         from tritune.loop.evaluate import Evaluated
-        from tritune.search.proposers import Trial
+        from tritune.model.trial import Trial
 
         self.calls.append(("candidates", spec.id))
         self.asked.set()
@@ -560,8 +562,8 @@ class OneCandidate:
 
 
 def _baseline_jobs(tmp_path):
-    from tritune.capture.spec import LaunchSpec
     from tritune.loop.lanes import KeyJob
+    from tritune.model.launch import LaunchSpec
     from tritune.store import key_for
 
     specs = [LaunchSpec(kernel=f"k{g}", kind="jit", module="m", source_file="k.py", source="sources/k.py",
@@ -573,7 +575,7 @@ def _baseline_jobs(tmp_path):
     def job(spec, baseline=(RANKING, None), none=False):
         from tritune.loop.families import Family
 
-        return KeyJob(spec, key_for(spec, gpu="GPU", capability=90, triton_version=triton.__version__),
+        return KeyJob(spec, key_for(spec, Target("GPU", 90, triton.__version__)),
                       settings=LoopSettings(budget_s=5.0), run_id=run_id, store_path=str(store), root=".",
                       baseline=baseline, families=[Family("planted", OneCandidate(none), lambda v: "tolerance")])
     return specs, job
@@ -669,3 +671,8 @@ def test_what_the_session_knows_is_not_timed_again(tmp_path):
     assert own["baseline_ms"] == 3.0 and timeless["baseline_ms"] == 2.0
     assert calls[-3:] == [("baseline", specs[1].id, True), ("profile", specs[1].id, 3.0), ("candidates", specs[1].id)]
     assert evaluator.calls[len(calls)] == ("baseline", specs[0].id, True)  # timed first, as with none
+
+
+def _request_fields(kwargs: dict) -> dict:
+    """The ``RunRequest`` fields among a helper's keyword arguments, taken out of them."""
+    return {name: kwargs.pop(name) for name in list(kwargs) if name in RunRequest.__dataclass_fields__}

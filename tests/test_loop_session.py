@@ -11,15 +11,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import file_hash, read_launches
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluator
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings, LoopSettings
 from tritune.loop.jobs import (BASELINE_JOB, BASELINES_JOB, COMPILE_JOB, EXCLUSIVE_JOB, RANK_BENCH_MS, RANK_METHODS,
                                full_timing)
-from tritune.loop.results import KernelResult, KeyTime, ResultsError, RunResults, shares
 from tritune.loop.session import budget_for, timing_to_key
-from tritune.replay import Variant
+from tritune.model.results import KernelResult, KeyTime, ResultsError, RunResults, shares
+from tritune.model.variant import Variant
 from tritune.report import summarize, write_report
 from tritune.worker import Worker
 
@@ -72,7 +73,8 @@ def by_grid(spec, variant, measured_ms):
 
 def run(captured, out, worker, **kwargs):
     evaluator = Evaluator(captured, retime=by_grid, worker=worker)
-    return optimize(captured, out, settings=kwargs.pop("settings", SETTINGS), evaluator=evaluator, **kwargs)
+    request = RunRequest(out, settings=kwargs.pop("settings", SETTINGS), **_request_fields(kwargs))
+    return optimize(captured, request, evaluator=evaluator, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +241,7 @@ def test_a_ranking_interrupted_keeps_the_keys_it_timed(captured, tmp_path, worke
 
     evaluator = Evaluator(captured, retime=interrupting, worker=worker)
     with pytest.raises(KeyboardInterrupt):
-        optimize(captured, tmp_path, settings=SETTINGS, evaluator=evaluator, cover=1.0)
+        optimize(captured, RunRequest(tmp_path, settings=SETTINGS, cover=1.0), evaluator=evaluator)
     kept = json.loads((tmp_path / session.BASELINES_FILE).read_text())["keys"]
     assert len(kept) == 1
     worker.calls.clear()
@@ -325,7 +327,7 @@ def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_o
     """The batch that hung is timed again one launch a call until the culprit fails alone; the
     launches after it go back in one batch. Before, every launch before the culprit cost a batch
     that hung again."""
-    from tritune.capture.spec import LaunchSpec
+    from tritune.model.launch import LaunchSpec
     from tritune.worker import Outcome
     from tritune.worker.failures import Failure
 
@@ -354,8 +356,8 @@ def test_a_launch_that_hangs_the_ranking_costs_one_failed_batch_and_itself_not_o
 def test_the_parent_warms_inductors_heuristics_only_for_a_capture_of_inductors_kernels(monkeypatch):
     """The first proposal for an Inductor kernel imports its heuristics (its max-autotune seeds):
     imported while the lanes start, not in the first key's time to its first candidate."""
-    from tritune.capture.spec import LaunchSpec
     from tritune.loop import session
+    from tritune.model.launch import LaunchSpec
 
     seen = []
     monkeypatch.setattr(session, "_import_quietly", seen.append)
@@ -368,3 +370,8 @@ def test_the_parent_warms_inductors_heuristics_only_for_a_capture_of_inductors_k
     session._warm_parent([spec("jit"), spec("inductor")]).join()
     assert seen == [session.WARM_MODULES, session.WARM_MODULES + session.INDUCTOR_WARM_MODULES]
     assert "torch._inductor.runtime.triton_heuristics" in session.INDUCTOR_WARM_MODULES
+
+
+def _request_fields(kwargs: dict) -> dict:
+    """The ``RunRequest`` fields among a helper's keyword arguments, taken out of them."""
+    return {name: kwargs.pop(name) for name in list(kwargs) if name in RunRequest.__dataclass_fields__}

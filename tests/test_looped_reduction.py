@@ -19,7 +19,7 @@ import pytest
 from tritune.capture.inductor_modules import specs_from_modules
 from tritune.search.looped_reduction import (NAME_PREFIX, LoopedReductionProposer, NotLoopable, blocks, loopable,
                                              parse, rewrite)
-from tritune.search.proposers import Trial
+from tritune.model.trial import Trial
 
 REPO = Path(__file__).resolve().parent.parent
 LAYER_NORM = REPO / "examples" / "inductor" / "triton_per_fused_native_layer_norm_0.py"
@@ -129,7 +129,7 @@ PLANTED = {"layer_norm", "in_place", "softmax_masked"}  # softmax's tl.reduce is
 INTERPRETED = textwrap.dedent("""
     import json, re, sys
     from tritune.capture.inductor_modules import specs_from_modules
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.search.looped_reduction import rewrite
     from tritune.verify import verify
 

@@ -4,8 +4,9 @@ The profile job is scripted (no worker runs): what is tested is the evaluator's 
 
 from __future__ import annotations
 
-from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import NCU_SHARE, Evaluator
+from tritune.model.launch import LaunchSpec
+from tritune.model.target import Target
 from tritune.worker import Outcome
 
 SPEC = LaunchSpec(kernel="k", kind="jit", module="m", source_file="k.py", source="sources/k.py", source_hash="0",
@@ -68,11 +69,12 @@ def test_ncu_unavailable_here_is_not_tried_again_and_require_keeps_its_meaning()
 
 
 def _loop(tmp_path, evaluator):
-    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.loop.kernel import KernelLoop
+    from tritune.model.settings import LoopSettings
     from tritune.store import DecisionStore, key_for
 
     store = DecisionStore(tmp_path / "decisions.db")
-    key = key_for(SPEC, gpu="GPU", capability=90, triton_version="3.6.0")
+    key = key_for(SPEC, Target("GPU", 90, "3.6.0"))
     run_id = store.start_run({}, "test")
     loop = KernelLoop(SPEC, key, store=store, run_id=run_id, evaluator=evaluator, settings=LoopSettings(budget_s=14.0),
                       families=[], baseline=({"time_ms": 1.0, "noise": 0.01}, None))

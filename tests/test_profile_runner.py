@@ -18,14 +18,14 @@ from conftest import kernel_hash
 
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS
-from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches, write_launches
-from tritune.profile import NcuUnavailable, profile_job, profile_launch
-from tritune.profile import ncu as ncu_cli
-from tritune.profile import runner
+from tritune.capture.spec import read_launches, write_launches
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.variant import Variant
+from tritune.profile import NcuUnavailable, ncu as ncu_cli, profile_job, profile_launch, runner
 from tritune.profile.static import static_facts
-from tritune.replay import Variant, make_args
+from tritune.replay import make_args
 
-# a source a rule of tritune's made: the allowlist (``llm.sandbox``) refuses this planted code in any
+# a source a rule of tritune's made: the allowlist (``allowlist.sandbox``) refuses this planted code in any
 # other source; marked so, it tests what this file tests, behind the allowlist
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 

@@ -21,6 +21,7 @@ from tritune.loop import optimize  # noqa: E402
 from tritune.loop.evaluate import Evaluator  # noqa: E402
 from tritune.loop.lanes import LaneDied, LocalLane  # noqa: E402
 from tritune.loop.ray_lanes import RayLane, ray_lanes  # noqa: E402
+from tritune.model.request import RunRequest
 from tritune.store import DecisionStore, variant_hash  # noqa: E402
 
 from test_loop_lanes import GRIDS, SETTINGS, by_grid, captured, decisions_of, interpreter_worker  # noqa: E402,F401
@@ -62,12 +63,12 @@ def local_and_ray(captured, tmp_path_factory):
     worker = interpreter_worker()
     try:
         lane = LocalLane(None, captured, evaluator=Evaluator(captured, retime=by_grid, worker=worker))
-        local = optimize(captured, local_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=[lane])
+        local = optimize(captured, RunRequest(local_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL)), lanes=[lane])
     finally:
         worker.close()
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
     try:
-        remote = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes)
+        remote = optimize(captured, RunRequest(ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL)), lanes=lanes)
     finally:
         close(lanes)
     return (local, local_out), (remote, ray_out)
@@ -109,8 +110,7 @@ def test_a_resumed_key_reuses_the_records_the_driver_ships(local_and_ray, captur
     _, (remote, ray_out) = local_and_ray
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=by_grid)
     try:
-        again = optimize(captured, ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), lanes=lanes,
-                         fresh=True)
+        again = optimize(captured, RunRequest(ray_out, settings=SETTINGS, cover=1.0, kernels=ids(captured, SMALL), fresh=True), lanes=lanes)
     finally:
         close(lanes)
     assert again.run_id != remote.run_id and len(again.kernels) == len(SMALL)
@@ -151,8 +151,7 @@ def test_an_actor_that_dies_gives_its_key_to_the_other_lane(captured, tmp_path):
     lines: list[str] = []
     lanes = ray_lanes(captured, SETTINGS, interpret=True, retime=DieOnce(tmp_path / "died"))
     try:
-        results = optimize(captured, tmp_path / "out", settings=SETTINGS, cover=1.0, kernels=ids(captured, GRIDS[-1:]),
-                           lanes=lanes, log=lines.append)
+        results = optimize(captured, RunRequest(tmp_path / "out", settings=SETTINGS, cover=1.0, kernels=ids(captured, GRIDS[-1:])), lanes=lanes, log=lines.append)
     finally:
         close(lanes)
     assert (tmp_path / "died").exists() and len(results.kernels) == 1 and results.stopped is None
@@ -291,7 +290,7 @@ def test_a_ray_lane_skips_what_timed_out_on_a_sibling_key(captured, tmp_path):
     from tritune.capture.spec import read_launches
     from tritune.loop.lanes import KeyJob
     from tritune.loop.session import plan
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     slow, good = Variant(name="slow", constexprs={"BLOCK": 32}), Variant(name="good", constexprs={"BLOCK": 128})
     lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid,
@@ -320,7 +319,7 @@ def test_a_ray_lane_starts_from_the_configs_the_drivers_store_decided(captured, 
     from tritune.capture.spec import read_launches
     from tritune.loop.lanes import KeyJob
     from tritune.loop.session import plan
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
     from tritune.search.prior import traits
 
     lane = RayLane(captured, SETTINGS, gpu=False, interpret=True, retime=by_grid)

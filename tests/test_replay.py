@@ -11,9 +11,11 @@ import torch
 
 from conftest import kernel_hash
 
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
-from tritune.llm.sandbox import Unsafe
-from tritune.replay import KernelLoadError, Replay, Variant, load_kernel, make_args, outputs
+from tritune.allowlist.sandbox import Unsafe
+from tritune.capture.spec import read_launches, write_launches
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError
+from tritune.model.variant import Variant
+from tritune.replay import KernelLoadError, Replay, load_kernel, make_args, outputs
 from tritune.worker import failures
 
 KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"

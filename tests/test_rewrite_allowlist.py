@@ -1,5 +1,5 @@
 """What tritune's own source rewrite rules emit passes the allowlist a model's code must pass
-(``llm.sandbox.check_variant_source``, the captured file as context): every rule, on every kernel
+(``allowlist.sandbox.check_variant_source``, the captured file as context): every rule, on every kernel
 of the suite, Inductor's examples and the rules' own test kernels, at its default parameters and
 at each value of its knobs. Rules keep their own path (a rule's variant is not checked where it is
 imported); this proves that path could take the check too."""
@@ -15,7 +15,7 @@ import test_rewrite_broadcast_sum_to_dot as dot_tests
 import test_rewrite_hoist_invariant_load as hoist_tests
 import test_rewrite_persistent_grid as persistent_tests
 import test_rewrite_pipeline_loop as pipeline_tests
-from tritune.llm.sandbox import Unsafe, check_variant_source
+from tritune.allowlist.sandbox import Unsafe, check_variant_source
 from tritune.rewrites import KernelSource, NotRewritable, Rewrite
 from tritune.rewrites.applicable import applicable, rules
 

@@ -20,7 +20,8 @@ from tritune import apply
 from tritune.capture import _jit_shim
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches
-from tritune.replay import Replay, Variant, make_args, outputs
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args, outputs
 from tritune.replay.persistent import INTERPRETER_SMS, PersistentGrid
 from tritune.rewrites import RULES, KernelSource, NotRewritable
 from tritune.rewrites.persistent_grid import G0, TILES
@@ -287,7 +288,7 @@ def test_replay_launches_k_x_sms_programs_with_the_tile_count(captured, name, k,
 
 
 def test_replay_refuses_a_grid_the_rewrite_does_not_cover(captured, monkeypatch):
-    from tritune.capture.spec import SpecError
+    from tritune.model.launch import SpecError
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     specs, root = captured
@@ -311,7 +312,7 @@ def decided(captured, tmp_path):
     """A store deciding persistent-grid k=1 for the captured scale launch."""
     specs, _ = captured
     with DecisionStore(tmp_path / "decisions.db") as store:
-        decide(store, key_for(specs["scale"], **current_target("cpu")), "scale", 1)
+        decide(store, key_for(specs["scale"], current_target("cpu")), "scale", 1)
         yield store
     apply.disable()
 
@@ -357,7 +358,7 @@ def test_the_direct_launch_puts_the_tile_count_in_and_launches_fewer_programs(tm
             module.scale.warmup(x, out, 150, BLOCK=16, grid=(1,))
         except Exception as exc:  # noqa: BLE001 - no ptxas here
             pytest.skip(f"cannot compile for sm_90 on this machine: {exc}")
-        key = LiveKeyer.for_kernel(module.scale, **current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": 150,
+        key = LiveKeyer.for_kernel(module.scale, current_target("cpu"))({"x_ptr": x, "out_ptr": out, "n": 150,
                                                                              "BLOCK": 16})
         decide(store, key, "scale", 2)
         applier = apply.enable(store, device="cpu")
@@ -398,7 +399,7 @@ def test_the_inductor_launch_time_path_passes_the_tile_count(tmp_path, monkeypat
     monkeypatch.setattr(driver, "_active", NoGpu())
     monkeypatch.setattr(persistent, "_sm_count", lambda device: 132)
     with DecisionStore(tmp_path / "d.db") as store:
-        decide(store, key_for(spec, **current_target("cpu")), spec.kernel, 2, INDUCTOR_POI.read_text())
+        decide(store, key_for(spec, current_target("cpu")), spec.kernel, 2, INDUCTOR_POI.read_text())
     applier = apply.enable(tmp_path / "d.db", device="cpu")
     try:
         for _ in range(3):

@@ -16,7 +16,8 @@ sys.path.insert(0, str(BENCH))
 
 import scale_estimate as se  # noqa: E402
 
-from tritune.store import DecisionKey, DecisionStore  # noqa: E402
+from tritune.model.key import DecisionKey
+from tritune.store import DecisionStore  # noqa: E402
 from tritune.store.keys import specialization_json  # noqa: E402
 
 

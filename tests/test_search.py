@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from conftest import kernel_hash
-from tritune.capture.spec import ArgSpec, LaunchSpec
-from tritune.replay import Variant
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS
-from tritune.search import LaunchConfigSearch, PassSetProposer, Trial, config_of, knobs, variant_of
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
+from tritune.search import LaunchConfigSearch, PassSetProposer, config_of, knobs, variant_of
 from tritune.search.space import maxnreg_steps
 
 

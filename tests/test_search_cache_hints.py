@@ -16,9 +16,12 @@ from conftest import kernel_hash
 from tritune.analyze import discover
 from tritune.analyze.compile import compile_kernel
 from tritune.analyze.launch import infer_launch
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, read_launches, write_launches
-from tritune.replay import Replay, Variant, make_args
-from tritune.search import CacheHintProposer, Trial
+from tritune.capture.spec import read_launches, write_launches
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args
+from tritune.search import CacheHintProposer
 from tritune.search.cache_hints import find_loads, rewrite
 
 ROOT = Path(__file__).resolve().parents[1]

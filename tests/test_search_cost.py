@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritune.analyze.targets import SPECS
-from tritune.capture.spec import ArgSpec, LaunchSpec
+from tritune.model.launch import ArgSpec, LaunchSpec
 from tritune.search import cost
 
 M = 2 ** 20

@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch")
 from torch._inductor.runtime import triton_heuristics  # noqa: E402
 from torch._inductor.runtime.hints import AutotuneHint, DeviceProperties, ReductionHint, TileHint  # noqa: E402
 
-from tritune.capture.spec import ArgSpec, LaunchSpec  # noqa: E402
-from tritune.search import LaunchConfigSearch, Trial, config_of, knobs  # noqa: E402
+from tritune.model.launch import ArgSpec, LaunchSpec  # noqa: E402
+from tritune.model.trial import Trial  # noqa: E402
+from tritune.search import LaunchConfigSearch, config_of, knobs
 from tritune.search.family import Context  # noqa: E402
 from tritune.search.inductor_configs import NoConfigs, max_autotune_configs, seeds  # noqa: E402
 from tritune.search.proposers import variant_of  # noqa: E402

@@ -10,17 +10,20 @@ import sqlite3
 
 import pytest
 
-from tritune.capture.spec import ArgSpec, LaunchSpec
 from tritune.loop.families import Family
-from tritune.loop.kernel import KernelLoop, LoopSettings
-from tritune.replay import Variant
-from tritune.search import LaunchConfigSearch, Trial, config_of
+from tritune.loop.kernel import KernelLoop
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.settings import LoopSettings
+from tritune.model.target import Target
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
+from tritune.search import LaunchConfigSearch, config_of
 from tritune.search.family import Context
 from tritune.search.prior import from_prior, knob_roles, prior_configs, traits
 from tritune.store import DecisionStore, key_for, size_class
 from tritune.store.signing import Signer
 
-H200 = dict(gpu="NVIDIA H200", capability=90, triton_version="3.6.0")
+H200 = Target("NVIDIA H200", 90, "3.6.0")
 MINE, THEIRS = Signer(b"m" * 32), Signer(b"t" * 32)
 PASSED = {"ok": True, "mode": "tolerance", "checks": []}
 
@@ -53,7 +56,7 @@ def store(tmp_path):
 
 def decide(store, spec, config, *, category="elementwise", speedup=2.0, with_traits=True, target=H200, run=None):
     """A verified candidate of ``spec`` setting ``config``, promoted to its key's decision."""
-    key = key_for(spec, **target)
+    key = key_for(spec, target)
     variant = dataclasses.replace(Variant(), constexprs={k: v for k, v in config.items() if k in spec.constexprs},
                                   options={k: v for k, v in config.items() if k not in spec.constexprs})
     run = store.start_run({}) if run is None else run
@@ -66,7 +69,7 @@ def decide(store, spec, config, *, category="elementwise", speedup=2.0, with_tra
 
 
 def prior(store, spec, category="elementwise", target=H200):
-    return prior_configs(store, key_for(spec, **target), spec, category)
+    return prior_configs(store, key_for(spec, target), spec, category)
 
 
 def changed(spec, configs):
@@ -93,8 +96,8 @@ def test_a_source_decided_on_one_shape_seeds_its_search_on_another(store):
 def test_the_most_confident_decision_of_the_source_comes_first_and_another_gpu_kind_is_not_used(store):
     decide(store, vector(n=1 << 20), {"BLOCK": 512}, speedup=1.2)
     decide(store, vector(n=1 << 22), {"BLOCK": 2048}, speedup=3.0)
-    decide(store, vector(n=1 << 24), {"BLOCK": 4096}, speedup=5.0, target={**H200, "gpu": "NVIDIA H100"})
-    another_run_kind = {**H200, "triton_version": "3.5.0"}  # another Triton on the same GPU kind: used
+    decide(store, vector(n=1 << 24), {"BLOCK": 4096}, speedup=5.0, target=dataclasses.replace(H200, gpu="NVIDIA H100"))
+    another_run_kind = dataclasses.replace(H200, triton_version="3.5.0")  # another Triton on the same GPU kind: used
     decide(store, vector(n=1 << 18), {"num_warps": 2}, speedup=1.5, target=another_run_kind)
     spec = vector(n=1 << 16)
     assert changed(spec, prior(store, spec)) == [{"BLOCK": 2048}, {"num_warps": 2}, {"BLOCK": 512}]
@@ -124,10 +127,10 @@ def test_a_new_kernel_starts_from_the_configs_that_won_most_on_its_category_and_
 
 
 def test_sizes_within_one_class_count_and_a_kernel_without_tensors_has_no_size():
-    assert size_class(key_for(vector(n=1 << 20), **H200)) == 22  # 4 MiB
-    assert size_class(key_for(vector(n=1000, dtype="float16"), **H200)) == 11  # 1024 x 2 bytes, bucketed
+    assert size_class(key_for(vector(n=1 << 20), H200)) == 22  # 4 MiB
+    assert size_class(key_for(vector(n=1000, dtype="float16"), H200)) == 11  # 1024 x 2 bytes, bucketed
     empty = dataclasses.replace(vector(), args=[ArgSpec("n", "scalar", value=3, type="int")])
-    assert size_class(key_for(empty, **H200)) is None
+    assert size_class(key_for(empty, H200)) is None
 
 
 def test_inductor_blocks_and_user_blocks_are_different_knobs_and_register_caps_stay_home(store):
@@ -147,7 +150,7 @@ def test_a_runs_own_decisions_seed_its_next_runs_not_its_other_keys(store):
     decide(store, vector(source="g"), {"BLOCK": 256})
     first, second = [run.id for run in store.runs()]
     spec = vector(n=1 << 20, block=16)
-    key = key_for(spec, **H200)
+    key = key_for(spec, H200)
     assert changed(spec, prior_configs(store, key, spec, "elementwise")) == [{"BLOCK": 1024}, {"BLOCK": 256}]
     assert changed(spec, prior_configs(store, key, spec, "elementwise", run_id=first)) == [{"BLOCK": 256}]
     assert changed(spec, prior_configs(store, key, spec, "elementwise", run_id=second)) == [{"BLOCK": 1024}]
@@ -175,7 +178,7 @@ def test_unsigned_foreign_edited_and_rolled_back_decisions_never_seed(tmp_path):
         assert prior(store, new) == []  # its traits were edited: their signature fails
         decide(store, vector(source="h"), {"BLOCK": 128})
         assert changed(new, prior(store, new)) == [{"BLOCK": 128}]
-        store.rollback(key_for(vector(source="h"), **H200))  # the user turned it off: it seeds nothing either
+        store.rollback(key_for(vector(source="h"), H200))  # the user turned it off: it seeds nothing either
         assert prior(store, new) == []
 
 
@@ -212,7 +215,7 @@ def test_the_loop_proposes_the_prior_first_records_it_and_decides_with_traits(st
     spec = vector(n=1 << 16, block=16)
     loop = KernelLoop.__new__(KernelLoop)
     loop.settings, loop.trials, loop.records, loop._index = LoopSettings(per_round=2), [], [], {}
-    loop.store, loop.key, loop.spec, loop.category = store, key_for(spec, **H200), spec, "elementwise"
+    loop.store, loop.key, loop.spec, loop.category = store, key_for(spec, H200), spec, "elementwise"
     loop.run_id = store.start_run({})  # a later run than the decision's
     decide(store, vector(n=1 << 24), {"BLOCK": 4096}, speedup=9.0, run=loop.run_id)  # this run's: no seed
     loop.log, loop.prior, loop.profile, loop.knob_roles, loop.registers, loop.base_ms = (

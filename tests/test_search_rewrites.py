@@ -11,15 +11,16 @@ import pytest
 from fake_rules import BrokenRule, CommentRule, GridRule
 
 import tritune.rewrites
-from tritune.capture.spec import ArgSpec, LaunchSpec
 from tritune.loop.families import ALIASES, DEFAULT_ORDER, REGISTRY, Setup, families_for
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.profile import FAMILIES
-from tritune.replay import Variant
 from tritune.rewrites.base import FAST_MATH, NOALIAS, TOLERANCE
 from tritune.search import chain
 from tritune.search.changes import changed_knobs
 from tritune.search.family import Context
-from tritune.search.proposers import LaunchConfigSearch, Trial
+from tritune.search.proposers import LaunchConfigSearch
 from tritune.search.rewrites import SourceRewriteProposer, launch_facts, mode
 
 SOURCE = '''import triton

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from test_search_cost import inductor_softmax, vector_add
-from tritune.replay import Variant
-from tritune.search import Context, LaunchConfigSearch, Trial, config_of, variant_of
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
+from tritune.search import Context, LaunchConfigSearch, config_of, variant_of
 from tritune.search.proposers import FAR_FROM_ROOFLINE, SPAN_SIZE, _may_loop
 
 OOM = "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448"
@@ -131,7 +132,8 @@ def test_stages_spread_only_for_a_kernel_that_loops(tmp_path):
 def test_the_loop_builds_the_whole_span_in_its_first_round_and_per_round_near_the_roofline():
     from types import SimpleNamespace
 
-    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.loop.kernel import KernelLoop
+    from tritune.model.settings import LoopSettings
     from tritune.search.family import Family
 
     spec = vector_add()
@@ -147,7 +149,8 @@ def test_the_loop_builds_the_whole_span_in_its_first_round_and_per_round_near_th
 def test_after_the_span_the_rounds_are_per_round_again():
     from types import SimpleNamespace
 
-    from tritune.loop.kernel import KernelLoop, LoopSettings
+    from tritune.loop.kernel import KernelLoop
+    from tritune.model.settings import LoopSettings
     from tritune.search.family import Family
 
     spec = vector_add()

@@ -20,12 +20,12 @@ from test_llm_loop import llm_pays, reply
 from test_loop import captured, worker  # noqa: F401 - module-scoped fixtures shared
 
 from tritune import config, secrets
-from tritune.arbiter import ArbiterSettings
 from tritune.llm.client import ChatClient
-from tritune.llm.family import LLMSettings
-from tritune.loop import LoopSettings, optimize
+from tritune.loop import optimize
 from tritune.loop.evaluate import Evaluated, Evaluator
-from tritune.search.proposers import Trial
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings, LLMSettings, LoopSettings
+from tritune.model.trial import Trial
 from tritune.store import DecisionStore
 from tritune.worker.failures import Failure
 
@@ -88,8 +88,8 @@ def test_the_module_sits_at_the_bottom_and_names_the_signer_s_key_file():
 
 
 def test_the_store_writes_no_secret_in_any_column(sentinels, tmp_path):
-    from tritune.replay import Variant
-    from tritune.store import DecisionKey
+    from tritune.model.key import DecisionKey
+    from tritune.model.variant import Variant
 
     leak = f"boom {LLM_KEY} {SIGNING.hex()}"
     key = DecisionKey(source_hash="s" * 64, kernel="k", specialization="x", gpu_name="g", capability=0,
@@ -141,8 +141,7 @@ def test_a_candidate_that_quotes_the_secrets_leaves_them_nowhere(captured, tmp_p
     with ScriptedServer([leaking, words, refusal]) as server:
         settings = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=4, per_round=2,
                                 families=("llm",), llm=LLMSettings(url=server.url, model="scripted", rounds=2, fixes=1))
-        results = optimize(captured, out, settings=settings, log=lines.append,
-                           evaluator=Leaky(captured, retime=llm_pays, worker=worker))
+        results = optimize(captured, RunRequest(out, settings=settings), log=lines.append, evaluator=Leaky(captured, retime=llm_pays, worker=worker))
         requests = server.requests
     write_report(results, out / "report")  # from what the loop holds in memory, not from optimize.json
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tritune.capture.spec import (ArgSpec, LaunchSpec, SpecError, min_storage_size, read_launches,
-                                  write_launches)
+from tritune.capture.spec import read_launches, write_launches
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError, min_storage_size
 
 
 def make_spec(**changes) -> LaunchSpec:

@@ -8,9 +8,10 @@ import sqlite3
 
 import pytest
 
-from tritune.replay import Variant
-from tritune.store import (INTERRUPTED, MAX_ATTEMPTS, SCHEMA_VERSION, DecisionKey, DecisionStore, StoreError,
-                           UnverifiedDecision, schema, variant_hash)
+from tritune.model.variant import Variant
+from tritune.store import (INTERRUPTED, MAX_ATTEMPTS, SCHEMA_VERSION, DecisionStore, StoreError, UnverifiedDecision,
+                           schema, variant_hash)
+from tritune.model.key import DecisionKey
 
 PASSED = {"ok": True, "mode": "tolerance", "checks": []}
 

@@ -15,12 +15,15 @@ import triton
 from conftest import import_interpreted
 from tritune.capture.jit_launch import Kernel
 from tritune.capture.recorder import capture
-from tritune.capture.spec import ArgSpec, LaunchSpec, read_launches
-from tritune.store import DecisionKey, LiveKeyer, key_for, size_bucket, triton_int_class
+from tritune.capture.spec import read_launches
+from tritune.model.key import DecisionKey
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.target import Target
+from tritune.store import LiveKeyer, key_for, size_bucket, triton_int_class
 from tritune.store.keys import constexpr_value
 
 KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
-H100 = {"gpu": "NVIDIA H100 80GB HBM3", "capability": 90, "triton_version": "3.6.0"}
+H100 = Target("NVIDIA H100 80GB HBM3", 90, "3.6.0")
 
 
 def tensor(name, shape, dtype="float32", offset=0) -> ArgSpec:
@@ -52,9 +55,9 @@ def test_size_bucket_and_triton_int_class():
 
 
 def test_same_spec_same_key_and_json_round_trip(tmp_path):
-    one, two = key_for(spec(), **H100), key_for(spec(), **H100)
+    one, two = key_for(spec(), H100), key_for(spec(), H100)
     assert one == two and one.sha == two.sha and len(one.sha) == 64
-    again = key_for(LaunchSpec.from_json(json.loads(json.dumps(spec().to_json()))), **H100)
+    again = key_for(LaunchSpec.from_json(json.loads(json.dumps(spec().to_json()))), H100)
     assert again.sha == one.sha
     assert DecisionKey.from_json(one.to_json()).sha == one.sha
     body = json.loads(one.specialization)
@@ -66,7 +69,7 @@ def test_same_spec_same_key_and_json_round_trip(tmp_path):
     {"gpu": "NVIDIA A100-SXM4-80GB"}, {"capability": 80}, {"triton_version": "3.5.0"},
 ])
 def test_target_changes_the_key(change):
-    assert key_for(spec(), **{**H100, **change}).sha != key_for(spec(), **H100).sha
+    assert key_for(spec(), dataclasses.replace(H100, **change)).sha != key_for(spec(), H100).sha
 
 
 @pytest.mark.parametrize("other", [
@@ -78,22 +81,22 @@ def test_target_changes_the_key(change):
     spec(kernel="other_kernel"),
 ])
 def test_specialization_changes_the_key(other):
-    assert key_for(other, **H100).sha != key_for(spec(), **H100).sha
+    assert key_for(other, H100).sha != key_for(spec(), H100).sha
 
 
 def test_nearby_shapes_and_float_values_share_a_key():
-    base = key_for(spec(n=1000), **H100).sha
-    assert key_for(spec(n=1000, scale=3.5), **H100).sha == base  # floats are not specialized
-    assert key_for(spec(n=993), **H100).sha == base  # same bucket (1024), neither divisible by 16
-    assert key_for(spec(n=1008), **H100).sha != base  # 1008 = 63 * 16: Triton's class differs
-    assert key_for(spec(offset=4), **H100).sha == base  # 4 floats = 16 bytes: still aligned
+    base = key_for(spec(n=1000), H100).sha
+    assert key_for(spec(n=1000, scale=3.5), H100).sha == base  # floats are not specialized
+    assert key_for(spec(n=993), H100).sha == base  # same bucket (1024), neither divisible by 16
+    assert key_for(spec(n=1008), H100).sha != base  # 1008 = 63 * 16: Triton's class differs
+    assert key_for(spec(offset=4), H100).sha == base  # 4 floats = 16 bytes: still aligned
 
 
 def test_int_one_is_its_own_class():
     ones = spec(args=[ArgSpec("n", "scalar", value=1, type="int")], constexprs={})
     twos = spec(args=[ArgSpec("n", "scalar", value=2, type="int")], constexprs={})
     bools = spec(args=[ArgSpec("n", "scalar", value=True, type="bool")], constexprs={})
-    assert len({key_for(s, **H100).sha for s in (ones, twos, bools)}) == 3
+    assert len({key_for(s, H100).sha for s in (ones, twos, bools)}) == 3
 
 
 # ----------------------------------------------------------------------- live arguments
@@ -123,16 +126,16 @@ def test_live_key_equals_captured_key(k, tmp_path):
             fn[(4,)](*args, **kwargs)
         [captured] = read_launches(tmp_path / str(index))
         kernel = Kernel(fn)
-        keyer = keyers.setdefault(id(fn), LiveKeyer.for_kernel(fn, **H100))  # shared: its cache too
+        keyer = keyers.setdefault(id(fn), LiveKeyer.for_kernel(fn, H100))  # shared: its cache too
         live = keyer(kernel.bind(args, kwargs))
-        assert live == key_for(captured, **H100), (live.specialization, key_for(captured, **H100).specialization)
+        assert live == key_for(captured, H100), (live.specialization, key_for(captured, H100).specialization)
         assert keyer(kernel.bind(args, kwargs)) is live  # cached
         shas.add(live.sha)
     assert len(shas) == 5  # every launch above is its own specialization
 
 
 def test_live_keyer_cache_separates_what_the_key_separates():
-    keyer = LiveKeyer("kern", "a" * 64, ["x", "n", "B"], ["B"], **H100)
+    keyer = LiveKeyer("kern", "a" * 64, ["x", "n", "B"], ["B"], H100)
     x = torch.empty(16)
     seen = [keyer({"x": x, "n": n, "B": b}) for n, b in ((1, 4), (True, 4), (17, 4), (16, 4), (1, True), (1, 1.0))]
     assert len({key.sha for key in seen}) == len(seen)  # 1 vs True vs 17 vs 16; constexpr 1 vs True vs 1.0
@@ -143,7 +146,7 @@ def test_live_keyer_cache_separates_what_the_key_separates():
 
 
 def test_live_key_is_cheap():
-    keyer = LiveKeyer("kern", "a" * 64, ["x", "y", "n", "s", "B"], ["B"], **H100)
+    keyer = LiveKeyer("kern", "a" * 64, ["x", "y", "n", "s", "B"], ["B"], H100)
     bound = {"x": torch.empty(4096), "y": torch.empty(4096), "n": 4096, "s": 0.5, "B": 1024}
     keyer(bound)
     start = time.perf_counter()
@@ -154,7 +157,7 @@ def test_live_key_is_cheap():
 
 
 def test_key_is_frozen():
-    key = key_for(spec(), **H100)
+    key = key_for(spec(), H100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         key.gpu_name = "other"  # type: ignore[misc]
     assert "sm_90" in key.describe()
@@ -163,16 +166,16 @@ def test_key_is_frozen():
 def test_constexpr_objects_key_as_capture_records_them():
     import triton.language as tl
 
-    from tritune.capture.constexprs import encode
+    from tritune.model.constexprs import encode
 
     values = [tl.constexpr(128), tl.float16, 128, None, True, 0.5, "evict_first", tl.pointer_type(tl.bfloat16)]
     assert [constexpr_value(v) for v in values] == [encode(v) for v in values]
     assert [constexpr_value(encode(v)) for v in values] == [encode(v) for v in values]  # recorded: unchanged
-    keyer = LiveKeyer("kern", "a" * 64, ["x", "B", "T"], ["B", "T"], **H100)
+    keyer = LiveKeyer("kern", "a" * 64, ["x", "B", "T"], ["B", "T"], H100)
     live = keyer({"x": torch.empty(16), "B": tl.constexpr(128), "T": tl.float16})
     captured = spec(args=[tensor("x", [16]), ArgSpec("B", "constexpr"), ArgSpec("T", "constexpr")],
                     constexprs={"B": 128, "T": {"tl_dtype": "fp16"}}, kernel="kern")
-    assert live == key_for(captured, **H100)
+    assert live == key_for(captured, H100)
     # the dtype is in the key: another dtype, or its name as a string (a constexpr the kernel
     # compares), is another key
     assert keyer({"x": torch.empty(16), "B": 128, "T": tl.bfloat16}) != live
@@ -180,7 +183,7 @@ def test_constexpr_objects_key_as_capture_records_them():
 
 
 def test_a_constexpr_capture_cannot_record_has_no_key():
-    keyer = LiveKeyer("kern", "a" * 64, ["x", "T"], ["T"], **H100)
+    keyer = LiveKeyer("kern", "a" * 64, ["x", "T"], ["T"], H100)
     assert keyer({"x": torch.empty(16), "T": object()}) is None
 
 
@@ -188,4 +191,4 @@ def test_current_target_under_the_interpreter(monkeypatch):
     from tritune.store import current_target
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert current_target() == {"gpu": "interpreter", "capability": 0, "triton_version": triton.__version__}
+    assert current_target() == Target("interpreter", 0, triton.__version__)

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-from tritune.store import DecisionKey, DecisionStore
+from tritune.model.key import DecisionKey
+from tritune.store import DecisionStore
 
 PASSED = {"ok": True}
 WORKERS, PER_WORKER, SHARED = 4, 120, 10  # each worker: SHARED candidates all workers add, the rest its own

@@ -17,15 +17,16 @@ from click.testing import CliRunner
 from test_apply_run import RUN, interpreted, program  # noqa: F401 - the program fixture
 from test_loop import PROGRAM as LOOP_PROGRAM  # scale_add_kernel at BLOCK 64
 from test_loop import block_speed, captured, worker  # noqa: F401 - BLOCK/64 faster; the two fixtures
-from tritune.arbiter import ArbiterSettings
 from tritune.capture.spec import read_launches
 from tritune.commands.store import store as store_command
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.families import families_for
 from tritune.loop.imports import IMPORTED, REJECTED, SKIPPED, import_decisions
-from tritune.replay import Variant
-from tritune.store import DecisionStore, StoreError, current_target, key_for
-from tritune.store import signing
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings
+from tritune.model.target import Target
+from tritune.model.variant import Variant
+from tritune.store import DecisionStore, StoreError, current_target, key_for, signing
 
 ELSEWHERE = signing.Signer(b"another user's secret, not ours!")
 MARK_LINE = "open({mark!r}, 'w').write('code from the store ran')\n"
@@ -35,7 +36,7 @@ def decided(path: Path, cap: Path, variant: Variant, signer=None):
     """A store whose decision for the capture's one launch is ``variant``, everything in it
     'verified', made with tritune's own library (by ``signer``, default this user); its key."""
     (spec,) = read_launches(cap)
-    key = key_for(spec, **current_target("cpu"))
+    key = key_for(spec, current_target("cpu"))
     with DecisionStore(path, signer=signer) as store:
         run = store.start_run({})
         cand = store.add_candidate(run, key, variant)
@@ -61,11 +62,11 @@ def evil_variant(cap: Path, mark: Path) -> Variant:
 CRAFT = """
 import json, sys
 from tritune.capture.spec import read_launches
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.store import DecisionStore, current_target, key_for
 store, cap, variant = sys.argv[1], sys.argv[2], Variant.from_json(json.loads(sys.argv[3]))
 (spec,) = read_launches(cap)
-key = key_for(spec, **current_target("cpu"))
+key = key_for(spec, current_target("cpu"))
 with DecisionStore(store) as made:
     cand = made.add_candidate(made.start_run({}), key, variant)
     made.finish_candidate(cand.id, "verified", verification={"ok": True}, timings={"time_ms": 0.01})
@@ -141,7 +142,7 @@ def test_optimize_never_reuses_a_foreign_verdict(tmp_path):
 
 
 def _keys():
-    from tritune.store import DecisionKey
+    from tritune.model.key import DecisionKey
 
     return [DecisionKey("a" * 64, "scale_kernel", "[]", "interpreter", 0, "3.6.0")]
 
@@ -204,7 +205,7 @@ def test_import_refuses_a_foreign_source_that_fails_the_allowlist_whatever_rule_
 
 def test_import_skips_decisions_for_another_gpu(captured, worker, tmp_path):
     (spec,) = read_launches(captured)
-    key = key_for(spec, gpu="NVIDIA H100 80GB HBM3", capability=90, triton_version="3.6.0")
+    key = key_for(spec, Target("NVIDIA H100 80GB HBM3", 90, "3.6.0"))
     variant = Variant(name="block 128", constexprs={"BLOCK": 128})
     with DecisionStore(tmp_path / "foreign.db", signer=ELSEWHERE) as other:
         run = other.start_run({})
@@ -312,7 +313,8 @@ def test_the_store_commands_are_on_the_cli():
 
 
 def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_path):
-    from tritune.loop import LoopSettings, optimize
+    from tritune.loop import optimize
+    from tritune.model.settings import LoopSettings
 
     variant = Variant(name="block 128", constexprs={"BLOCK": 128})
     foreign_store(tmp_path / "shared.db", captured, variant)  # a 'verified' 100x candidate and decision
@@ -322,9 +324,7 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_p
     def configs(spec):  # launch-config alone reaches BLOCK=128 within 4 candidates
         return [f for f in families_for(spec) if f.name == "launch-config"]
 
-    results = optimize(captured, tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings,
-                       evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append,
-                       families=configs)
+    results = optimize(captured, RunRequest(tmp_path / "out", store_path=tmp_path / "shared.db", settings=settings), evaluator=Evaluator(captured, retime=block_speed, worker=worker), log=lines.append, families=configs)
     assert ("tritune optimize: scale_add_kernel: 1 candidate(s) and 1 decision(s) in "
             f"{tmp_path / 'shared.db'} not signed by this user: candidates are evaluated again here, decisions ignored "
             "(`tritune store import` judges them)") in lines

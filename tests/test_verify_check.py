@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import kernel_hash  # noqa: E402
-from tritune.capture.spec import ArgSpec, LaunchSpec  # noqa: E402
-from tritune.replay import Variant  # noqa: E402
+from tritune.model.launch import ArgSpec, LaunchSpec  # noqa: E402
+from tritune.model.variant import Variant  # noqa: E402
 from tritune.verify import WRONG_RESULT, verify, verify_job  # noqa: E402
 from tritune.verify import check as check_module  # noqa: E402
 from tritune.verify.compare import _BY_SIZE  # noqa: E402

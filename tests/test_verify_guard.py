@@ -12,13 +12,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import kernel_hash  # noqa: E402
-from tritune.arbiter import ArbiterSettings  # noqa: E402
-from tritune.capture.spec import ArgSpec, LaunchSpec, write_launches  # noqa: E402
-from tritune.replay import Variant, make_args  # noqa: E402
-from tritune.verify import WRONG_RESULT, verify  # noqa: E402
+from tritune.capture.spec import write_launches  # noqa: E402
+from tritune.model.failures import BASELINE_OUT_OF_BOUNDS  # noqa: E402
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.request import RunRequest
+from tritune.model.settings import ArbiterSettings  # noqa: E402
+from tritune.model.variant import Variant
+from tritune.replay import make_args  # noqa: E402
 from tritune.replay import guard  # noqa: E402
+from tritune.verify import WRONG_RESULT, verify  # noqa: E402
 from tritune.verify.compare import _BY_SIZE, _INT8, _SIGNALLING_NAN  # noqa: E402
-from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS  # noqa: E402
 
 SOURCE = (Path(__file__).resolve().parent / "programs" / "guarded.py").read_text()
 SEEDS = range(10)
@@ -221,9 +224,10 @@ def test_make_args_guards_every_tensor_with_its_own_tag(tmp_path):
 # ---------------------------------------------------------------------------------- optimize
 
 def test_optimize_decides_nothing_for_a_baseline_that_writes_outside(tmp_path):
-    from tritune.loop import LoopSettings, optimize
+    from tritune.loop import optimize
     from tritune.loop.evaluate import Evaluator
     from tritune.loop.families import Family
+    from tritune.model.settings import LoopSettings
     from tritune.store import DecisionStore
     from tritune.worker import Worker
 
@@ -241,8 +245,7 @@ def test_optimize_decides_nothing_for_a_baseline_that_writes_outside(tmp_path):
     with Worker(120.0, env={"TRITON_INTERPRET": "1"}, preload=("torch", "triton")) as worker:
         evaluator = Evaluator(capture, retime=lambda spec, variant, ms: 1.0 if variant.is_baseline else 0.1,
                               worker=worker)
-        results = optimize(capture, tmp_path / "out", settings=settings, evaluator=evaluator, log=lines.append,
-                           families=lambda spec: [Family("fixed", Fixed(), lambda v: "tolerance")])
+        results = optimize(capture, RunRequest(tmp_path / "out", settings=settings), evaluator=evaluator, log=lines.append, families=lambda spec: [Family("fixed", Fixed(), lambda v: "tolerance")])
     [kernel] = results.kernels
     assert kernel.failure == BASELINE_OUT_OF_BOUNDS and not kernel.accepted and kernel.decision is None
     assert "the baseline itself writes outside out_ptr" in kernel.message

@@ -24,17 +24,18 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from test_verify_check import AXPY_OUT, SOURCE, axpy, edit, scalar, spec_of, vec  # noqa: E402
-from tritune.replay import Variant, make_args  # noqa: E402
+from tritune.model.variant import Variant
+from tritune.replay import make_args  # noqa: E402
 
 # A planted source with host code (a cache, a thread) tests verification, not the allowlist (which
 # refuses it before it runs, tests/test_llm_sandbox.py): marked as a source a rule of tritune's made.
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
+from tritune.model.failures import GHOST  # noqa: E402
 from tritune.replay.launches import Launches  # noqa: E402
 from tritune.verify import WRONG_RESULT, verify  # noqa: E402
 from tritune.verify import check as check_module  # noqa: E402
 from tritune.verify.draws import transform  # noqa: E402
 from tritune.verify.memory import LARGE_BYTES, Peaks  # noqa: E402
-from tritune.worker.failures import GHOST  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

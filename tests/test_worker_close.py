@@ -126,13 +126,13 @@ def bare_lane(tmp_path, monkeypatch):
 
 
 def test_lane_start_starts_its_verifiers_beside_the_timing_worker(bare_lane, monkeypatch):
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
     evaluator, verifiers = bare_lane.evaluator, bare_lane.evaluator.verifiers
     call, seen = evaluator.call, []
     monkeypatch.setattr(evaluator, "call", lambda *a, **k: seen.append([v.pid for v in verifiers]) or call(*a, **k))
     for v in verifiers:  # slower to start than the timing worker
         monkeypatch.setattr(v, "start", lambda start=v.start: time.sleep(1.0) or start())
-    assert bare_lane.start()["got"] == {}
+    assert bare_lane.start().triton_version == "test"
     assert len(bare_lane.starts) == len(verifiers) == 2 and all(f.result().ok for f in bare_lane.starts)
     assert len(seen) == 1 and None not in seen[0]  # the target job ran once every verifier had started
     assert all(v.pid is not None and v.starts == 1 for v in verifiers) and evaluator.worker.starts == 1
@@ -148,7 +148,7 @@ def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=3)
     evaluator, verifiers = lane.evaluator, lane.evaluator.verifiers
     try:
@@ -162,7 +162,7 @@ def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp
         gate = threading.Event()
         for v in verifiers[1:]:  # the late ones: held until the test lets them start
             monkeypatch.setattr(v, "start", lambda start=v.start: gate.wait(10) and start())
-        assert lane.start()["got"] == {}
+        assert lane.start().triton_version == "test"
         [(pids, idle)] = seen
         assert pids[0] is not None and pids[1:] == [None, None]  # only the first had started
         assert idle == [verifiers[0]]  # and only it could be handed work
@@ -216,7 +216,7 @@ def test_closing_does_not_wait_for_verifiers_still_starting(tmp_path, monkeypatc
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=3)
     for v in lane.evaluator.verifiers[1:]:
         v.warm = ("slow_start",)  # tests/slow_start.py: sleeps at import
@@ -239,7 +239,7 @@ def test_leaving_a_round_does_not_kill_a_late_verifier_s_start(tmp_path, monkeyp
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:echo")
+    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=2)
     late = lane.evaluator.verifiers[1]
     late.warm = ("slow_start",)

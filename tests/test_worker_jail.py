@@ -475,9 +475,9 @@ def test_ncu_does_not_run_in_a_jailed_worker(worker):
 
 
 def test_a_model_variant_never_runs_under_ncu():
+    from tritune.model.variant import Variant
     from tritune.profile.ncu import NcuUnavailable
     from tritune.profile.runner import run_ncu
-    from tritune.replay import Variant
 
     with pytest.raises(NcuUnavailable) as raised:
         run_ncu(None, "/nonexistent", Variant(source="", rewrite={"rule": "llm", "exact": "tolerance"}))
@@ -513,9 +513,9 @@ def test_store_import_of_source_is_refused_where_the_jail_is_missing(tmp_path, m
     from click.testing import CliRunner
 
     from tritune.commands.store import store as store_command
-    from tritune.replay import Variant
+    from tritune.model.key import DecisionKey
+    from tritune.model.variant import Variant
     from tritune.store import DecisionStore
-    from tritune.store.keys import DecisionKey
 
     monkeypatch.setenv(config.ENV_JAIL_MISSING, "seccomp")
     monkeypatch.setenv(config.ENV_HOME, str(tmp_path / "home"))  # a key of its own, whatever ran before

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tritune.worker import Worker
-from tritune.worker import replies
-from tritune.worker.failures import CRASH, Failure
+from tritune.model.failures import CRASH
+from tritune.worker import Worker, replies
+from tritune.worker.failures import Failure
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,12 @@ def echo(payload):
     return {"got": payload, "pid": os.getpid()}
 
 
+def target(_payload=None):
+    """A target job's reply (``loop.jobs.target_job``) without asking torch: the interpreter's."""
+    return {"gpu": "interpreter", "capability": 0, "triton_version": "test", "copy_gbps": None, "meaningful": False,
+            "pid": os.getpid()}
+
+
 def pid(_payload=None):
     return os.getpid()
 

@@ -172,7 +172,7 @@ def portable(cmd: list[str]) -> str:
 def collect(state: Path, names: list[str], deadline_s: float, command: str) -> dict:
     """Every file's record, with its optimize.json summary and measure.json, for summary.py."""
     import _common
-    from tritune.loop.results import RunResults
+    from tritune.model.results import RunResults
 
     files = []
     for name in names:

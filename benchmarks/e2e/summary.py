@@ -9,7 +9,7 @@ from tasks import COMPILE_MODES, MAX_FAILURES, ORDER, TUNED, Progress, is_final
 
 
 def coverage(run) -> dict:
-    """From an optimize run (``tritune.loop.results.RunResults``): the share of the program's kernel
+    """From an optimize run (``tritune.model.results.RunResults``): the share of the program's kernel
     time held by the keys it optimized (its ``coverage``); a run without time shares (format 1)
     gives the share of keys decided instead."""
     ran = [k for k in run.kernels if k.ran]

@@ -1,6 +1,8 @@
 """tritune: makes Triton GPU kernels faster automatically, and proves every change correct."""
 
-__version__ = "0.1.0"
+from tritune.version import __version__
+
+__all__ = ["__version__", "disable", "enable"]
 
 _LAZY = {"enable", "disable"}  # tritune.enable(store) / tritune.disable(): see tritune.apply
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tritune.capture.spec import min_storage_size
+from tritune.model.launch import min_storage_size
+from tritune.model.variant import NOALIAS
 
-NOALIAS = "noalias"
 OVERLAPPING = "overlapping"  # the key in LaunchSpec.extra
 
 

@@ -9,7 +9,7 @@ from typing import Iterator
 
 import click
 
-from tritune import __version__
+from tritune.version import __version__
 
 
 class OneLineUsageError(click.UsageError):

@@ -15,6 +15,7 @@ Nothing here imports torch or Triton at import time (the bottom of the import gr
 from __future__ import annotations
 
 import re
+from typing import Any
 
 ITEMSIZE = {  # torch dtype name -> bytes per element
     "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
@@ -40,3 +41,13 @@ def inductor_kind(name: str) -> str | None:
     name Inductor did not give."""
     match = _INDUCTOR_NAME.match(name)
     return match.group(1) if match else None
+
+
+def r0_numel(spec: Any) -> int | None:
+    """The reduction length: Inductor's ``r0_numel`` argument (kept in the grid rule's scalars too)."""
+    for arg in spec.args:
+        if arg.name in ("r0_numel", "rnumel") and arg.kind == "scalar":
+            return int(arg.value)
+    scalars = (spec.grid_rule or {}).get("scalars") or {}
+    value = scalars.get("r0_numel") or scalars.get("rnumel")
+    return int(value) if value else None

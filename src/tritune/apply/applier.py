@@ -50,12 +50,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from tritune.apply import index as decision_index
-from tritune.apply import inductor_swap
+from tritune.apply import index as decision_index, inductor_swap
 from tritune.apply.fast import REFUSED
 from tritune.apply.jit import JitEntry, JitPlan, Prepared, signature
-from tritune.capture import _jit_shim
-from tritune.capture import inductor as inductor_shim
+from tritune.capture import _jit_shim, inductor as inductor_shim
 
 _MISSING = object()
 
@@ -406,8 +404,7 @@ class Applier:
                     import torch
 
                     keyer = LiveKeyer(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr),
-                                      gpu=self.target["gpu"], capability=self.target["capability"],
-                                      triton_version=self.target["triton_version"])
+                                      self.target)
                     entry.learn(kernel, keyer, torch.Tensor)
             except Exception as exc:  # noqa: BLE001
                 self._report(name, f"decisions not applied: {_one_line(exc)}")
@@ -432,9 +429,7 @@ class Applier:
                     import torch
 
                     entry.tensor = torch.Tensor
-                    entry.keyer = LiveKeyer(name, source_hash, entry.names, entry.constexprs,
-                                            gpu=self.target["gpu"], capability=self.target["capability"],
-                                            triton_version=self.target["triton_version"])
+                    entry.keyer = LiveKeyer(name, source_hash, entry.names, entry.constexprs, self.target)
             except Exception as exc:  # noqa: BLE001
                 self._report(name, f"decisions not applied: {_one_line(exc)}")
         self._tuners[id(tuner)] = entry

@@ -16,6 +16,8 @@ import dataclasses
 import json
 from typing import Any, Iterable, Mapping
 
+from tritune.model.target import Target
+
 
 @dataclasses.dataclass(frozen=True)
 class Index:
@@ -29,12 +31,12 @@ class Index:
         return cls({}, {}, {})
 
 
-def same_target(key: Any, target: Mapping[str, Any]) -> bool:
+def same_target(key: Any, target: Target) -> bool:
     return (key.gpu_name, int(key.capability), key.triton_version) == (
-        target["gpu"], int(target["capability"]), target["triton_version"])
+        target.gpu, target.capability, target.triton_version)
 
 
-def build(decisions: Iterable[Any], target: Mapping[str, Any]) -> Index:
+def build(decisions: Iterable[Any], target: Target) -> Index:
     """The usable decisions among ``decisions`` whose key is for ``target`` (``current_target()``)."""
     by_sha, sources, constexprs = {}, collections.defaultdict(set), collections.defaultdict(list)
     for decision in decisions:

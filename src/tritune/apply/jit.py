@@ -263,9 +263,9 @@ class Prepared:
 
 
 def decoded(constexprs: dict, fn: Any) -> dict:
-    """A decision's constexprs as values to launch with (``capture.constexprs.decode``: a dtype tag
+    """A decision's constexprs as values to launch with (``model.constexprs.decode``: a dtype tag
     is a ``tl.dtype``, a jit function is found in ``fn``'s module); ``ApplyError`` if one cannot be."""
-    from tritune.capture import constexprs as codec
+    from tritune.model import constexprs as codec
 
     if not codec.needs_decoding(constexprs):
         return dict(constexprs)

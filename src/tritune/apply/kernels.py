@@ -12,7 +12,7 @@
 * ``source``: the kernel loaded from the replacement text of its file, as replay loads it
   (``replay.kernel.load_kernel``: the text is imported as a fresh module, the kernel found by
   name under any wrapper). Importing runs the file's top level, as replay does. A source no rule of
-  tritune's made (a model's) must first pass ``llm.sandbox.check_variant_source`` against ``fn``'s
+  tritune's made (a model's) must first pass ``allowlist.sandbox.check_variant_source`` against ``fn``'s
   own file; refused, the plan fails and its launches run the kernel as written.
 
 ``Passes`` compiles with the passes: the first launch of each set of launch options (the key
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator
 
 from tritune import config
+from tritune.allowlist import sandbox
 from tritune.capture._jit_shim import is_interpreted
-from tritune.llm import sandbox
 
 
 # (id(fn), source sha, passes, fast_math) -> (fn, its variant kernel). Keys whose decisions share a

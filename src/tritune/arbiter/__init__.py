@@ -9,10 +9,9 @@ Importing this package loads neither torch nor Triton.
 
 from tritune.arbiter.confirm import (ConfirmError, Confirmation, Timer, confirm, confirm_job, confirm_spec,
                                      confirmation_from_json, cpu_timer, cuda_timer, default_timer)
-from tritune.arbiter.rules import (NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held,
-                                   judge_candidate, next_step,
+from tritune.arbiter.rules import (NOT_FINAL, Decision, Round, Verdict, beats_held, judge_candidate, next_step,
                                    screen_candidate)
 
-__all__ = ["NOT_FINAL", "ArbiterSettings", "ConfirmError", "Confirmation", "Decision", "Round", "Timer", "Verdict", "beats_held", "confirm",
+__all__ = ["NOT_FINAL", "ConfirmError", "Confirmation", "Decision", "Round", "Timer", "Verdict", "beats_held", "confirm",
            "confirm_job", "confirm_spec", "confirmation_from_json", "cpu_timer", "cuda_timer", "default_timer",
            "judge_candidate", "next_step", "screen_candidate"]

@@ -95,7 +95,8 @@ def confirm_spec(spec: Any, root: str | Path, candidate: Any, *, baseline: Any =
                  seed: int = 0, rounds: int = DEFAULT_ROUNDS, timer: Timer | Callable | None = None) -> Confirmation:
     """Confirm ``candidate`` (a replay ``Variant``) against ``baseline`` (default: the captured
     launch) for one spec, both launched on the same fresh inputs, built before any timing."""
-    from tritune.replay import Replay, Variant, device_of, make_args
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, device_of, make_args
 
     dev = device_of(spec, device)
     args = make_args(spec, root, seed=seed, device=dev)
@@ -112,8 +113,8 @@ def confirm_spec(spec: Any, root: str | Path, candidate: Any, *, baseline: Any =
 def confirm_job(payload: dict) -> dict:
     """Worker entry: ``{"spec", "root", "candidate", "baseline"?, "device"?, "seed"?, "rounds"?}``
     (spec and variants as JSON) -> ``Confirmation.to_json()``."""
-    from tritune.capture.spec import LaunchSpec
-    from tritune.replay import Variant
+    from tritune.model.launch import LaunchSpec
+    from tritune.model.variant import Variant
 
     spec = LaunchSpec.from_json(payload["spec"])
     baseline = Variant.from_json(payload["baseline"]) if payload.get("baseline") else None

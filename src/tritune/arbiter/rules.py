@@ -30,31 +30,14 @@ import enum
 import math
 from typing import Any, Sequence
 
+from tritune.model.settings import ArbiterSettings
+
 
 class Decision(str, enum.Enum):
     ACCEPT = "accept"
     REJECT = "reject"
     CONTINUE = "continue"
     FINISH = "finish"
-
-
-@dataclasses.dataclass(frozen=True)
-class ArbiterSettings:
-    threshold: float = 1.05  # speedup a candidate must reach (TritonForge's success bar)
-    max_rounds: int = 8  # TritonForge's iteration cap
-    patience: int = 2  # rounds in a row gaining < min_gain before finishing
-    min_gain: float = 0.01  # a round "improved" when best time fell by >= 1%
-    roofline_target: float = 0.9  # finish at >= 90% of copy bandwidth: copy itself is the ceiling
-    require_meaningful: bool = True  # False only in CPU end-to-end tests: interpreter times decide nothing
-
-    def __post_init__(self) -> None:
-        if not self.threshold >= 1.0:
-            raise ValueError(f"arbiter threshold {self.threshold} is below 1.0: a slower candidate would be accepted")
-        if self.max_rounds < 1 or self.patience < 1:
-            raise ValueError(f"arbiter max_rounds ({self.max_rounds}) and patience ({self.patience}) must be >= 1")
-        if self.min_gain < 0 or not 0 < self.roofline_target <= 1.5:
-            raise ValueError(f"arbiter min_gain {self.min_gain} must be >= 0 and roofline_target "
-                             f"{self.roofline_target} a fraction of copy bandwidth")
 
 
 @dataclasses.dataclass(frozen=True)

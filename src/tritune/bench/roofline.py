@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from tritune.kernel_facts import itemsize
-from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size
+from tritune.model.launch import ArgSpec, LaunchSpec, min_storage_size
 
 INOUT_PREFIX = "in_out_ptr"  # Inductor's name for a buffer a kernel reads and writes in place
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.bench import roofline, timing
-from tritune.capture.spec import LaunchSpec
+from tritune.model.launch import LaunchSpec
 
 METHODS = ("median", "events", "graph")
 CPU_RUNS = 3  # timed interpreter runs after one warm-up: enough to show the flow, meaningless anyway
@@ -51,7 +51,8 @@ def bench_spec(spec: LaunchSpec, root: str | Path, variant: Any = None, *, devic
     100): the ranking's shorter one (``loop.jobs.RANK_BENCH_MS``), where a share to a few percent
     is enough.
     """
-    from tritune.replay import Replay, Variant, device_of
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, device_of
 
     methods = check_methods(methods)
     variant = Variant() if variant is None else variant
@@ -102,7 +103,7 @@ def empty_result(spec: LaunchSpec, *, variant_name: str = "baseline", methods: t
 def bench_job(payload: dict) -> dict:
     """Worker entry: ``{"spec": spec.to_json(), "root", "variant"?, "device"?, "methods"?,
     "seed"?, "copy_gbps"?}`` -> ``bench_spec``'s result."""
-    from tritune.replay import Variant
+    from tritune.model.variant import Variant
 
     spec = LaunchSpec.from_json(payload["spec"])
     variant = Variant.from_json(payload["variant"]) if payload.get("variant") else None

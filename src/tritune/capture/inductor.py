@@ -30,7 +30,7 @@ in a training loop. While Inductor's ``run`` runs, the plain-JIT shim is told
 that a launch is in hand, so an interpreted Inductor launch is not recorded twice.
 
 Public: ``install``, ``uninstall``, ``install_apply``, ``uninstall_apply``, ``recording``,
-``installed``, ``check_target``, ``grid_for``, ``launch_spec``, ``specs_from_modules``.
+``installed``, ``check_target``, ``grid_for``, ``launch_spec``.
 """
 
 from __future__ import annotations
@@ -310,10 +310,3 @@ def _arg_key(args: tuple) -> tuple:
         else:
             key.append(arg)
     return tuple(key)
-
-
-def specs_from_modules(*args: Any, **kwargs: Any):
-    """See ``tritune.capture.inductor_modules.specs_from_modules``."""
-    from tritune.capture.inductor_modules import specs_from_modules as load
-
-    return load(*args, **kwargs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tritune.capture.spec import SpecError
+from tritune.model.launch import SpecError
 
 KIND = "inductor"
 # The inductor_meta keys the GridExpr classes read (torch 2.11-2.13).

@@ -36,9 +36,9 @@ from unittest import mock
 
 from tritune.capture._jit_shim import is_interpreted
 from tritune.capture.inductor_spec import launch_spec
-from tritune.capture.spec import LaunchSpec, SpecError
 from tritune.errors import one_line
 from tritune.imports import FileError, import_file
+from tritune.model.launch import LaunchSpec, SpecError
 
 KERNEL_DEF = re.compile(r"^def (triton_([a-z]+)_\w+)\(", re.MULTILINE)
 
@@ -225,7 +225,7 @@ def host_rand_strided(size, stride, dtype=None, device="cpu", extra_size: int = 
     values do not matter to a spec) and zero for integers (as Inductor fills them)."""
     import torch
 
-    from tritune.capture.spec import min_storage_size
+    from tritune.model.launch import min_storage_size
 
     dtype = dtype or torch.float32
     needed = extra_size + min_storage_size(size, stride)

@@ -29,10 +29,11 @@ import sys
 from typing import Any, Sequence
 
 from tritune import aliasing
-from tritune.capture import constexprs as codec
 from tritune.capture.inductor_grid import grid_for, grid_rule
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, min_storage_size, source_hash
+from tritune.capture.spec import source_hash
 from tritune.kernel_facts import inductor_kind
+from tritune.model import constexprs as codec
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError, min_storage_size
 
 WRITTEN_PREFIXES = ("out_ptr", "in_out_ptr", "ws_ptr")
 HEURISTIC_TYPES = {"POINTWISE": "poi", "PERSISTENT_REDUCTION": "per", "REDUCTION": "red",

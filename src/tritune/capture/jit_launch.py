@@ -13,7 +13,7 @@ from a TTIR compiled for sm_90, else observed.
 Which tensor arguments overlap in memory is noted in ``extra["overlapping"]`` (``aliasing``):
 the proposers offer no-alias variants only for launches whose arguments were disjoint.
 
-Constexpr values are written by ``capture.constexprs.encode`` (a ``tl.float16`` dtype as
+Constexpr values are written by ``model.constexprs.encode`` (a ``tl.float16`` dtype as
 ``{"tl_dtype": "fp16"}``, a jit function by name...); a value it cannot write makes the launch
 unsupported, and the recorder keeps it in ``skipped.jsonl`` with the reason.
 """
@@ -30,13 +30,14 @@ from triton.compiler import make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tritune import aliasing
-from tritune.kernel_facts import DEFAULT_OPTIONS
-from tritune.capture import constexprs as codec
 from tritune.capture import grid_blocks, grid_rule, skipped
 from tritune.capture._jit_shim import Launch, is_interpreted
 from tritune.capture._language_shim import compilable_language
-from tritune.capture.spec import ArgSpec, LaunchSpec, min_storage_size, source_hash
+from tritune.capture.spec import source_hash
 from tritune.capture.writes import Snapshot, Writes, WritesError, compile_ttir, from_ttir, ttir_params
+from tritune.kernel_facts import DEFAULT_OPTIONS
+from tritune.model import constexprs as codec
+from tritune.model.launch import ArgSpec, LaunchSpec, min_storage_size
 
 STORAGE_SLACK = 1 << 20  # elements a view may reach past its span: see _storage_size
 _TARGET = GPUTarget("cuda", 90, 32)

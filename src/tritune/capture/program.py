@@ -21,8 +21,9 @@ from pathlib import Path
 from tritune import boot as boot_folder
 from tritune.capture import skipped
 from tritune.capture.recorder import PARTS, finalize, start
-from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, LaunchSpec, SpecError, read_launches
+from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS, read_launches
 from tritune.config import ENV_CAPTURE_DIR, ENV_CAPTURE_IMPORTS
+from tritune.model.launch import LaunchSpec, SpecError
 
 MODES = ("new", "replace", "append")
 

@@ -35,10 +35,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
-from tritune.capture.spec import (SOURCES, TENSORS, LaunchSpec, SpecError, file_hash, json_default,
-                                  read_launches, write_launches)
-from tritune.capture.skipped import Skipped
 from tritune.capture import skipped as skipped_file
+from tritune.capture.skipped import Skipped
+from tritune.capture.spec import SOURCES, TENSORS, file_hash, json_default, read_launches, write_launches
+from tritune.model.launch import LaunchSpec, SpecError
 
 PARTS = "parts"
 MAX_IMPORT_LISTS = 256  # lists of imports written in all (the capture reads as many: ``worker.bytecode.MAX_LISTS``)

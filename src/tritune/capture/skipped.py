@@ -99,7 +99,7 @@ def write(directory: str | Path, records: Iterable[Skipped]) -> Path | None:
 def read(directory: str | Path) -> list[Skipped]:
     """The skipped launches of a capture directory (none without the file); a damaged file is a
     ``SpecError`` naming it."""
-    from tritune.capture.spec import SpecError
+    from tritune.model.launch import SpecError
 
     path = Path(directory)
     path = path / SKIPPED if path.is_dir() else path.with_name(SKIPPED)

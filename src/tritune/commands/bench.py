@@ -53,7 +53,8 @@ def bench(directory: Path, as_json: bool, kernel_filter: str | None, methods: tu
     count. Under TRITON_INTERPRET=1 the launches run on the CPU and times are marked NOT meaningful.
     """
     from tritune.bench.render import render_table, to_json
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
+    from tritune.model.launch import SpecError
 
     try:
         specs = read_launches(directory)

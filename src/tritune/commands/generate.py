@@ -46,10 +46,8 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
     kernel wins. Every kernel is verified against the reference on the spec's inputs and on odd
     shapes derived from them, and benchmarked against eager, torch.compile and max-autotune.
     """
-    from tritune.generate.inductor import GenerateError
-    from tritune.generate.run import GenerateSettings
-    from tritune.generate.run import generate as run_generate
-    from tritune.generate.spec import SpecError
+    from tritune.generate.run import GenerateSettings, generate as run_generate
+    from tritune.generate.spec import GenerateError, SpecError
     from tritune.loop.evaluate import default_jobs
     from tritune.worker import jail
 

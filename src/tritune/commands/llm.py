@@ -58,7 +58,7 @@ def llm_settings(url: str | None, model: str | None, rounds: int, fixes: int, ma
     if not model:
         raise click.UsageError("--llm needs --llm-model NAME (the model the endpoint serves)")
     from tritune.llm.client import LLMError, check_base_url
-    from tritune.llm.family import LLMSettings
+    from tritune.model.settings import LLMSettings
 
     try:
         url = check_base_url(url)

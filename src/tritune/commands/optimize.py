@@ -24,6 +24,7 @@ an unusable input (a one-line message); 130 when interrupted (resumable).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -36,6 +37,7 @@ from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 from tritune.errors import one_line
+from tritune.model.request import STORE_FILE
 
 
 def _families(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -146,12 +148,12 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     3 fresh input sets and timed in an isolated worker; a candidate is kept only when it verified
     and is >= --threshold faster, confirmed by interleaved re-timing.
     """
-    from tritune.arbiter import ArbiterSettings
-    from tritune.capture.spec import SpecError
-    from tritune.loop import LoopSettings, OptimizeError
-    from tritune.loop import optimize as run_loop
+    from tritune.loop import OptimizeError, optimize as run_loop
     from tritune.loop.evaluate import default_jobs
     from tritune.loop.lanes import LaneError, lane_devices
+    from tritune.model.launch import SpecError
+    from tritune.model.request import RunRequest
+    from tritune.model.settings import ArbiterSettings, LoopSettings
     from tritune.store import StoreError
     from tritune.worker import jail
 
@@ -185,6 +187,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
                                 jobs=jobs or (default_jobs(len(picked)) if picked is not None else 1),
                                 without=tuple(without), families=family_order or (), llm=llm,
                                 unsafe_no_jail=unsafe_no_jail)
+        request = RunRequest(out_dir, settings=settings, store_path=store_path, kernels=kernels,
+                             max_kernels=max_kernels, sample=sample, deadline_s=deadline_s, cover=cover, fresh=fresh)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,16 +204,15 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         from tritune.analyze.render import console_for
 
         console = console_for(sys.stdout)
-        job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
-                   deadline_s=deadline_s, cover=cover, command=text, fresh=fresh)
+        request = dataclasses.replace(request, command=text)
         with _progress(console) as (progress, log):
             if ray_address is None:
-                results = run_loop(root, out_dir, devices=picked, lanes=given, progress=progress, log=log, **job)
+                results = run_loop(root, request, devices=picked, lanes=given, progress=progress, log=log)
             else:
                 from tritune.loop.ray_lanes import ray_run
 
                 with ray_run(ray_address, root, settings, workers=workers, jobs=jobs) as lanes:
-                    results = run_loop(root, out_dir, lanes=lanes, progress=progress, log=log, **job)
+                    results = run_loop(root, request, lanes=lanes, progress=progress, log=log)
     except (OptimizeError, SpecError, StoreError, LaneError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
@@ -245,8 +248,9 @@ def _ray_usable(devices: tuple[int, ...] | None, llm) -> None:
 def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None, kernels: tuple[str, ...]) -> None:
     """Every input that can be checked without running anything, before anything is written
     (``--out`` is checked by its callback)."""
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
     from tritune.commands.checks import store_problem
+    from tritune.model.launch import SpecError
 
     problem = None
     if launches is not None:
@@ -260,7 +264,7 @@ def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None,
             problem = (f"{launches}: no launch of kernel {', '.join(kernels)} "
                        "(--kernel takes a kernel name or launch id)")
     if problem is None:
-        problem = store_problem(store_path or out_dir / "decisions.db")
+        problem = store_problem(store_path or out_dir / STORE_FILE)
     if problem is not None:
         click.echo(f"tritune optimize: {problem}", err=True)
         sys.exit(2)
@@ -304,7 +308,8 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
                    unsafe_no_jail: bool = False, starting: Callable[[Path], None] | None = None) -> Path:
     """Capture COMMAND (or load Inductor's modules) into OUT/capture, unless already there;
     ``starting(OUT/capture)`` just before the program runs."""
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
+    from tritune.model.launch import SpecError
 
     target = out_dir / "capture"
     try:
@@ -347,7 +352,7 @@ def _not_captured(root: Path) -> None:
     """The launches the capture saw and could not record (``DIR/skipped.jsonl``), each with why:
     they are not optimized, and the user is told so."""
     from tritune.capture import skipped
-    from tritune.capture.spec import SpecError
+    from tritune.model.launch import SpecError
 
     try:
         records = skipped.read(root)

@@ -105,11 +105,12 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
     Its source variants and the capture's kernel files run only in jailed workers
     (``tritune.worker.jail``); where the jail is missing, a store with source variants is
     refused unless --unsafe-no-jail."""
-    from tritune.arbiter import ArbiterSettings
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
     from tritune.loop.evaluate import Evaluator
     from tritune.loop.imports import IMPORTED, import_decisions
     from tritune.loop.session import OptimizeError, machine
+    from tritune.model.launch import SpecError
+    from tritune.model.settings import ArbiterSettings
     from tritune.store import StoreError
     from tritune.worker import jail
 
@@ -132,7 +133,7 @@ def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math
             target = machine(evaluator.worker)
         except OptimizeError as exc:
             _fail(str(exc))
-        evaluator.copy_gbps = target.get("copy_gbps")
+        evaluator.copy_gbps = target.copy_gbps
         mine = _open(into, must_exist=False)  # made only once there is something to judge with
         results = import_decisions(foreign, mine, specs, evaluator, target,
                                    settings=ArbiterSettings(threshold=threshold), fast_math=fast_math,

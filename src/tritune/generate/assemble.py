@@ -6,7 +6,7 @@ and writes the module itself:
 
 - **kernels**: imports (but ``import torch``), constants and decorated functions (the
   ``@triton.jit`` kernels), each statement's lines as the reply wrote them, checked by the kernel
-  allowlist (``llm.sandbox.check``) behind tritune's kernel header (``KERNEL_HEADER``);
+  allowlist (``allowlist.sandbox.check``) behind tritune's kernel header (``KERNEL_HEADER``);
 - **launcher**: the one undecorated ``def run(...)``, checked by the launcher allowlist
   (``launcher.check_launcher``: shape arithmetic, allocations, views, launches of those kernels).
 
@@ -26,9 +26,9 @@ import ast
 import dataclasses
 from typing import Any, Sequence
 
+from tritune.allowlist import sandbox
+from tritune.allowlist.sandbox import Unsafe, parse
 from tritune.generate.launcher import NUMBER, OTHER, RESERVED, TENSOR, check_launcher
-from tritune.llm import sandbox
-from tritune.llm.sandbox import Unsafe, parse
 
 KERNEL_HEADER = "import triton\nimport triton.language as tl\nimport math\n"
 _HEADER_IMPORTS = frozenset(KERNEL_HEADER.splitlines())

@@ -65,8 +65,9 @@ from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
 from tritune.replay.launches import Launches, skipping
 from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
-from tritune.worker.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RESTART_KINDS,
-                                     RUNTIME_FAULT, TIMEOUT, WRONG_RESULT, classify, shorten)
+from tritune.model.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RUNTIME_FAULT, TIMEOUT,
+                                    WRONG_RESULT)
+from tritune.worker.failures import RESTART_KINDS, classify, shorten
 
 CLASSES = ("syntax", "compile", "runtime", "timeout", "wrong_result", "slower", "unsafe", "no_code", "no_kernel")
 SYNTAX, COMPILE, RUNTIME, TIMED_OUT, WRONG, SLOWER, UNSAFE, NO_CODE, NO_KERNEL = CLASSES

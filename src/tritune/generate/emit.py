@@ -27,9 +27,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec
 from tritune.generate.family import family_text, operator_text, specialized
-from tritune.generate.inductor import GenerateError
+from tritune.generate.spec import GenerateError
+from tritune.model.launch import LaunchSpec
 
 # Inductor-only names in a kernel module's imports: the autotuning decorator and its hints.
 _DROP_MODULES = ("torch._inductor.runtime.hints",)

@@ -58,8 +58,7 @@ import inspect
 import re
 from typing import Any, Sequence
 
-from tritune.generate.inductor import GenerateError
-from tritune.generate.spec import container
+from tritune.generate.spec import GenerateError, container
 
 ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided_xpu", "empty_strided")
 DROPPED_CALLS = ("get_raw_stream", "assert_alignment", "set_device")
@@ -116,7 +115,7 @@ def compile_family(reference: Any, inputs: tuple, *, label: str = "", others: Se
 
     from tritune.capture import inductor
     from tritune.capture.recorder import Recorder
-    from tritune.generate.inductor import on_interpreter
+    from tritune.generate.interpreter import on_interpreter
 
     graphs: list[list[str]] = []
     envs: list[Any] = []
@@ -265,7 +264,7 @@ def family_text(family: dict, kernel_names: dict[str, str], function: str = "_fa
     the keys of the launches that time their configuration (``_Translator._timed``),
     ``"configurations"``: the most one of them chooses among, and ``"tuned"``: whether any launch
     is tuned by size (a bucket's configuration, a specialized kernel, a timed configuration)."""
-    from tritune.capture.spec import LaunchSpec
+    from tritune.model.launch import LaunchSpec
 
     call = _call_of(family)
     translator = _Translator(family["sources"], family["params"], kernel_names,

@@ -32,18 +32,17 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-
-class GenerateError(RuntimeError):
-    """A spec the model-free path cannot generate; ``str()`` is one line."""
+from tritune.generate.interpreter import on_interpreter
+from tritune.generate.spec import GenerateError
 
 
 def capture_job(payload: dict) -> dict:
     """``{"spec", "device", "capture", "derived": bool, "interpret": bool, "family": bool}`` -> plans
     and facts.
 
-    Returns ``{"plans": [...], "target": current_target(device), "kernels": [...],
+    Returns ``{"plans": [...], "target": current_target(device).key_json(), "kernels": [...],
     "fused": bool, "notes": [...], "families": the symbolic-size compiles (``family.compile_family``),
     one per pattern of input dtypes of the spec's cases (a refused one's one-line reason in the notes)}``; every plan is ``{"label", "key", "inputs", "buffers",
     "steps", "outputs", "single"}`` (see ``_plan``). A spec this path cannot plan returns
@@ -84,7 +83,7 @@ def capture_job(payload: dict) -> dict:
         notes.append(f"Inductor did not fuse {spec.name} into one kernel ({' or '.join(map(str, counts))} "
                      f"launches for {', '.join(unfused[:3])}{'...' if len(unfused) > 3 else ''}): "
                      "kernel.py launches what it produced")
-    return {"plans": plans, "target": current_target(device), "kernels": kernels, "fused": not unfused,
+    return {"plans": plans, "target": current_target(device).key_json(), "kernels": kernels, "fused": not unfused,
             "notes": notes, "families": families}
 
 
@@ -262,37 +261,3 @@ def _relative(view: list, dtype: str, where: tuple, inputs: tuple) -> list | Non
     if view == _view(own) and dtype == _dtype(own):
         return None
     return [view[0], view[1], view[2] - int(own.storage_offset())]
-
-
-@contextlib.contextmanager
-def on_interpreter() -> Iterator[None]:
-    """Inductor emits Triton kernels for CPU tensors and launches them on Triton's interpreter
-    (``TRITON_INTERPRET=1`` must be set before Triton is imported): ``cpu_backend = "triton"``,
-    and Triton's active driver answers the target questions Inductor asks while generating code
-    (there is no CPU driver in Triton 3.6). Restored on exit."""
-    import torch._inductor.config as inductor_config
-    import torch.utils._triton as torch_triton
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
-
-    class _Answers:  # what Inductor's code generation asks the active driver
-        def get_current_target(self) -> GPUTarget:
-            return GPUTarget("cuda", 90, 32)
-
-        def get_current_device(self) -> int:
-            return 0
-
-        def get_current_stream(self, device: Any = None) -> int:
-            return 0
-
-        def is_active(self) -> bool:
-            return True
-
-    saved = (inductor_config.cpu_backend, torch_triton.triton_hash_with_backend, driver._active)
-    inductor_config.cpu_backend = "triton"
-    torch_triton.triton_hash_with_backend = lambda: "tritune-interpreter"
-    driver.set_active(_Answers())
-    try:
-        yield
-    finally:
-        inductor_config.cpu_backend, torch_triton.triton_hash_with_backend, driver._active = saved

@@ -41,7 +41,7 @@ from __future__ import annotations
 import ast
 from typing import Mapping, NoReturn, Sequence
 
-from tritune.llm.sandbox import Unsafe, parse
+from tritune.allowlist.sandbox import Unsafe, parse
 
 # kinds of values
 NUMBER, SHAPE, TENSOR, DTYPE, DEVICE, META, OTHER = "number", "shape", "tensor", "dtype", "device", "meta", "other"

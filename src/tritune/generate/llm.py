@@ -12,7 +12,7 @@ passed its allowlist (``generate.assemble``), so nothing else of a reply reaches
 ``no_code``         the reply has no ```python block (``llm.reply.first_python_block``)
 ``syntax``          the block does not compile (compiled here, never run)
 ``unsafe``          a part is refused (``generate.assemble``: module-level statements other than
-                    imports, constants, kernels and ``run``; the kernels by ``llm.sandbox.check``;
+                    imports, constants, kernels and ``run``; the kernels by ``allowlist.sandbox.check``;
                     ``run`` by ``generate.launcher.check_launcher``): never written as a .py, never run
 (check's classes)   the assembled module is written to ``OUT/llm/attempt-NN.py`` and verified in the
                     worker, under the sandbox's CPU and memory limits, on the spec's cases, the
@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.llm import prompts
-from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, LLMSettings, gpu_facts, prompt_key
+from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key
+from tritune.model.settings import LLMSettings
+from tritune.model.target import Target
 
 CHECK_JOB = "tritune.generate.check:check_job"
 CHECK_TIMEOUT_S = 600.0  # wall time of one check (the sandbox's CPU limit ends a busy loop sooner)
@@ -118,10 +120,10 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     return _result(best, loop.best, loop.attempts, session)
 
 
-def first_prompt(spec: Any, gpu: dict, device: str) -> str:
+def first_prompt(spec: Any, gpu: Target | None, device: str) -> str:
+    from tritune.allowlist.sandbox import RULES
     from tritune.generate.launcher import LAUNCHER_RULES
     from tritune.generate.spec import shapes_text
-    from tritune.llm.sandbox import RULES
 
     cases = spec.cases("cpu")  # shapes and dtypes only: the parent never touches the GPU
     shapes = "\n".join(f"- {case.label}: {shapes_text(case.tensors)}" for case in cases)
@@ -230,9 +232,9 @@ class _Loop:
 def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tuple[str, str] | None, str]:
     """Why a reply cannot be checked (no code, a syntax error, unsafe), else None and the module
     tritune assembles from its checked parts (``generate.assemble``); nothing of it runs here."""
+    from tritune.allowlist.sandbox import Unsafe
     from tritune.generate.assemble import assemble
     from tritune.llm.reply import ReplyError, first_python_block
-    from tritune.llm.sandbox import Unsafe
 
     try:
         code = first_python_block(text)
@@ -268,15 +270,16 @@ def _ask(session: LLMSession, messages: list[dict]) -> str | None:
     return reply.text
 
 
-def _gpu(worker: Any, device: str) -> dict:
-    """The GPU's facts for the prompt, from the worker (the parent never touches the GPU); {} on the
-    CPU, under the interpreter, or when the worker cannot tell."""
+def _gpu(worker: Any, device: str) -> Target | None:
+    """The GPU and its facts for the prompt, from the worker (the parent never touches the GPU);
+    None on the CPU, under the interpreter, or when the worker cannot tell."""
     if device != "cuda":
-        return {}
+        return None
     from tritune.loop.jobs import TARGET_JOB
 
     outcome = worker.call(TARGET_JOB, {})
-    return dict(outcome.value) if outcome.ok and outcome.value.get("meaningful") else {}
+    target = Target.from_json(outcome.value) if outcome.ok else None
+    return target if target is not None and target.meaningful else None
 
 
 def _ms(value: Any) -> float | None:

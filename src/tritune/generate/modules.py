@@ -364,14 +364,16 @@ def _set_keywords(text: str, kernel: str, call: ast.Call, values: dict[str, Any]
 
 
 def decisions_for(capture: Path, store_path: Path, target: dict) -> list[tuple[Any, Any]]:
-    """(LaunchSpec, Variant) of every usable decision the store holds for the capture's launches."""
+    """(LaunchSpec, Variant) of every usable decision the store holds for the capture's launches,
+    on ``target`` (an optimize run's, ``RunResults.target``)."""
     from tritune.capture.spec import read_launches
+    from tritune.model.target import Target
     from tritune.store import DecisionStore, key_for
 
     found = []
     with DecisionStore(store_path) as store:
         for spec in read_launches(capture):
-            decision = store.decision_for(key_for(spec, **target))
+            decision = store.decision_for(key_for(spec, Target.from_json(target)))
             if decision is not None and decision.usable:
                 found.append((spec, decision.variant))
     return found

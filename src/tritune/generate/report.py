@@ -32,7 +32,8 @@ from tritune.generate import bench as gbench
 from tritune.generate.bench import GENERATED
 from tritune.llm.family import Cost
 from tritune.report import html, markdown, plots
-from tritune.report.document import Block, Heading, Image, Items, Para, Table, fmt_pct, fmt_x
+from tritune.report.blocks import Block, Heading, Image, Items, Para, Table
+from tritune.report.document import fmt_pct, fmt_x
 from tritune.verify.compare import Worst
 
 NO_BENCH = "timings not measured: no GPU (verified under Triton's interpreter)"

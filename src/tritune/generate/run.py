@@ -34,7 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from tritune.generate.inductor import GenerateError
+from tritune.generate.spec import GenerateError
 
 CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
 CHECK_TIMEOUT_S = 600.0
@@ -54,7 +54,7 @@ class GenerateSettings:
     llm: Any = None  # tritune.llm.family.LLMSettings
     max_iterations: int = 15
     bench: bool = True
-    interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (inductor.on_interpreter)
+    interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (interpreter.on_interpreter)
     family: bool = True  # kernel.py also serves other sizes of the spec's family (``family``; tests turn it off)
     unsafe_no_jail: bool = False  # the workers run unjailed (``worker.jail``; ``--unsafe-no-jail``)
 
@@ -251,14 +251,15 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
     (``own_launches``; none: no search). Every launch gets an equal part of the budget at most
     (``per_key_s``): the user listed each shape because it matters, whatever its share of the time."""
     from tritune.generate.modules import decisions_for
-    from tritune.loop.kernel import LoopSettings
     from tritune.loop.lanes import lane_devices
     from tritune.loop.session import optimize
+    from tritune.model.request import STORE_FILE, RunRequest
+    from tritune.model.settings import LoopSettings
 
     if not only:  # the loop, given no kernels, would take every launch
         result[field] = {"kernels": 0, "decided": 0, "decisions": {}, "stopped": "no launch of the spec's own cases"}
         return []
-    store_path = folder / "decisions.db"
+    store_path = folder / STORE_FILE
     launches = len(only)
     loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",),
                         unsafe_no_jail=settings.unsafe_no_jail)
@@ -267,8 +268,9 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
         log(f"a budget of {settings.budget_s:g} s may not reach all {launches} launches: "
             f"{least_budget_s(launches):g} s would (--budget-s)")
     # one lane: a spec has a few kernels, and a lane per GPU would each take --jobs verify workers
-    runs = optimize(capture, folder / "optimize", store_path=store_path, settings=loop, deadline_s=settings.budget_s,
-                    command="tritune generate", devices=lane_devices(workers=1), kernels=only, cover=1.0)
+    request = RunRequest(folder / "optimize", settings=loop, store_path=store_path, kernels=tuple(only),
+                         deadline_s=settings.budget_s, cover=1.0, command="tritune generate")
+    runs = optimize(capture, request, devices=lane_devices(workers=1))
     decided = decisions_for(capture, store_path, runs.target)
     result[field] = {"kernels": len(runs.kernels), "decided": len(decided),
                      "decisions": {spec.id: variant.describe() for spec, variant in decided}, "stopped": runs.stopped}
@@ -279,8 +281,8 @@ def per_key_s(settings: GenerateSettings, launches: int) -> float:
     """Each launch's budget: ``per_kernel_s``, but no more than an equal part of what ``budget_s``
     (the run's deadline) leaves after the run's fixed costs (``RESERVE_S``) and each key's last
     round (``OVERRUN``: a key finishes the round it is in), so that every launch is reached; never
-    under the loop's floor (``session.FLOOR_S``): ``least_budget_s`` says what that needs."""
-    from tritune.loop.session import FLOOR_S
+    under the loop's floor (``model.request.FLOOR_S``): ``least_budget_s`` says what that needs."""
+    from tritune.model.request import FLOOR_S
 
     if launches < 1:
         return settings.per_kernel_s
@@ -290,7 +292,7 @@ def per_key_s(settings: GenerateSettings, launches: int) -> float:
 
 def least_budget_s(launches: int) -> float:
     """The least ``budget_s`` that reaches ``launches`` launches at the loop's floor each."""
-    from tritune.loop.session import FLOOR_S
+    from tritune.model.request import FLOOR_S
 
     return RESERVE_S + launches * FLOOR_S * (1 + OVERRUN)
 
@@ -301,9 +303,9 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
     ``DIR/llm/optimized.py`` (``modules.bake``: different decisions per case dispatch by the cases'
     size buckets, as kernel.py's do); the module itself when nothing was decided, the capture
     failed, or the baked module does not verify."""
+    from tritune.allowlist.sandbox import Unsafe
     from tritune.generate.assemble import assemble, input_kinds
     from tritune.generate.modules import bake
-    from tritune.llm.sandbox import Unsafe
     from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
 
     folder = out / "llm"

@@ -49,6 +49,10 @@ SCALARS = (bool, int, float)
 _SHORT_DTYPES = (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i"), ("complex", "c"))
 
 
+class GenerateError(RuntimeError):
+    """A spec the model-free path cannot generate; ``str()`` is one line."""
+
+
 class SpecError(InputError):
     """A spec the generator cannot use; ``str(exc)`` is one line naming the file and the problem."""
 

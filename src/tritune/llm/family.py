@@ -7,7 +7,7 @@ refine hints, the best variant so far and the last two attempts with their outco
 taxonomy), up to ``fixes`` times a proposal. ``rounds`` caps the proposals (TritonForge: 8).
 
 A reply becomes a candidate only through the same gates as every other: its first python block is
-checked by the sandbox (``llm.sandbox``: nothing of an unsafe reply runs), spliced into the
+checked by the sandbox (``allowlist.sandbox``: nothing of an unsafe reply runs), spliced into the
 captured source by function name (``llm.reply``: the kernel keeps its parameter names), then built,
 verified and timed in the isolated workers and judged by the arbiter. A reply refused before it
 runs (no code, unsafe, syntax, changed parameters, a repeat) is stored with why, and goes back to
@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.llm import prompts
-from tritune.replay.variant import Variant
+from tritune.model.settings import LLMSettings
+from tritune.model.target import Target
+from tritune.model.variant import Variant
 from tritune.secrets import scrub
 
 NAME = "llm"
@@ -46,32 +48,6 @@ CLASSES = {
     "signature": "the kernel's parameters changed", "not_jit": "the kernel is not a @triton.jit function",
     "repeat": "the same code as an earlier attempt", "slower": "slower than the best so far",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class LLMSettings:
-    url: str
-    model: str
-    rounds: int = 8  # proposals per kernel (TritonForge's cap)
-    max_tokens: int = 4096
-    fixes: int = 2  # remediations per proposal
-    price: tuple[float, float] | None = None  # dollars per million tokens in, out
-    dry_run: str | None = None  # a folder the prompts are written to; nothing is sent
-    timeout_s: float = 300.0  # a reply's read timeout (a long answer from a slow server takes minutes)
-    retries: int = 4  # on 429, 5xx and timeouts, with backoff (``llm.client``)
-
-    def __post_init__(self) -> None:
-        if self.rounds < 1 or self.max_tokens < 1 or self.fixes < 0:
-            raise ValueError(f"llm rounds ({self.rounds}) and max tokens ({self.max_tokens}) must be positive, "
-                             f"fixes ({self.fixes}) not negative")
-
-    def to_json(self) -> dict:
-        """What names the run (a resumed run must ask the same way); the price changes nothing asked."""
-        body = {"url": self.url, "model": self.model, "rounds": self.rounds, "max_tokens": self.max_tokens,
-                "fixes": self.fixes, "template": prompts.version()}
-        if self.dry_run:
-            body["dry_run"] = True
-        return body
 
 
 @dataclasses.dataclass
@@ -118,9 +94,9 @@ class LLMSession:
     """What the kernels of one run share: the settings, the GPU's facts, the total cost, and
     whether the endpoint still answers (after one that cannot be used, no kernel asks again)."""
 
-    def __init__(self, settings: LLMSettings, gpu: dict | None = None, log: Callable[[str], None] | None = None,
+    def __init__(self, settings: LLMSettings, gpu: Target | None = None, log: Callable[[str], None] | None = None,
                  chat: Callable[[list[dict]], Any] | None = None) -> None:
-        self.settings, self.gpu = settings, dict(gpu or {})
+        self.settings, self.gpu = settings, gpu
         self.log = log or (lambda message: None)
         self.total = Cost()
         self.broken: str | None = None  # why the endpoint is no longer asked
@@ -230,7 +206,7 @@ class LLMProposer:
             self._outcome(attempt)
 
     def _candidate(self, context: Any, reply: dict) -> tuple[Variant | None, tuple[str, str] | None]:
-        from tritune.llm import sandbox
+        from tritune.allowlist import sandbox
         from tritune.llm.reply import ReplyError, check_kernel, first_python_block, splice
 
         kernel, source = context.spec.kernel, context.source
@@ -300,7 +276,7 @@ class LLMProposer:
     # ------------------------------------------------------------------------------- prompts
 
     def _propose_messages(self, context: Any) -> list[dict]:
-        from tritune.llm.sandbox import RULES
+        from tritune.allowlist.sandbox import RULES
 
         spec = context.spec
         user = prompts.render(
@@ -388,11 +364,12 @@ def prompt_key(model: str, messages: list[dict], template: str | None = None) ->
 
 # ---------------------------------------------------------------------------------- facts
 
-def gpu_facts(gpu: dict) -> str:
+def gpu_facts(gpu: Target | None) -> str:
     names = (("gpu", "name"), ("capability", "compute capability"), ("sm_count", "SMs"), ("l2_bytes", "L2 bytes"),
              ("smem_per_sm", "shared memory per SM (bytes)"), ("regs_per_sm", "registers per SM"),
              ("copy_gbps", "copy bandwidth measured (GB/s)"))
-    lines = [f"- {label}: {_value(gpu[k])}" for k, label in names if gpu.get(k) is not None]
+    known = gpu.to_json() if gpu is not None else {}
+    lines = [f"- {label}: {_value(known[k])}" for k, label in names if known.get(k) is not None]
     return "\n".join(lines) or "- unknown (no GPU: the candidates run under Triton's interpreter)"
 
 

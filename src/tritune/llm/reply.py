@@ -3,7 +3,7 @@
 The reply's first ```python block holds either functions (the kernel, ``@triton.jit`` included,
 and any helpers) or a whole module. Functions are spliced into the captured source by name, every
 byte outside the replaced spans kept, so the candidate differs from the source only where the
-model changed it. Nothing here runs the code: it is only parsed (``tritune.llm.sandbox`` decides
+model changed it. Nothing here runs the code: it is only parsed (``tritune.allowlist.sandbox`` decides
 whether it may run). A reply that cannot become a candidate raises ``ReplyError``, whose one-line
 message goes back to the model.
 """

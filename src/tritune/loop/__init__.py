@@ -8,7 +8,7 @@
 - ``session``   ``optimize(root, out)``: every kernel of a capture, resumable, ``optimize.json``
 """
 
-from tritune.loop.kernel import KernelLoop, LoopSettings
+from tritune.loop.kernel import KernelLoop
 from tritune.loop.session import OptimizeError, optimize, plan
 
-__all__ = ["KernelLoop", "LoopSettings", "OptimizeError", "optimize", "plan"]
+__all__ = ["KernelLoop", "OptimizeError", "optimize", "plan"]

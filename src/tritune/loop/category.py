@@ -19,8 +19,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tritune.capture.spec import LaunchSpec
 from tritune.kernel_facts import LOOPED, PERSISTENT, POINTWISE, TEMPLATE, inductor_kind
+from tritune.model.launch import LaunchSpec
 
 CATEGORIES = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
 INDUCTOR_CATEGORIES = {POINTWISE: "elementwise", LOOPED: "reduction", PERSISTENT: "reduction", TEMPLATE: "matmul"}

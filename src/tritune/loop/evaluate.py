@@ -44,15 +44,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from tritune.arbiter.confirm import Confirmation, confirmation_from_json
-from tritune.arbiter.rules import ArbiterSettings, Verdict, judge_candidate, screen_candidate
-from tritune.arbiter.rules import Decision as ArbiterDecision
-from tritune.capture.spec import LaunchSpec
+from tritune.arbiter.rules import Decision as ArbiterDecision, Verdict, judge_candidate, screen_candidate
 from tritune.loop import jobs
+from tritune.model.failures import COMPILE_ERROR
+from tritune.model.launch import LaunchSpec
+from tritune.model.settings import ArbiterSettings
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.profile.runner import FALLBACK
-from tritune.replay import Variant
-from tritune.search.proposers import Trial
 from tritune.worker import Outcome, SharedCache, Worker, close_workers
-from tritune.worker.failures import COMPILE_ERROR, RESTART_KINDS, Failure
+from tritune.worker.failures import RESTART_KINDS, Failure
 from tritune.worker.jail import Policy
 
 PROFILE_JOB = "tritune.profile.runner:profile_job"
@@ -68,7 +69,7 @@ ALONE_MAX = 16  # after a ranking call failed, launches timed one a call before 
 BUILD_FINAL = frozenset({COMPILE_ERROR, *RESTART_KINDS})
 PRELOAD = ("torch", "triton")
 MAX_DEFAULT_JOBS = 16  # past this, more compilers mostly queue on the one timing worker
-# A model's candidate (untrusted code, ``llm.sandbox``) runs under these per-call limits: a compile
+# A model's candidate (untrusted code, ``allowlist.sandbox``) runs under these per-call limits: a compile
 # and three verified input sets take seconds of CPU; a worker with torch and CUDA up holds a few GiB.
 SANDBOX_CPU_S = 300.0
 SANDBOX_MEMORY_MB = 16384.0

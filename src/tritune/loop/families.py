@@ -32,8 +32,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from tritune.capture.spec import LaunchSpec
-from tritune.replay import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
 from tritune.search import rewrites
 from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.family import Context, Family

@@ -15,7 +15,7 @@ it through the loop's gates, in the loop's isolated worker:
 A decision that passes becomes a candidate and a decision of the target store, signed there; one
 that fails is recorded there as a rejected candidate with the reason. Building a foreign variant
 that carries source runs that source, in the worker, only once it passes the allowlist
-(``llm.sandbox.check_variant_source`` against the user's own capture; every foreign source, whatever
+(``allowlist.sandbox.check_variant_source`` against the user's own capture; every foreign source, whatever
 rule it names): refused, it is rejected as ``unsafe`` before it runs; and jailed (``worker.jail``:
 no key, no home, no network; ``tritune store import`` refuses it where the jail is missing, unless
 ``--unsafe-no-jail``). An options-only variant runs no code of the other store's.
@@ -33,12 +33,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from tritune.arbiter import NOT_FINAL as ARBITER_NOT_FINAL
-from tritune.aliasing import NOALIAS
-from tritune.arbiter import ArbiterSettings, beats_held
-from tritune.capture.spec import LaunchSpec
+from tritune.arbiter import NOT_FINAL as ARBITER_NOT_FINAL, beats_held
 from tritune.loop.evaluate import Evaluator
-from tritune.replay import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.settings import ArbiterSettings
+from tritune.model.target import Target
+from tritune.model.variant import NOALIAS, Variant
 from tritune.rewrites.base import EXACT
 from tritune.store import DecisionStore, key_for
 from tritune.store.records import Decision, describe_variant, variant_hash
@@ -75,14 +75,13 @@ def verification_mode(variant: Variant) -> str:
 
 
 def import_decisions(other: DecisionStore, mine: DecisionStore, specs: list[LaunchSpec], evaluator: Evaluator,
-                     target: dict, *, settings: ArbiterSettings = ArbiterSettings(), fast_math: bool = False,
+                     target: Target, *, settings: ArbiterSettings = ArbiterSettings(), fast_math: bool = False,
                      command: str = "", log: Callable[[str], None] | None = None) -> list[ImportResult]:
     """Judge every usable-looking decision of ``other`` here and sign those that pass into ``mine``."""
     log = log or (lambda line: None)
     by_sha = {}
     for spec in specs:
-        key = key_for(spec, gpu=target["gpu"], capability=target["capability"],
-                      triton_version=target["triton_version"])
+        key = key_for(spec, target)
         by_sha.setdefault(key.sha, spec)
     results, run_id = [], None
     for decision in other.decisions():
@@ -100,14 +99,13 @@ def import_decisions(other: DecisionStore, mine: DecisionStore, specs: list[Laun
     return results
 
 
-def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: dict, fast_math: bool) -> str | None:
+def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: Target, fast_math: bool) -> str | None:
     key = decision.key
     if not (decision.verified and decision.enabled):
         return "rolled back or unverified in its store"
-    if (key.gpu_name, key.capability, key.triton_version) != (target["gpu"], target["capability"],
-                                                              target["triton_version"]):
+    if (key.gpu_name, key.capability, key.triton_version) != (target.gpu, target.capability, target.triton_version):
         return (f"made for {key.gpu_name} (sm_{key.capability}) with Triton {key.triton_version}; this machine is "
-                f"{target['gpu']} (sm_{target['capability']}) with Triton {target['triton_version']}")
+                f"{target.gpu} (sm_{target.capability}) with Triton {target.triton_version}")
     if key.sha not in by_sha:
         return "no launch of the capture has its key (kernel source, specialization, shape bucket)"
     try:
@@ -174,13 +172,13 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
 
 
 def _unsafe(spec: LaunchSpec, variant: Variant, root: str) -> str | None:
-    """Why a foreign variant's source may not run here (``llm.sandbox.check_variant_source``
+    """Why a foreign variant's source may not run here (``allowlist.sandbox.check_variant_source``
     against the user's own capture); None when it has none or passes. Every foreign source is
     checked, whatever rule it names: the other store's word for who made it proves nothing."""
     if variant.source is None:
         return None
+    from tritune.allowlist import sandbox
     from tritune.capture.spec import confined_source
-    from tritune.llm import sandbox
 
     try:
         sandbox.check_variant_source(confined_source(root, spec).read_text(), variant.source, spec.kernel)

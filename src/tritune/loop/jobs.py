@@ -35,13 +35,15 @@ only loads them. ``Evaluator.baselines`` says what the ranking times and why.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 from typing import Any
 
 from tritune.bench.run import bench_spec
-from tritune.capture.spec import LaunchSpec
-from tritune.replay import Replay, Variant, device_of, make_args
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
+from tritune.replay import Replay, device_of, make_args
 from tritune.verify import verify
 from tritune.worker.gpulock import GpuLock
 
@@ -246,19 +248,19 @@ def target_job(payload: dict) -> dict:
 
     on_gpu = torch.cuda.is_available() and not interpreting()
     target = current_target("cuda" if on_gpu else "cpu")
-    target["copy_gbps"] = None
     if on_gpu:
         with gpu_lock("cuda").exclusive():  # a bandwidth measured beside other launches is low
-            target["copy_gbps"] = copy_bandwidth_gbps("cuda")
+            copy_gbps = copy_bandwidth_gbps("cuda")
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        facts = {}
         for name, prop in (("sm_count", "multi_processor_count"), ("l2_bytes", "L2_cache_size"),
                            ("smem_per_sm", "shared_memory_per_multiprocessor"),
                            ("regs_per_sm", "regs_per_multiprocessor")):  # the LLM prompt's GPU facts
             value = getattr(props, prop, None)
             if isinstance(value, int):
-                target[name] = value
-    target["meaningful"] = on_gpu
-    return target
+                facts[name] = value
+        target = dataclasses.replace(target, copy_gbps=copy_gbps, meaningful=True, **facts)
+    return target.to_json()
 
 
 def inductor_launches_job(payload: dict) -> dict:

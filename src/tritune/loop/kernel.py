@@ -53,70 +53,28 @@ import dataclasses
 import time
 from typing import Any, Callable, Iterator, Sequence
 
-from tritune.arbiter import NOT_FINAL, ArbiterSettings, Decision, Round, Verdict, beats_held, next_step
-from tritune.capture.spec import LaunchSpec
+from tritune.arbiter import NOT_FINAL, Decision, Round, Verdict, beats_held, next_step
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
 from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.loop.jobs import full_timing
+from tritune.model.failures import BASELINE_OUT_OF_BOUNDS
+from tritune.model.key import DecisionKey
+from tritune.model.launch import LaunchSpec
+from tritune.model.settings import LoopSettings
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.profile import Facts, hints_from_delta
-from tritune.replay import Variant
 from tritune.search.changes import changed_knobs
 from tritune.search.prior import from_prior, prior_configs, traits
-from tritune.search.proposers import LaunchConfigSearch, Trial, config_of
-from tritune.store import DecisionKey, DecisionStore, variant_hash
-from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, Failure
+from tritune.search.proposers import LaunchConfigSearch, config_of
+from tritune.store import DecisionStore, variant_hash
+from tritune.worker.failures import Failure
 
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
 # A candidate's build and verification may take what is left of its kernel's budget, and never
 # less than this: one that compiles for 40 s (a huge tile) no longer holds a 10 s kernel for 40 s.
 CANDIDATE_FLOOR_S = 15.0
 SPLIT_PARTS = ("baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s")  # idle_s: the rest
-
-
-@dataclasses.dataclass(frozen=True)
-class LoopSettings:
-    arbiter: ArbiterSettings = ArbiterSettings()
-    per_round: int = 4  # candidates built per round (TritonForge proposes one; a descent step has ~2)
-    max_candidates: int = 24  # per kernel: ~1-2 s each on a GPU keeps a kernel near a minute
-    budget_s: float = 900.0  # wall time per kernel; the loop finishes the round it is in
-    fast_math: bool = False  # allow the fast-math pass set (verified with max relative error 1e-4)
-    use_ncu: str = "auto"  # "auto" | "never" | "require"
-    # Workers building and verifying candidates at once (Evaluator). How fast, never what is
-    # decided: left out of to_json, which names the run that a later command resumes.
-    jobs: int = 1
-    without: tuple[str, ...] = ()  # family names left out (a benchmark with and without one)
-    families: tuple[str, ...] = ()  # only these families, in this order (``--families``); () = all, the bottleneck's order
-    llm: Any = None  # ``llm.family.LLMSettings`` (``--llm``): the model's family joins the others
-    # ``--unsafe-no-jail``: the workers run unjailed (``worker.jail``). Where, never what, is
-    # decided: left out of to_json, like jobs.
-    unsafe_no_jail: bool = False
-
-    def __post_init__(self) -> None:
-        if self.per_round < 1 or self.max_candidates < 1 or self.budget_s <= 0 or self.jobs < 1:
-            raise ValueError(f"per_round ({self.per_round}), max_candidates ({self.max_candidates}), "
-                             f"budget_s ({self.budget_s}) and jobs ({self.jobs}) must be positive")
-        if self.use_ncu not in ("auto", "never", "require"):
-            raise ValueError(f"use_ncu must be auto, never or require, not {self.use_ncu!r}")
-
-    def to_json(self) -> dict:
-        body = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        body["arbiter"] = dataclasses.asdict(self.arbiter)
-        del body["jobs"], body["unsafe_no_jail"]
-        # keys an older run's settings did not have are left out while unset, so a later
-        # command resumes that run
-        if self.without:
-            body["without"] = sorted(self.without)
-        else:
-            del body["without"]
-        if self.families:
-            body["families"] = list(self.families)
-        else:
-            del body["families"]
-        if self.llm is not None:
-            body["llm"] = self.llm.to_json()
-        else:
-            del body["llm"]
-        return body
 
 
 class KernelLoop:

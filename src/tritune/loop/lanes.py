@@ -46,18 +46,20 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from tritune import config
-from tritune.capture.spec import LaunchSpec
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
 from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
-from tritune.loop.kernel import KernelLoop, LoopSettings
-from tritune.loop.results import LaneLine
+from tritune.loop.kernel import KernelLoop
+from tritune.model.key import DecisionKey
+from tritune.model.launch import LaunchSpec
+from tritune.model.results import LaneLine
+from tritune.model.settings import LoopSettings
+from tritune.model.target import Target
 from tritune.replay.warm import imports_of, kernel_imports
-from tritune.store import DecisionKey, DecisionStore
-from tritune.store.keys import INTERPRETER_GPU
+from tritune.store import DecisionStore
 from tritune.store.signing import Signer
 from tritune.worker import SharedCache, Worker, bytecode, jail
-from tritune.worker.jail import Policy
 from tritune.worker.failures import Failure
+from tritune.worker.jail import Policy
 
 READY_MODULE = "tritune.loop.device_ready"  # preloaded by a lane's workers: the GPU comes up at start
 HASH_MODULE = "tritune.worker.triton_hash"  # preloaded first: Triton's self-hash taken while torch imports
@@ -116,14 +118,14 @@ class Lane(Protocol):
 
     @property
     def gpu(self) -> str:
-        """The GPU's name (``target["gpu"]``), known once ``start`` returned."""
+        """The GPU's name (``target.gpu``), known once ``start`` returned."""
 
     @property
-    def target(self) -> dict:
+    def target(self) -> Target | None:
         """What ``jobs.target_job`` reports from the lane's own worker (gpu, capability,
-        triton_version, copy_gbps, meaningful, ...); ``{}`` before ``start``."""
+        triton_version, copy_gbps, meaningful, ...); None before ``start``."""
 
-    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> Target:
         """Find the target (decisions are keyed by its GPU name and capability) and return it.
         ``prebuild``: launches the ranking will ask for, which the lane may start building."""
 
@@ -171,7 +173,7 @@ class LocalLane:
                             cache=cache.path if cache is not None else None, warm=warm)
             evaluator = Evaluator(root, use_ncu=use_ncu, jobs=jobs, worker=worker, cache=cache)
         self.evaluator = evaluator
-        self._target: dict = {}
+        self._target: Target | None = None
 
     def _environment(self, root: str | Path, modules: Sequence[str], *, grant: bool = False
                      ) -> tuple[dict, Policy | None]:
@@ -220,12 +222,12 @@ class LocalLane:
     def name(self) -> str:
         """``cuda:INDEX``, or ``interpreter:INDEX`` when its workers interpret (as its target says
         once started: a test's workers may interpret while this process does not)."""
-        interpreted = self._target.get("gpu") == INTERPRETER_GPU if self._target else config.interpreting()
+        interpreted = self._target.interpreted if self._target else config.interpreting()
         return f"{'interpreter' if interpreted else 'cuda'}:{self.index}"
 
     @property
     def gpu(self) -> str:
-        return str(self._target.get("gpu", ""))
+        return self._target.gpu if self._target else ""
 
     @property
     def jobs(self) -> int:
@@ -233,10 +235,10 @@ class LocalLane:
         return self.evaluator.jobs
 
     @property
-    def target(self) -> dict:
+    def target(self) -> Target | None:
         return self._target
 
-    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> Target:
         """The target, from the timing worker (``TARGET_JOB``). Its first ``FIRST_VERIFIERS``
         verify workers start beside the timing worker's start (``Evaluator.start_verifiers``),
         not after it at the ranking's first build, and the target job waits for them: the copy
@@ -290,15 +292,15 @@ class LocalLane:
         finally:
             pool.shutdown(wait=False)
 
-    def _start(self) -> dict:
+    def _start(self) -> Target:
         outcome = self._guard(self.evaluator.call, TARGET_JOB, {})
         if not outcome.ok:
             raise LaneDied(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
-        target = dict(outcome.value)
-        if self.device is not None and not config.interpreting() and not target.get("meaningful"):
+        target = Target.from_json(outcome.value)
+        if self.device is not None and not config.interpreting() and not target.meaningful:
             raise LaneDied(f"{config.ENV_VISIBLE_DEVICES}={self.device}: its workers see no GPU")
         if self.evaluator.copy_gbps is None:
-            self.evaluator.copy_gbps = target.get("copy_gbps")
+            self.evaluator.copy_gbps = target.copy_gbps
         self._target = target
         return target
 

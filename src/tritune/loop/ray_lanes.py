@@ -73,19 +73,23 @@ import threading
 from pathlib import Path, PurePath
 from typing import Any, Callable, Iterator, Sequence
 
-from tritune import __version__, config
-from tritune.capture.spec import LaunchSpec, SpecError, confined_source
+from tritune import config
+from tritune.capture.spec import confined_source
 from tritune.errors import one_line
 from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
-from tritune.loop.kernel import LoopSettings
 from tritune.loop.lanes import KeyJob, LaneDied, LaneError, LocalLane, close_lanes
 from tritune.loop.ray_records import records_problem
+from tritune.model.key import DecisionKey
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.settings import LoopSettings
+from tritune.model.target import Target
 from tritune.search.prior import prior_configs
-from tritune.store import DecisionKey, DecisionStore, StoreError
+from tritune.store import DecisionStore, StoreError
 from tritune.store.signing import Signer
+from tritune.version import __version__
 from tritune.worker import jail
-from tritune.worker.pool import process_folder
 from tritune.worker.failures import Failure
+from tritune.worker.pool import process_folder
 
 INSTALL = "pip install 'tritune[ray]'"
 INTERPRETER_LANES = 2  # interpreter lanes by default: each runs torch and the interpreter in 2+ processes
@@ -215,7 +219,7 @@ class RayLane:
                          "retime": retime, "families": families}
         self._jobs = jobs or settings.jobs
         self._actor: Any = None
-        self._target: dict = {}
+        self._target: Target | None = None
         self._where = ""  # "NODE_IP/gpuN" (cpuN for an interpreter lane), once started
         self._shipped: set[str] = set()  # capture files the actor has
         self.folder = ""  # the actor's folder on its node, once started (``_LaneActor``)
@@ -227,10 +231,10 @@ class RayLane:
 
     @property
     def gpu(self) -> str:
-        return str(self._target.get("gpu", ""))
+        return self._target.gpu if self._target else ""
 
     @property
-    def target(self) -> dict:
+    def target(self) -> Target | None:
         return self._target
 
     @property
@@ -238,7 +242,7 @@ class RayLane:
         """Its verify workers (as its actor made them, once started)."""
         return self._jobs
 
-    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> dict:
+    def start(self, prebuild: Sequence[LaunchSpec] = ()) -> Target:
         """The actor made and started; ``prebuild`` is not sent (its launches travel with the
         ranking's chunk, ``baselines``)."""
         ray = import_ray()
@@ -253,8 +257,8 @@ class RayLane:
             self._kill()
             raise LaneDied(f"its node ({reply['where']}) runs tritune {reply['tritune']}, this driver "
                            f"{__version__}: install the same tritune on every node")
-        target = reply["target"]
-        if self.uses_gpu and not target.get("meaningful"):
+        target = Target.from_json(reply["target"])
+        if self.uses_gpu and not target.meaningful:
             self._kill()
             raise LaneDied(f"its node ({reply['where']}) gave it a GPU its workers cannot use")
         self._where, self._jobs, self._target = reply["where"], reply["jobs"], target
@@ -410,7 +414,7 @@ class _LaneActor:
 
     def start(self) -> dict:
         target = self.lane.start()
-        return {"target": target, "tritune": __version__, "where": self.where, "jobs": self.lane.jobs,
+        return {"target": target.to_json(), "tritune": __version__, "where": self.where, "jobs": self.lane.jobs,
                 "folder": str(self._dir)}
 
     def baselines(self, specs: list[dict], files: dict[str, bytes]) -> dict:

@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 from tritune.loop.kernel import variant_name
-from tritune.replay import Variant
+from tritune.model.variant import Variant
 from tritune.store.records import DONE, variant_hash
 
 

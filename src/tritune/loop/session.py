@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import datetime as dt
 import hashlib
 import importlib
@@ -47,25 +48,26 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from tritune.capture.spec import LaunchSpec, read_launches
+from tritune.capture.spec import read_launches
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB
-from tritune.loop.kernel import LoopSettings
+from tritune.model.launch import LaunchSpec
+from tritune.model.request import RunRequest
+from tritune.model.settings import LoopSettings
+from tritune.model.target import Target
 from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LanePool, LocalLane, Task, close_lanes,
                                 lane_devices, local_lanes)
-from tritune.loop.results import FILE_NAME as RESULTS_FILE
-from tritune.loop.results import KernelResult, KeyTime, RunResults, shares
+from tritune.model.key import DecisionKey
+from tritune.model.results import FILE_NAME as RESULTS_FILE, KernelResult, KeyTime, RunResults, shares
 from tritune.secrets import scrub
-from tritune.store import DecisionKey, DecisionStore, key_for
+from tritune.store import DecisionStore, key_for
 from tritune.worker import Worker
 from tritune.worker.failures import Failure
 
 PROGRESS_FILE = "kernels.jsonl"
 BASELINES_FILE = "baselines.json"
-DEFAULT_COVER = 0.95  # stop once the keys optimized hold 95% of the program's kernel time
 RANK_CHUNK = 64  # keys ranked per Evaluator.baselines call (built in parallel, then timed), saved after each
-FLOOR_S = 10.0  # the least wall time a key gets: a profile and a round or two of candidates
 WARM_MODULES = ("torch", "triton.runtime.jit")  # imported in the background while the lanes start (``_warm_parent``)
 # and, for a capture of Inductor's kernels, Inductor's autotune heuristics (their max-autotune seeds)
 INDUCTOR_WARM_MODULES = ("torch._inductor.runtime.triton_heuristics",)
@@ -81,7 +83,7 @@ class Plan:
     keys: int  # distinct keys before ``sample`` cut the list
 
 
-def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = (),
+def plan(specs: Iterable[LaunchSpec], target: Target, *, kernels: Iterable[str] = (),
          sample: int | None = None, seed: int = 0) -> Plan:
     """One launch per key, most launched first (``ranked`` then orders them by time); ``sample``:
     a seeded random sample of the keys instead (a benchmark over hundreds of Inductor kernels that
@@ -91,8 +93,7 @@ def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = 
     for spec in specs:
         if wanted and spec.kernel not in wanted and spec.id not in wanted:
             continue
-        key = key_for(spec, gpu=target["gpu"], capability=target["capability"],
-                      triton_version=target["triton_version"])
+        key = key_for(spec, target)
         held = by_key.get(key.sha)
         total = spec.count + (held[2] if held else 0)
         if held is None or spec.count > held[0].count:
@@ -107,45 +108,49 @@ def plan(specs: Iterable[LaunchSpec], target: dict, *, kernels: Iterable[str] = 
     return Plan(chosen, len(items))
 
 
-def optimize(root: str | Path, out: str | Path, *, store_path: str | Path | None = None,
-             settings: LoopSettings = LoopSettings(), kernels: Iterable[str] = (), max_kernels: int | None = None,
-             sample: int | None = None, deadline_s: float | None = None, cover: float = DEFAULT_COVER,
-             floor_s: float = FLOOR_S, command: str = "", fresh: bool = False, evaluator: Evaluator | None = None,
+def optimize(root: str | Path, request: RunRequest, *, evaluator: Evaluator | None = None,
              lanes: Sequence[Lane] | None = None, devices: Sequence[Device] | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              log: Callable[[str], None] | None = None,
              families: Callable[[LaunchSpec], list] | None = None) -> RunResults:
-    """Optimize the launches captured in ``root``; results in ``out`` (module docstring).
-    ``deadline_s``: no kernel is started after that many seconds, and none runs past it by more
-    than the round it is in; the run stays resumable. ``cover`` (0..1]: stop once the keys the
-    loop ran on hold that share of the kernel time. ``families(spec)`` replaces the proposer
-    families (tests plant candidates through it).
+    """Optimize the launches captured in ``root`` as ``request`` asks; results in ``request.out``
+    (module docstring). ``families(spec)`` replaces the proposer families (tests plant candidates
+    through it).
 
     Where the keys run: ``lanes`` (the caller's, not closed here), else one lane on
     ``evaluator`` (the caller's), else a ``LocalLane`` per ``devices`` (``lanes.lane_devices``:
     by default one per GPU this host shows)."""
-    if not 0 < cover <= 1:
-        raise OptimizeError(f"--cover must be in (0, 1], not {cover}")
     log = None if log is None else _scrubbing(log)  # None stays None: the loop's own lines are then not said
-    root, out = Path(root), Path(out)
+    root = Path(root)
     specs = read_launches(root)
     if not specs:
         raise OptimizeError(f"{root}: no launches to optimize")
-    job = dict(store_path=store_path, settings=settings, kernels=kernels, max_kernels=max_kernels, sample=sample,
-               deadline_s=deadline_s, cover=cover, floor_s=floor_s, command=command, fresh=fresh, progress=progress,
-               log=log, families=families)
+    request = _with_template(request)
+    run = functools.partial(_optimize, root, request, specs, progress=progress, log=log, families=families)
     if evaluator is not None:
         lanes = [LocalLane(None, root, evaluator=evaluator)]
     if lanes is not None:
-        return _optimize(root, out, specs, list(lanes), **job)
+        return run(list(lanes))
     try:
-        owned = local_lanes(root, settings, devices if devices is not None else lane_devices())
+        owned = local_lanes(root, request.settings, devices if devices is not None else lane_devices())
     except LaneError as exc:
         raise OptimizeError(str(exc)) from None
     try:
-        return _optimize(root, out, specs, owned, **job)
+        return run(owned)
     finally:
         close_lanes(owned)
+
+
+def _with_template(request: RunRequest) -> RunRequest:
+    """``request`` with its model family's prompt templates' version (``LLMSettings.template``):
+    a run asked with other templates is another run."""
+    llm = request.settings.llm
+    if llm is None or llm.template:
+        return request
+    from tritune.llm import prompts
+
+    settings = dataclasses.replace(request.settings, llm=dataclasses.replace(llm, template=prompts.version()))
+    return dataclasses.replace(request, settings=settings)
 
 
 @dataclasses.dataclass
@@ -153,7 +158,7 @@ class _Kind:
     """One kind of GPU among the lanes (all of them but on a mixed host): its target, its lanes,
     its keys ranked, and how the key phase stands for it."""
 
-    target: dict
+    target: Target
     lanes: list
     plan: Plan | None = None
     timings: dict = dataclasses.field(default_factory=dict)  # key sha -> (timing, failure)
@@ -171,19 +176,20 @@ class _Kind:
 
     @property
     def gpu(self) -> str:
-        return str(self.target["gpu"])
+        return self.target.gpu
 
     @property
     def key_target(self) -> dict:
-        return {k: self.target[k] for k in ("gpu", "capability", "triton_version")}
+        """The kind's identity (``Target.identity``) as JSON: how the run's settings name it."""
+        return self.target.key_json()
 
 
-def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane], *, store_path, settings,
-              kernels, max_kernels, sample, deadline_s, cover, floor_s, command, fresh, progress, log,
+def _optimize(root: Path, request: RunRequest, specs: list[LaunchSpec], lanes: list[Lane], *, progress, log,
               families) -> RunResults:
     started = time.monotonic()
+    out, settings, kernels, sample = request.out, request.settings, request.kernels, request.sample
     out.mkdir(parents=True, exist_ok=True)
-    store_path = Path(store_path) if store_path else out / "decisions.db"
+    store_path = request.store
     pool = LanePool(lanes)
     fixed = {}  # the run's fixed costs (``RunResults.fixed``)
     warm = _warm_parent(specs)
@@ -200,21 +206,22 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
             raise OptimizeError(f"{root}: no launch matches --kernel {', '.join(kernels)}")
         mixed = len(kinds) > 1
         run_settings = {"loop": settings.to_json(), "launches": _digest(root), "kernels": sorted(kernels),
-                        "max_kernels": max_kernels, "sample": sample, "cover": cover, "target": kinds[0].key_target}
+                        "max_kernels": request.max_kernels, "sample": sample, "cover": request.cover,
+                        "target": kinds[0].key_target}
         if mixed:
             run_settings["targets"] = [kind.key_target for kind in kinds]
         first = kinds[0].target
-        results = RunResults(command=command, started=_now(), target=kinds[0].key_target, settings=settings.to_json(),
-                             meaningful=first["meaningful"], copy_gbps=first.get("copy_gbps"), store=str(store_path),
-                             launches=str(root), keys=chosen.keys, cover=cover,
+        results = RunResults(command=request.command, started=_now(), target=kinds[0].key_target, settings=settings.to_json(),
+                             meaningful=first.meaningful, copy_gbps=first.copy_gbps, store=str(store_path),
+                             launches=str(root), keys=chosen.keys, cover=request.cover,
                              jobs=getattr(lanes[0], "jobs", settings.jobs),  # a lane's verify workers
-                             targets=run_settings.get("targets", []), fixed=fixed, deadline_s=deadline_s)
+                             targets=run_settings.get("targets", []), fixed=fixed, deadline_s=request.deadline_s)
         with DecisionStore(store_path) as store:
             for kernel, (candidates, decisions) in store.unsigned_by_kernel().items():
                 (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) "
                                  f"in {store_path} not signed by this user: candidates are evaluated again here, "
                                  "decisions ignored (`tritune store import` judges them)")
-            run_id, done = _start(store, run_settings, command, out, fresh)
+            run_id, done = _start(store, run_settings, request.command, out, request.fresh)
             results.run_id = run_id
             resumable = False
             try:
@@ -230,12 +237,12 @@ def _optimize(root: Path, out: Path, specs: list[LaunchSpec], lanes: list[Lane],
                     if mixed:
                         for t in kind.timed:
                             t.gpu = kind.gpu
-                    kind.items = ranked(kind.plan.items, kind.timed, max_kernels=max_kernels)
+                    kind.items = ranked(kind.plan.items, kind.timed, max_kernels=request.max_kernels)
                     kind.llm = _llm_session(settings, kind.target, log)
                 results.timed = [t for kind in kinds for t in kind.timed]
                 results.planned = sum(len(kind.items) for kind in kinds)
-                resumable = _loop(kinds, pool, results, store, run_id, done, out, root, settings, deadline_s, cover,
-                                  floor_s, started, progress, log, families)
+                resumable = _loop(kinds, pool, results, store, run_id, done, root, request, started, progress, log,
+                                  families)
             except BaseException:
                 store.finish_run(run_id, "interrupted")
                 results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
@@ -295,7 +302,7 @@ def _prebuild(specs: list[LaunchSpec], lanes: Sequence[Lane], out: Path, *, kern
     ``_kept_baselines``)."""
     if len(lanes) != 1 or (out / BASELINES_FILE).exists():
         return []
-    anywhere = {"gpu": "", "capability": 0, "triton_version": ""}
+    anywhere = Target("", 0, "")
     return [spec for spec, _ in plan(specs, anywhere, kernels=kernels, sample=sample).items[:RANK_CHUNK]]
 
 
@@ -313,7 +320,7 @@ def _start_lanes(pool: LanePool, log, prebuild: Sequence[LaunchSpec] = ()) -> li
     kinds: list[_Kind] = []
     for lane in pool.live:
         target = lane.target
-        kind = next((k for k in kinds if k.key_target == {n: target[n] for n in k.key_target}), None)
+        kind = next((k for k in kinds if k.target.identity == target.identity), None)
         if kind is None:
             kinds.append(_Kind(target, [lane]))
         else:
@@ -322,14 +329,14 @@ def _start_lanes(pool: LanePool, log, prebuild: Sequence[LaunchSpec] = ()) -> li
 
 
 def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: DecisionStore, run_id: int, done: dict,
-          out: Path, root: Path, settings: LoopSettings, deadline_s, cover: float, floor_s: float, started: float,
-          progress, log, families) -> bool:
+          root: Path, request: RunRequest, started: float, progress, log, families) -> bool:
     """The keys in share order, each through ``KernelLoop`` with its budget on a free lane of its
     kind, until covered. With one lane: one key after another, as before lanes. With more: a key
     is handed out as a lane frees (its budget computed then), no key is handed out once the keys
     finished and running hold ``cover`` (one that ends without running gives its share back),
     and ``results.kernels`` stays in rank order whatever finished first. True when the run
     stopped early and can be resumed (the deadline, or every lane of a kind died)."""
+    out, settings, deadline_s, cover = request.out, request.settings, request.deadline_s, request.cover
     total = sum(len(kind.items) for kind in kinds)
     mixed = len(kinds) > 1
     kind_of = {id(lane): kind for kind in kinds for lane in kind.lanes}
@@ -374,7 +381,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
                 return None
             kind.pending.pop(0)
             live = [lane for lane in kind.lanes if lane in pool.live]
-            budget = budget_for(part, kind.left, settings.budget_s, floor_s,
+            budget = budget_for(part, kind.left, settings.budget_s, request.floor_s,
                                 None if deadline_s is None else deadline_s - elapsed, lanes=len(live))
             kind.running[index] = part
             results.fixed.setdefault("total_s", time.monotonic() - started)  # the first key starts now
@@ -436,7 +443,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
     return resumable
 
 
-def _llm_session(settings: LoopSettings, target: dict, log) -> Any:
+def _llm_session(settings: LoopSettings, target: Target, log) -> Any:
     """The run's ``LLMSession`` when ``--llm`` is set: the GPU's facts for the prompts, the cost."""
     if settings.llm is None:
         return None
@@ -560,7 +567,7 @@ def _kept_baselines(path: Path, stamp: dict) -> dict[str, Any]:
 
 
 def _slug(kind: _Kind) -> str:
-    return "".join(c if c.isalnum() else "-" for c in kind.gpu) + f"-sm{kind.target['capability']}"
+    return "".join(c if c.isalnum() else "-" for c in kind.gpu) + f"-sm{kind.target.capability}"
 
 
 def _stderr(line: str) -> None:
@@ -576,12 +583,12 @@ def _scrubbing(log: Callable[[str], None]) -> Callable[[str], None]:
     return scrubbed
 
 
-def machine(worker: Worker) -> dict:
+def machine(worker: Worker) -> Target:
     """The target decisions are keyed by, from a worker (the parent never touches the GPU)."""
     outcome = worker.call(TARGET_JOB, {})
     if not outcome.ok:
         raise OptimizeError(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
-    return outcome.value
+    return Target.from_json(outcome.value)
 
 
 def _start(store: DecisionStore, run_settings: dict, command: str, out: Path, fresh: bool) -> tuple[int, dict]:

@@ -24,8 +24,8 @@ from typing import Iterable
 
 from triton._C.libtriton import ir
 
-from tritune.aliasing import NOALIAS
 from tritune.ir import parse_module
+from tritune.model.variant import NOALIAS
 from tritune.passes import constant_division, merge_redundant_loads, merge_redundant_reduces, reassociate_division
 
 PIPELINE: tuple[ModuleType, ...] = (

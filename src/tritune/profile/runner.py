@@ -38,9 +38,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tritune import config
-from tritune.capture.spec import LaunchSpec
-from tritune.profile import ncu as ncu_cli
-from tritune.profile import ncu_csv
+from tritune.model.launch import LaunchSpec
+from tritune.profile import ncu as ncu_cli, ncu_csv
 from tritune.profile.bottleneck import Bottleneck, Facts, classify
 from tritune.profile.ncu import WARMUP_LAUNCHES
 
@@ -174,7 +173,7 @@ def target_env() -> dict[str, str]:
 def profile_job(payload: dict) -> dict:
     """Worker entry: ``{"spec", "root", "variant"?, "timing"?, "use_ncu"?, "timeout_s"?, "device"?}``
     -> ``Profile.to_json()``."""
-    from tritune.replay.variant import Variant
+    from tritune.model.variant import Variant
 
     spec = LaunchSpec.from_json(payload["spec"])
     variant = Variant.from_json(payload["variant"]) if payload.get("variant") else None

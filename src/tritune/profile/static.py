@@ -14,7 +14,7 @@ Two sources, the real one first:
 
 Occupancy (theoretical, and what limits it) comes from ``analyze.occupancy`` on either source.
 Reduction facts for Inductor's looped reductions (``triton_red_*``): ``r0_numel`` (the row
-length, ``search.space.r0_numel``) and the launch's ``R0_BLOCK``.
+length, ``kernel_facts.r0_numel``) and the launch's ``R0_BLOCK``.
 
 ``static_facts`` never raises for a kernel that does not compile: ``static_error`` says why and
 the facts that need no compiler (grid, reduction) are still there.
@@ -26,8 +26,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec
 from tritune.kernel_facts import LOOPED, inductor_kind
+from tritune.model.launch import LaunchSpec
 
 CPU_TARGET = 90  # what CPU-side analysis compiles for: the GPU machine's H100/H200
 SM_COUNTS = {80: 108, 90: 132, 100: 148}  # A100, H100/H200 SXM, B200: the usual SKU of each target
@@ -41,7 +41,8 @@ STATIC_KEYS = (
 def static_facts(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None) -> dict:
     """Every key of ``STATIC_KEYS`` (None where unknown); see the module doc for the sources."""
     from tritune.errors import one_line
-    from tritune.replay import Variant, interpreting
+    from tritune.model.variant import Variant
+    from tritune.replay import interpreting
 
     variant = Variant() if variant is None else variant
     facts: dict[str, Any] = dict.fromkeys(STATIC_KEYS)
@@ -62,7 +63,7 @@ def reduction_facts(spec: LaunchSpec, constexprs: dict[str, Any]) -> dict[str, A
     """Inductor looped reduction (``triton_red_*``): its row length and block; else all off."""
     if spec.kind != "inductor" or inductor_kind(spec.kernel) != LOOPED:
         return {"reduction": False, "r0_numel": None, "r0_block": None}
-    from tritune.search.space import r0_numel
+    from tritune.kernel_facts import r0_numel
 
     block = constexprs.get("R0_BLOCK", constexprs.get("RBLOCK"))
     return {"reduction": True, "r0_numel": r0_numel(spec), "r0_block": int(block) if block is not None else None}

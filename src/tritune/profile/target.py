@@ -27,8 +27,9 @@ from tritune.profile.ncu import WARMUP_LAUNCHES
 
 def run(payload: dict[str, Any]) -> dict[str, Any]:
     """Replay the payload's launch ``warmup + 1`` times; what was launched."""
-    from tritune.capture.spec import LaunchSpec
-    from tritune.replay import Replay, Variant, make_args, outputs
+    from tritune.model.launch import LaunchSpec
+    from tritune.model.variant import Variant
+    from tritune.replay import Replay, make_args, outputs
 
     spec = LaunchSpec.from_json(payload["spec"])
     variant = Variant.from_json(payload["variant"]) if payload.get("variant") else Variant()

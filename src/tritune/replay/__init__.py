@@ -3,7 +3,6 @@
 from tritune.replay.inputs import device_of, interpreting, make_args, outputs
 from tritune.replay.kernel import KernelLoadError, load_kernel
 from tritune.replay.launch import Replay
-from tritune.replay.variant import Variant
 
-__all__ = ["KernelLoadError", "Replay", "Variant", "device_of", "interpreting", "load_kernel",
+__all__ = ["KernelLoadError", "Replay", "device_of", "interpreting", "load_kernel",
            "make_args", "outputs"]

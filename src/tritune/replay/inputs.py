@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import ArgSpec, LaunchSpec, SpecError, confined_data
+from tritune.capture.spec import confined_data
 from tritune.config import interpreting  # replay's callers ask it here
+from tritune.model.launch import ArgSpec, LaunchSpec, SpecError
 from tritune.replay.guard import Guard, allocate, layout
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}

@@ -35,9 +35,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from tritune.capture.spec import LaunchSpec, SpecError, confined_source, file_hash, source_hash
+from tritune.capture.spec import confined_source, file_hash, source_hash
 from tritune.errors import one_line
 from tritune.imports import import_file
+from tritune.model.launch import LaunchSpec, SpecError
 
 _WRAPPER_DEPTH = 8
 

@@ -18,7 +18,7 @@ On a GPU, replay gives Triton a scratch allocator when none is set (``ensure_all
 kernel that makes tensor descriptors inside needs one, and the program had one.
 
 A variant whose source no rule of tritune's made (a model's) is checked against the captured file
-before it is imported (``llm.sandbox.check_variant_source``); refused, it raises ``Unsafe``, a
+before it is imported (``allowlist.sandbox.check_variant_source``); refused, it raises ``Unsafe``, a
 failure of kind ``unsafe``.
 """
 
@@ -29,13 +29,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tritune.capture import constexprs as codec
-from tritune.capture.spec import LaunchSpec, SpecError, confined_source
-from tritune.llm import sandbox
+from tritune.allowlist import sandbox
+from tritune.capture.spec import confined_source
+from tritune.model import constexprs as codec
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.variant import Variant
 from tritune.replay.inputs import device_of, interpreting, make_args
 from tritune.replay.kernel import load_kernel
 from tritune.replay.persistent import PersistentGrid, sm_count
-from tritune.replay.variant import Variant
 
 
 class Replay:
@@ -66,7 +67,7 @@ class Replay:
         self._compiled = None
 
     def _decoded(self) -> dict[str, Any]:
-        """The constexprs as values (``capture.constexprs.decode``: a dtype tag is a ``tl.dtype``, a
+        """The constexprs as values (``model.constexprs.decode``: a dtype tag is a ``tl.dtype``, a
         jit function is found by name in the loaded kernel's module); ``SpecError`` if one cannot be."""
         if not codec.needs_decoding(self.encoded):
             return dict(self.encoded)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec
+from tritune.model.launch import LaunchSpec
 
 
 def replay_once(spec: LaunchSpec, root: str | Path, *, device: str | None = None, seed: int = 0) -> dict[str, Any]:

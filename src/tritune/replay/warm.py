@@ -29,7 +29,8 @@ import importlib.machinery
 from pathlib import Path
 from typing import Iterable
 
-from tritune.capture.spec import SpecError, confined, read_launches
+from tritune.capture.spec import confined, read_launches
+from tritune.model.launch import SpecError
 
 WARM_MAX = 64  # modules at most: a capture of many files imports the same few libraries
 

@@ -7,12 +7,12 @@ escapes the text for its own format (kernel names and messages come from user co
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tritune.bench.render import fmt_ms
-from tritune.loop.results import RunResults
+from tritune.model.results import RunResults
+from tritune.report.blocks import Block, Heading, Image, Items, Para, Table
 from tritune.report.llm import llm_blocks
 from tritune.report.load import KernelFacts
 from tritune.report.plots import MAX_BARS
@@ -22,39 +22,6 @@ NOT_MEANINGFUL = ("Times are NOT meaningful: this run used the CPU interpreter (
                   "nothing about a GPU; they only show that the loop ran.")
 UNKNOWN_MEANING = ("The results do not say whether the times are GPU times: check the command before "
                    "trusting any speedup.")
-
-
-@dataclasses.dataclass(frozen=True)
-class Heading:
-    level: int
-    text: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Para:
-    text: str
-    warning: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Items:
-    items: Sequence[str]
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    headers: Sequence[str]
-    rows: Sequence[Sequence[str]]
-
-
-@dataclasses.dataclass(frozen=True)
-class Image:
-    path: Path  # the PNG on disk
-    relative: str  # its path from the report's folder
-    caption: str
-
-
-Block = Heading | Para | Items | Table | Image
 
 
 def build(results: RunResults, summary: Mapping[str, Any], facts: list[KernelFacts],

@@ -9,7 +9,7 @@ import base64
 import html
 from typing import Sequence
 
-from tritune.report.document import Block, Heading, Image, Items, Para, Table
+from tritune.report.blocks import Block, Heading, Image, Items, Para, Table
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; }

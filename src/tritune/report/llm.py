@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritune.loop.results import RunResults
+from tritune.model.results import RunResults
 
 
 def llm_blocks(results: RunResults) -> list[Any]:
-    from tritune.report.document import Heading, Items, Para, Table
+    from tritune.report.blocks import Heading, Items, Para, Table
 
     if results.llm is None:
         return []

@@ -1,6 +1,6 @@
 """Read an ``optimize.json`` as the loop's ``RunResults`` and view each kernel as ``KernelFacts``.
 
-The file's contract and its checks belong to the loop (``tritune.loop.results``): a missing,
+The file's contract and its checks belong to the loop (``tritune.model.results``): a missing,
 null or mistyped field is normalized there, and a file that is not an optimize results file is a
 one-line ``ReportError`` (the loop's ``ResultsError``). ``KernelFacts`` adds what the report
 derives from a kernel's result: whether it counts as improved at the run's bar, the speedup
@@ -14,9 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
-from tritune.loop.results import KernelResult, RunResults, mapping, text
-from tritune.loop.results import ResultsError as ReportError
-from tritune.loop.results import number
+from tritune.model.results import KernelResult, ResultsError as ReportError, RunResults, mapping, number, text
 
 __all__ = ["KernelFacts", "ReportError", "kernel_facts", "load_results", "mapping", "text"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tritune.report.document import Block, Heading, Image, Items, Para, Table
+from tritune.report.blocks import Block, Heading, Image, Items, Para, Table
 
 
 def escape(value: str) -> str:

@@ -25,9 +25,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tritune.loop.results import RunResults
+from tritune.model.failures import KINDS as FAILURE_KINDS
+from tritune.model.results import RunResults
 from tritune.report.load import KernelFacts, kernel_facts, load_results, text
-from tritune.worker.failures import KINDS as FAILURE_KINDS
 
 CATEGORY_ORDER = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
 KIND_ORDER = ("jit", "autotune", "heuristics", "inductor")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from tritune.loop.results import RunResults
+from tritune.model.results import RunResults
 from tritune.report import document, html, markdown, plots
 from tritune.report.load import load_results
 from tritune.report.summary import facts_of, summarize

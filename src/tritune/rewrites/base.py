@@ -31,7 +31,7 @@ import dataclasses
 import difflib
 from typing import Any, Iterable, Protocol
 
-from tritune.aliasing import NOALIAS  # an assumption a rewrite may need (``Rewrite.assumes``)
+from tritune.model.variant import NOALIAS  # an assumption a rewrite may need (``Rewrite.assumes``)
 
 EXACT, TOLERANCE, FAST_MATH, TF32 = "exact", "tolerance", "fast_math", "tf32"
 CLASSES = (EXACT, TOLERANCE, FAST_MATH, TF32)

@@ -10,10 +10,10 @@ from tritune.search.cache_hints import CacheHintProposer
 from tritune.search.changes import changed_knobs
 from tritune.search.family import Context, Family
 from tritune.search.looped_reduction import LoopedReductionProposer
-from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, Proposer, Trial, config_of, variant_of
+from tritune.search.proposers import LaunchConfigSearch, PassSetProposer, Proposer, config_of, variant_of
 from tritune.search.rewrites import SourceRewriteProposer
 from tritune.search.space import Knob, knobs
 
 __all__ = ["CacheHintProposer", "Context", "Family", "Knob", "LaunchConfigSearch", "LoopedReductionProposer",
-           "PassSetProposer", "Proposer", "SourceRewriteProposer", "Trial", "changed_knobs", "config_of", "knobs",
+           "PassSetProposer", "Proposer", "SourceRewriteProposer", "changed_knobs", "config_of", "knobs",
            "variant_of"]

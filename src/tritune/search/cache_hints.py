@@ -48,10 +48,10 @@ import math
 from pathlib import Path
 from typing import Iterable
 
-from tritune.capture.spec import LaunchSpec, SpecError
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.rewrites.base import dotted, keyword, language_names, line_offsets
-from tritune.search.proposers import Trial
 
 POLICIES = ("evict_first", "evict_last")
 POLICY_ARG = 6  # tl.load(pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy)

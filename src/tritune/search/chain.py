@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tritune.replay.variant import Variant
+from tritune.model.variant import Variant
 from tritune.rewrites.base import EXACT, FAST_MATH, OPT_IN, TF32, TOLERANCE, Rewrite
 
 MODES = {EXACT: "bitwise", TOLERANCE: "tolerance", FAST_MATH: "fast_math", TF32: "tf32"}  # class -> its gate

@@ -20,8 +20,8 @@ a rule of ``tritune.rewrites`` is read from ``Variant.rewrite`` and comes first 
 
 from __future__ import annotations
 
-from tritune.capture.spec import LaunchSpec
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
 from tritune.search import cache_hints, chain, looped_reduction, space
 
 SOURCE_NAMES = (cache_hints.changed, looped_reduction.changed)  # name -> knobs, or None if not theirs

@@ -41,8 +41,8 @@ import triton  # noqa: F401
 
 from tritune.analyze.occupancy import theoretical_occupancy
 from tritune.analyze.targets import SPECS, SMSpec
-from tritune.capture.spec import LaunchSpec
-from tritune.kernel_facts import itemsize
+from tritune.kernel_facts import itemsize, r0_numel
+from tritune.model.launch import LaunchSpec
 from tritune.search import space
 
 # ~0.8 us of DRAM latency x an H200's 4.8 TB/s shared by 132 SMs ~ 29 KB; an H100's 3.35 TB/s ~ 20 KB
@@ -161,7 +161,7 @@ def _tile(spec: LaunchSpec, config: dict[str, Any]) -> float:
 
     largest = max((view_elements(a) for a in spec.tensors), default=1) or 1
     tile = largest / _programs(spec, config)
-    numel = space.r0_numel(spec) if space.r0_block_knob(spec) is not None else None
+    numel = r0_numel(spec) if space.r0_block_knob(spec) is not None else None
     if numel:
         tile *= min(1.0, config["R0_BLOCK"] / numel)
     return max(1.0, tile)

@@ -30,10 +30,10 @@ import dataclasses
 import functools
 from typing import Any, Callable
 
-from tritune.capture.spec import LaunchSpec, SpecError
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.search.cache_hints import CacheHintProposer
-from tritune.search.proposers import Trial
 
 
 @dataclasses.dataclass(frozen=True)

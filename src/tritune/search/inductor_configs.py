@@ -29,8 +29,8 @@ import ast
 import functools
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec
 from tritune.errors import one_line
+from tritune.model.launch import LaunchSpec
 from tritune.search import space
 
 HEURISTICS = ("pointwise", "reduction", "persistent_reduction")  # triton_heuristics.<name>(...)

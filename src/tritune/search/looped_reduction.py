@@ -50,11 +50,11 @@ import dataclasses
 import re
 from typing import Iterable
 
-from tritune.capture.spec import LaunchSpec, SpecError
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec, SpecError
+from tritune.model.trial import Trial
+from tritune.model.variant import Variant
 from tritune.rewrites.base import line_offsets
 from tritune.search.cache_hints import CacheHintProposer
-from tritune.search.proposers import Trial
 
 NAME_PREFIX = "looped reduction: R0_BLOCK="
 MIN_R0_BLOCK = 32  # one warp's worth of lanes per row: smaller chunks leave threads idle

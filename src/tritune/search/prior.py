@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritune.capture.spec import LaunchSpec
-from tritune.replay.variant import Variant
+from tritune.model.key import DecisionKey
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
 from tritune.search import space
 from tritune.search.proposers import config_of
-from tritune.store.keys import DecisionKey
 from tritune.store.priors import size_class
 
 LIMIT = 4  # seeds from the store per kernel: a first round's worth, the rest of the round spans the space

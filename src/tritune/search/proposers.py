@@ -58,10 +58,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
-from tritune.aliasing import NOALIAS, disjoint_at_capture
-from tritune.capture.spec import LaunchSpec
+from tritune.aliasing import disjoint_at_capture
 from tritune.errors import resource_failure_text
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.trial import Trial
+from tritune.model.variant import NOALIAS, Variant
 from tritune.search import chain, cost, inductor_configs, space
 
 if TYPE_CHECKING:
@@ -72,17 +73,6 @@ SPAN_BLOCK_SCALES = (4, 16, 64, 1 / 4)  # each block knob's jumps from the start
 SPAN_SIZE = 12  # spanning configs kept, the cost model's best (a round or three of candidates)
 ELEMENTS_PER_WARP = 256  # Inductor's pointwise rule (triton_heuristics: num_warps ~ block / 256)
 SPAN_MAX_WARPS = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """A variant that went through build, verify and bench."""
-
-    variant: Variant
-    ok: bool  # built, verified and timed
-    time_ms: float | None = None
-    failure: str | None = None  # a failure kind (tritune.worker.failures) or "wrong_result"
-    message: str = ""
 
 
 class Proposer(Protocol):

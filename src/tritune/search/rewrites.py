@@ -47,8 +47,8 @@ import json
 from typing import Iterator
 
 from tritune.aliasing import disjoint_at_capture
-from tritune.capture.spec import LaunchSpec
-from tritune.replay.variant import Variant
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
 from tritune.rewrites import applicable
 from tritune.rewrites.base import OPT_IN, NotRewritable, Rewrite
 from tritune.search import chain

@@ -40,9 +40,8 @@ from typing import Any
 import triton
 
 from tritune.analyze.targets import SPECS, SMSpec
-from tritune.capture.spec import LaunchSpec
-from tritune.kernel_facts import DEFAULT_OPTIONS as BACKEND_DEFAULTS
-from tritune.kernel_facts import LOOPED, inductor_kind
+from tritune.kernel_facts import LOOPED, DEFAULT_OPTIONS as BACKEND_DEFAULTS, inductor_kind, r0_numel
+from tritune.model.launch import LaunchSpec
 
 DEFAULT_OPTIONS = {**BACKEND_DEFAULTS, "maxnreg": None}  # the search's starting point: no register cap
 WARPS = (1, 2, 4, 8, 16, 32)
@@ -167,16 +166,6 @@ def r0_block_knob(spec: LaunchSpec) -> Knob | None:
     top = min(MAX_R0_BLOCK, triton.next_power_of_2(numel)) if numel else MAX_R0_BLOCK
     values = tuple(v for v in _powers(MIN_INDUCTOR_BLOCK, max(top, value)))
     return Knob("R0_BLOCK", "constexpr", values, value)
-
-
-def r0_numel(spec: LaunchSpec) -> int | None:
-    """The reduction length: Inductor's ``r0_numel`` argument (kept in the grid rule's scalars too)."""
-    for arg in spec.args:
-        if arg.name in ("r0_numel", "rnumel") and arg.kind == "scalar":
-            return int(arg.value)
-    scalars = (spec.grid_rule or {}).get("scalars") or {}
-    value = scalars.get("r0_numel") or scalars.get("rnumel")
-    return int(value) if value else None
 
 
 def _powers(low: int, high: int) -> list[int]:

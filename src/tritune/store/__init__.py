@@ -9,12 +9,11 @@ export, the decisions that seed a new search, a key's records carried to and fro
 
 from tritune.store.db import INTERRUPTED, MAX_ATTEMPTS, DecisionStore
 from tritune.store.decisions import UnverifiedDecision
-from tritune.store.keys import (DecisionKey, LiveKeyer, current_target, key_for, size_bucket, specialization_of,
-                                triton_int_class)
+from tritune.store.keys import LiveKeyer, current_target, key_for, size_bucket, specialization_of, triton_int_class
 from tritune.store.priors import size_class
 from tritune.store.records import Candidate, Decision, Run, variant_hash
 from tritune.store.schema import SCHEMA_VERSION, StoreError
 
-__all__ = ["Candidate", "Decision", "DecisionKey", "DecisionStore", "INTERRUPTED", "LiveKeyer", "MAX_ATTEMPTS",
+__all__ = ["Candidate", "Decision", "DecisionStore", "INTERRUPTED", "LiveKeyer", "MAX_ATTEMPTS",
            "Run", "SCHEMA_VERSION", "StoreError", "UnverifiedDecision", "current_target", "key_for", "size_bucket",
            "size_class", "specialization_of", "triton_int_class", "variant_hash"]

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from tritune import __version__
 from tritune.secrets import scrub_each
 from tritune.store.schema import StoreError, prepare
+from tritune.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
 _ABANDONED: list[sqlite3.Connection] = []  # a parent's connections seen in a forked child: never closed there

@@ -39,17 +39,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tritune import __version__
+from tritune.model.key import DecisionKey
 from tritune.store.connection import DEFAULT_TIMEOUT_S, Connection
 from tritune.store.decisions import DecisionsMixin, key_sha
 from tritune.store.exchanges import ExchangesMixin
 from tritune.store.inductor_entries import InductorEntriesMixin
 from tritune.store.priors import PriorsMixin
-from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, Run, to_text, variant_hash, variant_json
 from tritune.store.remote import RemoteMixin
 from tritune.store.schema import StoreError
 from tritune.store.signing import Signer, local_signer
+from tritune.version import __version__
 from tritune.worker.pool import pid_alive
 
 MAX_ATTEMPTS = 3

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tritune.store.keys import DecisionKey
+from tritune.model.key import DecisionKey
 from tritune.store.records import (DECISION_SELECT, Decision, from_row_text, from_text, to_text,
                                    variant_hash, variant_json)
 from tritune.store.schema import SCHEMA_VERSION, StoreError

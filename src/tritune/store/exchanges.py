@@ -15,7 +15,7 @@ import dataclasses
 import time
 from typing import Any
 
-from tritune.store.keys import DecisionKey
+from tritune.model.key import DecisionKey
 from tritune.store.records import from_row_text, to_text
 
 

@@ -21,7 +21,7 @@ A decision (a verified faster variant) holds for one ``DecisionKey``:
     bool    ``["B"]``;  None ``["N"]`` (Triton turns None into a constant)
     ======  ==========================================================================
 
-    and every ``tl.constexpr`` value exactly, as capture records it (``capture.constexprs``:
+    and every ``tl.constexpr`` value exactly, as capture records it (``model.constexprs``:
     ``tl.float16`` is ``{"tl_dtype": "fp16"}``, at capture and in the running program alike; a
     value it cannot encode gets no key, and its launch runs as written). Launch options
     (num_warps...) are not part of the key: they are what a decision replaces.
@@ -40,54 +40,19 @@ the apply step pays a tuple build and a dict lookup per launch.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
-from tritune.capture import constexprs as codec
 from tritune.kernel_facts import ITEMSIZE
-from tritune.capture.spec import ArgSpec, LaunchSpec
+from tritune.model import constexprs as codec
+from tritune.model.key import DecisionKey
+from tritune.model.launch import ArgSpec, LaunchSpec
+from tritune.model.target import INTERPRETER_GPU, Target
 
 KEY_FORMAT = 1
-INTERPRETER_GPU = "interpreter"  # gpu_name under TRITON_INTERPRET=1 (capability 0)
 _CACHE_LIMIT = 4096  # live keys kept per kernel; cleared when full (ints that change per launch)
 _FLOAT = ("float",)  # the raw cache entry of any float: its value does not change the key
 _BOOL = ("bool",)
-
-
-@dataclasses.dataclass(frozen=True)
-class DecisionKey:
-    source_hash: str
-    kernel: str
-    specialization: str  # canonical JSON, see the module docstring
-    gpu_name: str
-    capability: int  # major * 10 + minor (90 for sm_90); 0 for the interpreter
-    triton_version: str
-    specialization_sha: str = dataclasses.field(init=False, compare=False)
-    sha: str = dataclasses.field(init=False, compare=False)  # the store's primary key
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "capability", int(self.capability))
-        object.__setattr__(self, "specialization_sha", _sha(self.specialization))
-        body = [self.source_hash, self.kernel, self.specialization_sha, self.gpu_name, self.capability,
-                self.triton_version]
-        object.__setattr__(self, "sha", _sha(json.dumps(body)))
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "DecisionKey":
-        return cls(**{f.name: body[f.name] for f in dataclasses.fields(cls) if f.init})
-
-    def describe(self) -> str:
-        return (f"{self.kernel} [{self.specialization_sha[:8]}] on {self.gpu_name} sm_{self.capability}, "
-                f"triton {self.triton_version}")
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------- the descriptors
@@ -125,7 +90,7 @@ def scalar_desc(value: Any) -> list | None:
 
 
 def constexpr_value(value: Any) -> Any:
-    """A constexpr as capture records it (``capture.constexprs.encode``), live or already recorded;
+    """A constexpr as capture records it (``model.constexprs.encode``), live or already recorded;
     ``UnsupportedConstexpr`` for a value capture cannot record."""
     return codec.key_value(value)
 
@@ -164,26 +129,26 @@ def _arg_desc(arg: ArgSpec) -> list:
     return scalar_desc(arg.value)
 
 
-def key_for(spec: LaunchSpec, *, gpu: str, capability: int, triton_version: str) -> DecisionKey:
+def key_for(spec: LaunchSpec, target: Target) -> DecisionKey:
     """The key of a captured launch on a given GPU and Triton version."""
-    return DecisionKey(spec.source_hash, spec.kernel, specialization_of(spec), gpu, capability, triton_version)
+    return DecisionKey(spec.source_hash, spec.kernel, specialization_of(spec), target.gpu, target.capability,
+                       target.triton_version)
 
 
-def current_target(device: str | None = None) -> dict[str, Any]:
-    """``gpu``, ``capability`` and ``triton_version`` of this machine, for ``key_for(spec, **...)``.
+def current_target(device: str | None = None) -> Target:
+    """The GPU and Triton of this machine (``Target.identity``), for ``key_for(spec, target)``.
     Under ``TRITON_INTERPRET=1`` (or on a CPU device) the GPU is ``INTERPRETER_GPU``, capability 0."""
     import triton
-    from tritune.replay.inputs import interpreting
+    from tritune.config import interpreting
 
     if interpreting() or (device is not None and device.startswith("cpu")):
-        return {"gpu": INTERPRETER_GPU, "capability": 0, "triton_version": triton.__version__}
+        return Target(INTERPRETER_GPU, 0, triton.__version__)
     import torch
 
     index = torch.device(device or "cuda").index
     index = torch.cuda.current_device() if index is None else index
     major, minor = torch.cuda.get_device_capability(index)
-    return {"gpu": torch.cuda.get_device_name(index), "capability": major * 10 + minor,
-            "triton_version": triton.__version__}
+    return Target(torch.cuda.get_device_name(index), major * 10 + minor, triton.__version__)
 
 
 # --------------------------------------------------------------------------- from live args
@@ -196,12 +161,12 @@ class LiveKeyer:
     for arguments a spec cannot describe (no decision applies: the launch runs as it would).
     """
 
-    def __init__(self, kernel: str, source_hash: str, params: Sequence[str], constexprs: Sequence[str], *,
-                 gpu: str, capability: int, triton_version: str):
+    def __init__(self, kernel: str, source_hash: str, params: Sequence[str], constexprs: Sequence[str],
+                 target: Target):
         import torch
 
         self.kernel, self.source_hash = kernel, source_hash
-        self.target = (gpu, int(capability), triton_version)
+        self.target = (target.gpu, target.capability, target.triton_version)
         self._constexprs = [p for p in params if p in set(constexprs)]
         self._args = [p for p in params if p not in set(constexprs)]
         self._tensor = torch.Tensor
@@ -209,13 +174,12 @@ class LiveKeyer:
         self._cache: dict[tuple, DecisionKey] = {}
 
     @classmethod
-    def for_kernel(cls, fn: Any, *, gpu: str, capability: int, triton_version: str) -> "LiveKeyer":
+    def for_kernel(cls, fn: Any, target: Target) -> "LiveKeyer":
         """For a ``@triton.jit`` function (``JITFunction`` or ``InterpretedFunction``)."""
         from tritune.capture.jit_launch import Kernel
 
         kernel = Kernel(fn)
-        return cls(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr), gpu=gpu,
-                   capability=capability, triton_version=triton_version)
+        return cls(kernel.name, kernel.source_hash, kernel.names, sorted(kernel.constexpr), target)
 
     def __call__(self, bound: Mapping[str, Any]) -> DecisionKey | None:
         raw = []

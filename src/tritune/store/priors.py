@@ -29,7 +29,8 @@ import json
 import math
 from typing import Any
 
-from tritune.store.keys import DecisionKey, itemsize
+from tritune.model.key import DecisionKey
+from tritune.store.keys import itemsize
 from tritune.store.records import DECISION_SELECT, Decision
 from tritune.store.schema import StoreError
 

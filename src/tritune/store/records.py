@@ -1,6 +1,6 @@
 """What the store hands back: plain records built from its rows (JSON columns decoded).
 
-Variants are kept as JSON in the store and turned into ``tritune.replay.Variant`` on access,
+Variants are kept as JSON in the store and turned into ``tritune.model.Variant`` on access,
 so that opening a store does not import torch or Triton.
 """
 
@@ -12,7 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
-from tritune.store.keys import DecisionKey
+from tritune.model.key import DecisionKey
 
 DONE = frozenset({"verified", "rejected", "accepted"})  # a candidate in these is not evaluated again
 
@@ -59,7 +59,7 @@ UNREADABLE = "unreadable"
 
 
 def _variant(body: dict) -> Any:
-    from tritune.replay.variant import Variant
+    from tritune.model.variant import Variant
 
     return Variant.from_json(body)
 

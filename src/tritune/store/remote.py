@@ -27,8 +27,8 @@ import sqlite3
 import time
 from typing import Any
 
+from tritune.model.key import DecisionKey
 from tritune.store.decisions import key_sha
-from tritune.store.keys import DecisionKey
 from tritune.store.records import DONE, Candidate, to_text, variant_hash
 from tritune.store.schema import StoreError
 

@@ -82,16 +82,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
-from tritune.capture.spec import LaunchSpec
-from tritune.replay import Replay, Variant, make_args
+from tritune.model.launch import LaunchSpec
+from tritune.model.variant import Variant
+from tritune.replay import Replay, make_args
 from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
 from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread)
+from tritune.model.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 from tritune.verify.draws import DRAWS, Draw, magnitude, nonfinite, transform
 from tritune.verify.memory import Peaks
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, scaled, tolerance_for, widen
-from tritune.worker.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 
 
 @dataclasses.dataclass

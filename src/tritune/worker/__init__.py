@@ -13,17 +13,8 @@ a crash ends it and the next call starts a fresh one. ``run_isolated`` is the on
                 (``landlock``, ``seccomp``: the ctypes calls under it)
 """
 
-from tritune.worker.failures import (
-    COMPILE_ERROR,
-    CRASH,
-    ERROR,
-    KINDS,
-    RUNTIME_FAULT,
-    TIMEOUT,
-    WRONG_RESULT,
-    Failure,
-    classify,
-)
+from tritune.model.failures import COMPILE_ERROR, CRASH, ERROR, KINDS, RUNTIME_FAULT, TIMEOUT, WRONG_RESULT
+from tritune.worker.failures import Failure, classify
 from tritune.worker.pool import Outcome, SharedCache, Worker, close_workers, describe_exit, run_isolated
 
 __all__ = [

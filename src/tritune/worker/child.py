@@ -36,7 +36,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from tritune.worker.failures import ERROR, Failure, from_exception, shorten, traceback_tail
+from tritune.model.failures import ERROR
+from tritune.worker.failures import Failure, from_exception, shorten, traceback_tail
 
 # The parent sends this signal before killing a job that ran out of time: faulthandler then
 # prints where every thread was, which becomes the timeout's detail.

@@ -18,7 +18,7 @@ kind                what happened                                           work
 ``crash``           the child process died (signal or exit code)            killed (it is dead)
 ``error``           any other exception raised by the job                   reused
 ``unsafe``          a stored variant's source fails the allowlist           reused
-                    (``llm.sandbox.Unsafe``): refused before it ran
+                    (``allowlist.sandbox.Unsafe``): refused before it ran
 ``wrong_result``    reserved for verification, which sets it                (not a worker kind)
 ==================  ======================================================  ===================
 
@@ -43,19 +43,8 @@ import traceback
 from typing import Any
 
 from tritune import errors
+from tritune.model.failures import COMPILE_ERROR, CRASH, ERROR, KINDS, RUNTIME_FAULT, TIMEOUT
 
-COMPILE_ERROR = "compile_error"
-RUNTIME_FAULT = "runtime_fault"
-TIMEOUT = "timeout"
-CRASH = "crash"
-ERROR = "error"
-WRONG_RESULT = "wrong_result"
-BASELINE_OUT_OF_BOUNDS = "baseline_out_of_bounds"
-GHOST = "ghost"
-UNSAFE = "unsafe"
-
-KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS, GHOST, UNSAFE)
-# After these the child process is not trusted again (a CUDA fault leaves the context unusable).
 RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 
 DETAIL_LINES = 20

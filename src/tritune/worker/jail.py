@@ -530,7 +530,8 @@ def program_folders(capture_dir: str | Path) -> list[str]:
     those of its kernel files, for the modules beside them they import. Not those of the files
     Inductor generated (named ``c<hash>.py`` in its cache folder): they import nothing beside
     them. A program's own kernel that Inductor's heuristics launch keeps its folder."""
-    from tritune.capture.spec import SpecError, read_launches
+    from tritune.capture.spec import read_launches
+    from tritune.model.launch import SpecError
 
     try:
         specs = read_launches(capture_dir)

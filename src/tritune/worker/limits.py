@@ -26,7 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-from tritune.worker.failures import CRASH, TIMEOUT, Failure
+from tritune.model.failures import CRASH, TIMEOUT
+from tritune.worker.failures import Failure
 
 POLL_S = 0.05
 PROC = Path("/proc")

@@ -56,9 +56,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tritune import config
+from tritune.model.failures import CRASH, TIMEOUT
 from tritune.worker import replies
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
-from tritune.worker.failures import CRASH, TIMEOUT, Failure, shorten
+from tritune.worker.failures import Failure, shorten
 from tritune.worker.jail import Policy, end_strays, reads
 from tritune.worker.limits import POLL_S, Limits, Meter, enforceable
 

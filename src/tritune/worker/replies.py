@@ -19,7 +19,8 @@ import pickle
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tritune.worker.failures import KINDS, Failure
+from tritune.model.failures import KINDS
+from tritune.worker.failures import Failure
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 # (module, name) a reply's pickle may name: builtins' value types that older protocols name by

@@ -19,14 +19,14 @@ so a bypass needs a hole in the grammar, not a name missing from a list):
   ``triton_helpers``, ``tl_math``) used only as the root of an attribute chain that ends on a
   member of ``module_members()``: generated from Triton's public API (``triton.language.__all__``
   less inline asm, ``tl.math``, libdevice, Inductor's jit helpers), never reaching a module or
-  class Triton did not list (``llm.kernel_api``). An attribute of a value is one of
+  class Triton did not list (``allowlist.kernel_api``). An attribute of a value is one of
   ``value_attrs()`` (``tl.tensor``'s and ``tl.dtype``'s public ones, less what reaches the IR). No dunder or private attribute, no
   ``_``-keyword (``_semantic=``), no subscript of anything but a value (a module, a literal list,
   a builtin's result), no lambda, comprehension, generator, walrus, class, nested function,
   ``global``, ``nonlocal``, ``try``, ``with``, ``yield``, ``await``, f-string, dict or set.
 * no torch at all: a kernel that calls torch is a fallback, and a reply writes kernels only.
 
-The grammar itself is ``llm.grammar``; this module holds the API (``check``, ``Unsafe``, ``RULES``)
+The grammar itself is ``allowlist.grammar``; this module holds the API (``check``, ``Unsafe``, ``RULES``)
 and what a captured file binds. ``check(code, context=captured_source)`` reads the captured file the reply is spliced into (its
 tree, never run): names it binds by imports of known Triton/Inductor helper modules, its literal
 constants and its ``@triton.jit`` functions become usable; a name it binds to anything else is not
@@ -40,8 +40,8 @@ import ast
 import functools
 from typing import Any, Iterable
 
-from tritune.llm.grammar import IMPORTS, Checker, chain, constexpr_of_literal, literal
-from tritune.llm.kernel_api import SAFE_BUILTINS, module_members, value_attrs  # noqa: F401 - the API's tables
+from tritune.allowlist.grammar import IMPORTS, Checker, chain, constexpr_of_literal, literal
+from tritune.allowlist.kernel_api import SAFE_BUILTINS, module_members, value_attrs  # noqa: F401 - the API's tables
 
 ALLOWED_IMPORTS = tuple(IMPORTS)  # the import statements a reply may hold, as ast.unparse writes them
 

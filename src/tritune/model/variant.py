@@ -32,6 +32,10 @@ import hashlib
 import json
 from typing import Any
 
+# The no-alias assumption (``assumes``): the kernel's distinct tensor arguments do not overlap in
+# memory. Its one name, in variants, in the pass list the compiler hook reads, and in rewrites.
+NOALIAS = "noalias"
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:

@@ -1,4 +1,4 @@
-"""Triton's kernel API, as the allowlist (``llm.sandbox``) lets untrusted kernel code reach it.
+"""Triton's kernel API, as the allowlist (``allowlist.sandbox``) lets untrusted kernel code reach it.
 
 Generated from Triton's public API when first asked, so a Triton upgrade brings its new functions
 and nothing else: ``module_members()`` (``triton.language.__all__`` less inline asm and Python

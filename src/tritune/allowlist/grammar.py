@@ -1,4 +1,4 @@
-"""The grammar untrusted kernel code is checked against (``llm.sandbox`` says what it allows and
+"""The grammar untrusted kernel code is checked against (``allowlist.sandbox`` says what it allows and
 why): ``Checker(tree, context).problems`` walks a reply's tree once, never running any of it, and
 lists what is not allowed by position (line, order found, reason)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from tritune.llm.kernel_api import DENIED, ENUMS, SAFE_BUILTINS, members, module_members, value_attrs
+from tritune.allowlist.kernel_api import DENIED, ENUMS, SAFE_BUILTINS, members, module_members, value_attrs
 
 # the import statements a reply may hold, as ast.unparse writes each, and the module each binds
 IMPORTS = {
