@@ -81,6 +81,17 @@ def test_kernel_modules_are_found_and_classified():
     assert kinds == ["per", "per", "poi", "red"]
 
 
+def test_enable_check_json_names_its_run(monkeypatch):
+    """enable_check.json used to hold the GPU and versions only: no date, no command."""
+    import enable_check
+
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "enable_check.py"), "--store", "s/decisions.db", "--json", "e.json"])
+    body = enable_check.results_file([{"case": "vector_add"}])
+    assert body["rows"] == [{"case": "vector_add"}] and body["date"] == body["environment"]["utc"]
+    assert body["command"] == "PYTHONPATH=src python3 benchmarks/enable_check.py --store s/decisions.db --json e.json"
+    assert {"gpu", "torch", "triton", "git"} <= set(body["environment"])
+
+
 def test_apply_overhead_smoke_runs_every_case_and_applies_each_decision(tmp_path):
     """benchmarks/apply_overhead.py's flow on the CPU: its own store, every case timed in both
     modes, each decision applied, the JSON marked not meaningful."""
