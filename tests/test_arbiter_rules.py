@@ -112,7 +112,8 @@ def test_a_slower_accepted_candidate_does_not_replace_a_held_faster_decision():
     assert accepted.accepted
     verdict = beats_held(accepted, 1.50, noise=0.01)
     assert verdict.decision is Decision.REJECT and verdict.code == "not_better"
-    assert verdict.confirmed_speedup == pytest.approx(1.20) and "1.200x does not beat the accepted 1.500x" in verdict.reason
+    assert verdict.confirmed_speedup == pytest.approx(1.20)
+    assert "1.200x does not beat the accepted 1.500x" in verdict.reason
     assert beats_held(judge(1.50), 1.50, noise=0.01).code == "not_better"  # a tie replaces nothing
 
 
