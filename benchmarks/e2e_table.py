@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render(merged))
         return 0
     folder = pathlib.Path(args[0]) if args else BENCH / "results" / "e2e"
-    files = sorted(folder.glob("*.json"))
+    files = sorted(p for p in folder.glob("*.json") if p.name != "provenance.json")  # the folder's manifest
     if not files:
         print(f"e2e_table.py: no results in {folder}", file=sys.stderr)
         return 2

@@ -83,9 +83,18 @@ def main() -> int:
               f"all within tolerance: {all(r['within_tolerance'] for r in rows)}; "
               f"bitwise equal: {sum(r['bitwise_equal'] for r in rows)} of {len(rows)}")
     if args.json:
-        args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                         "triton": triton.__version__, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps(results_file(rows), indent=1))
     return 0 if all(r["within_tolerance"] for r in rows) else 1
+
+
+def results_file(rows: list[dict]) -> dict:
+    """What ``--json`` writes: the rows, and the run that made them (GPU, versions, date, command and
+    the checkout's git head: ``_common.environment``), so the file names its run by itself."""
+    from benchmarks import _common
+
+    env = _common.environment()
+    return {"gpu": env["gpu"], "torch": env["torch"], "triton": env["triton"], "date": env["utc"],
+            "command": env["command"], "environment": env, "rows": rows}
 
 
 def _clone(inputs: dict) -> dict:

@@ -67,6 +67,7 @@ def plan(store_path: Path, launches: Path) -> list[dict]:
     """One row per usable decision: its key, variant and the launch spec it was made for (None when
     the capture does not hold it)."""
     from tritune.capture.spec import read_launches
+    from tritune.model.target import Target
     from tritune.store import DecisionStore, key_for
 
     specs = read_launches(launches)
@@ -75,7 +76,7 @@ def plan(store_path: Path, launches: Path) -> list[dict]:
     rows = []
     for decision in decisions:
         key = decision.key
-        target = {"gpu": key.gpu_name, "capability": key.capability, "triton_version": key.triton_version}
+        target = Target(key.gpu_name, key.capability, key.triton_version)
         spec = next((s for s in specs if s.kernel == key.kernel and key_for(s, target).sha == key.sha), None)
         rows.append({"kernel": key.kernel, "key_sha": key.sha, "variant": decision.variant.to_json(),
                      "describe": decision.variant.describe(), "speedup": decision.speedup,

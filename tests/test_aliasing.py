@@ -75,6 +75,33 @@ def test_guard_looks_at_the_tensors_where_the_signature_put_them():
     assert not guard((x, 8, out), {"w": out[2:4], "BLOCK": 4})
 
 
+PAIRS = [  # two tensors of 50 float32 elements each (200 bytes), as one signature fixes them
+    (lambda b: (b[:50], b[25:75]), False),  # partial overlap, the first starts lower
+    (lambda b: (b[25:75], b[:50]), False),  # the same pair the other way round
+    (lambda b: (b[:50], b[49:99]), False),  # one element shared, at the end of the first
+    (lambda b: (b[49:99], b[:50]), False),  # one element shared, at the start of the first
+    (lambda b: (b[:50], b[50:]), True),  # neighbours that touch, never share a byte
+    (lambda b: (b[50:], b[:50]), True),
+    (lambda b: (b[:50], b[:50]), False),  # the same start: an in-place call
+    (lambda b: (b.view(50, 2)[:, 0], b.view(50, 2)[:, 1]), False),  # interleaved, 4 bytes apart
+    (lambda b: (b.view(50, 2)[:, 1], b.view(50, 2)[:, 0]), False),
+    (lambda b: (b[:50], torch.zeros(50)), True),  # separate buffers
+]
+
+
+@pytest.mark.parametrize("make, expected", PAIRS)
+def test_guard_with_two_tensors_sees_partial_overlaps(make, expected):
+    """Two tensors take the guard's fast path (no sort): views of one buffer at different starts
+    overlap when their byte ranges do, whichever comes first, and not when they only touch."""
+    base = torch.zeros(100)
+    pair = make(base)
+    guard = aliasing.Guard((torch.zeros(50), 50, torch.zeros(50)), {}, torch.Tensor)
+    assert guard((pair[0], 50, pair[1]), {}) is expected
+    keyword = aliasing.Guard((torch.zeros(50),), {"out": torch.zeros(50)}, torch.Tensor)
+    assert keyword((pair[0],), {"out": pair[1]}) is expected  # one positional, one keyword: same path
+    assert aliasing.disjoint(pair) is expected  # the general check agrees
+
+
 def test_variant_assumes_round_trips_and_old_variants_keep_their_json_and_hash():
     old = {"name": "passes=exact", "options": {}, "constexprs": {}, "passes": ["exact"], "fast_math": False,
            "source": None}  # what a store held before the field existed

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from tritune.arbiter import Confirmation, Decision, Round, judge_candidate, next_step, screen_candidate
+from tritune.arbiter import (Confirmation, Decision, Round, beats_held, judge_candidate, next_step,
+                             screen_candidate)
 from tritune.model.settings import ArbiterSettings
 
 BASE_MS = 1.0
@@ -100,6 +101,35 @@ def test_settings_refuse_a_threshold_that_would_accept_slowdowns():
 def test_verdict_serialises_with_its_decision_name():
     body = judge(1.06).to_json()
     assert body["decision"] == "accept" and body["code"] == "accepted"
+
+
+
+# ------------------------------------------------------------------------ against a held decision
+
+def test_a_slower_accepted_candidate_does_not_replace_a_held_faster_decision():
+    """README: a decision already held is replaced only by a faster one. 1.20x is accepted on its
+    own, but not over a held 1.50x."""
+    accepted = judge(1.20)
+    assert accepted.accepted
+    verdict = beats_held(accepted, 1.50, noise=0.01)
+    assert verdict.decision is Decision.REJECT and verdict.code == "not_better"
+    assert verdict.confirmed_speedup == pytest.approx(1.20)
+    assert "1.200x does not beat the accepted 1.500x" in verdict.reason
+    assert beats_held(judge(1.50), 1.50, noise=0.01).code == "not_better"  # a tie replaces nothing
+
+
+def test_a_faster_candidate_replaces_a_held_decision_only_beyond_the_noise():
+    faster = judge(1.80)
+    assert beats_held(faster, 1.50, noise=0.01) is faster
+    assert beats_held(judge(1.52), 1.50, noise=0.02).code == "not_better"  # 1.3% faster: inside 2% noise
+    assert beats_held(judge(1.52), 1.50, noise=None).accepted  # beyond min_gain (1%) when the noise is unknown
+    assert beats_held(judge(1.51), 1.50, noise=None).code == "not_better"  # 0.7%: below min_gain
+
+
+def test_nothing_held_or_a_rejected_verdict_passes_through_unchanged():
+    accepted, rejected = judge(1.20), judge(1.04)
+    assert beats_held(accepted, None, noise=0.01) is accepted
+    assert beats_held(rejected, 1.50, noise=0.01) is rejected and rejected.code == "below_threshold"
 
 
 # ----------------------------------------------------------------------------------------- loop

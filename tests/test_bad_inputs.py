@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,18 +21,46 @@ from tritune.model.launch import ArgSpec, LaunchSpec
 from tritune.store import SCHEMA_VERSION, DecisionStore
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-NEEDS_NON_ROOT = pytest.mark.skipif(AS_ROOT, reason="root writes and reads whatever the mode bits say: "
-                                    "the same check is covered by a path under a regular file")
 
 
 def invoke(*args) -> str:
     """The one line the command printed; asserts exit 2, no traceback and nothing else."""
     result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit), repr(result.exception)  # not an uncaught error
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return _one_line(result.exit_code, isinstance(result.exception, SystemExit), repr(result.exception),
+                     result.output)
+
+
+def _one_line(exit_code: int, system_exit: bool, exception: str, output: str) -> str:
+    assert exit_code == 2, output
+    assert system_exit, exception  # not an uncaught error
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in output, output
     return lines[0]
+
+
+# Root reads and writes whatever the mode bits say, through CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH; without its capabilities it is held by the owner's bits like any user (every
+# file here is root's own). CI runs as root: the worker jail's drop, in a process of its own.
+BOUND_BY_MODES = """
+import json, sys
+from tritune.worker.jail import drop_capabilities
+drop_capabilities()  # raises (JailError) unless every capability is gone
+from click.testing import CliRunner
+from tritune.cli import main
+result = CliRunner().invoke(main, sys.argv[1:])
+print(json.dumps([result.exit_code, isinstance(result.exception, SystemExit), repr(result.exception),
+                  result.output]))
+"""
+
+
+def invoke_bound_by_modes(*args) -> str:
+    """``invoke`` where the permission bits bind: as root, in a process without capabilities."""
+    if not AS_ROOT:
+        return invoke(*args)
+    done = subprocess.run([sys.executable, "-c", BOUND_BY_MODES, *[str(a) for a in args]], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _one_line(*json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def listing(folder: Path) -> dict[str, bytes | None]:
@@ -103,18 +132,25 @@ def test_a_store_under_a_regular_file(tmp_path, capture, a_file):
     assert not (tmp_path / "out").exists()
 
 
-@NEEDS_NON_ROOT
-def test_a_read_only_store(tmp_path, capture):
+@pytest.mark.parametrize("store_mode, folder_mode, message", [
+    (0o444, 0o755, "store.db: read-only or unreadable: tritune writes its decisions there"),
+    (0o644, 0o555, "store.db: read-only folder: SQLite writes store.db-wal and -shm beside the store"),
+    (0o444, 0o555, "store.db: read-only or unreadable: tritune writes its decisions there"),
+], ids=["store", "folder", "both"])
+def test_a_read_only_store(tmp_path, capture, store_mode, folder_mode, message):
     folder = tmp_path / "shared"
     folder.mkdir()
     DecisionStore(folder / "store.db").close()
-    os.chmod(folder / "store.db", 0o444)
-    os.chmod(folder, 0o555)
+    before = listing(folder)
+    os.chmod(folder / "store.db", store_mode)
+    os.chmod(folder, folder_mode)
     try:
-        line = invoke("optimize", "--out", tmp_path / "out", "--launches", capture, "--store", folder / "store.db")
+        line = invoke_bound_by_modes("optimize", "--out", tmp_path / "out", "--launches", capture,
+                                     "--store", folder / "store.db")
     finally:
         os.chmod(folder, 0o755)
-    assert "store.db: read-only" in line
+    assert line.startswith("tritune optimize: ") and message in line
+    assert listing(folder) == before  # no -wal/-shm beside it
     assert not (tmp_path / "out").exists()
 
 
@@ -168,11 +204,10 @@ def test_a_bad_capture_is_one_line(tmp_path, capture, command, make, message):
     assert not (tmp_path / "out").exists()
 
 
-@NEEDS_NON_ROOT
 def test_an_unreadable_launches_file(tmp_path, capture):
     os.chmod(capture / "launches.jsonl", 0)
     try:
-        line = invoke("bench", capture)
+        line = invoke_bound_by_modes("bench", capture)
     finally:
         os.chmod(capture / "launches.jsonl", 0o644)
     assert "launches.jsonl: cannot read it: Permission denied" in line
@@ -215,11 +250,10 @@ def test_an_out_directory_that_cannot_be_made(tmp_path, capture, a_file, command
     assert a_file.read_text() == "a regular file\n"
 
 
-@NEEDS_NON_ROOT
 def test_a_read_only_out_directory(tmp_path, capture):
     (tmp_path / "ro").mkdir(mode=0o555)
     try:
-        line = invoke("optimize", "--out", tmp_path / "ro" / "out", "--launches", capture)
+        line = invoke_bound_by_modes("optimize", "--out", tmp_path / "ro" / "out", "--launches", capture)
     finally:
         os.chmod(tmp_path / "ro", 0o755)
     assert "cannot write into" in line and "Permission denied" in line

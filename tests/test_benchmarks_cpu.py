@@ -81,6 +81,17 @@ def test_kernel_modules_are_found_and_classified():
     assert kinds == ["per", "per", "poi", "red"]
 
 
+def test_enable_check_json_names_its_run(monkeypatch):
+    """enable_check.json used to hold the GPU and versions only: no date, no command."""
+    import enable_check
+
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "enable_check.py"), "--store", "s/decisions.db", "--json", "e.json"])
+    body = enable_check.results_file([{"case": "vector_add"}])
+    assert body["rows"] == [{"case": "vector_add"}] and body["date"] == body["environment"]["utc"]
+    assert body["command"] == "PYTHONPATH=src python3 benchmarks/enable_check.py --store s/decisions.db --json e.json"
+    assert {"gpu", "torch", "triton", "git"} <= set(body["environment"])
+
+
 def test_apply_overhead_smoke_runs_every_case_and_applies_each_decision(tmp_path):
     """benchmarks/apply_overhead.py's flow on the CPU: its own store, every case timed in both
     modes, each decision applied, the JSON marked not meaningful."""
@@ -144,6 +155,7 @@ def _capture_and_store(root: pathlib.Path):
     and one for a launch it lacks."""
     from tritune.capture.spec import write_launches
     from tritune.model.launch import ArgSpec, LaunchSpec
+    from tritune.model.target import Target
     from tritune.model.variant import Variant
     from tritune.store import DecisionStore, key_for
 
@@ -158,7 +170,7 @@ def _capture_and_store(root: pathlib.Path):
     other = LaunchSpec.from_json({**spec.to_json(), "args": [a.to_json() for a in args[:2]] + [
         {"name": "n", "kind": "scalar", "value": 3000, "type": "int"}, {"name": "BLOCK", "kind": "constexpr"}]})
     write_launches(root, [spec])
-    target = {"gpu": "NVIDIA H100 80GB HBM3", "capability": 90, "triton_version": "3.6.0"}
+    target = Target("NVIDIA H100 80GB HBM3", 90, "3.6.0")
     with DecisionStore(root / "decisions.db") as store:
         run = store.start_run({"test": True})
         for launch, variant in ((spec, Variant(name="b32", constexprs={"BLOCK": 32})),

@@ -388,3 +388,32 @@ def test_an_imported_code_change_is_kept_as_assuming_no_alias(captured, worker, 
     from tritune.loop.imports import as_imported
 
     assert as_imported(Variant(constexprs={"BLOCK": 128})).assumes == ()  # no code of theirs: nothing to assume
+
+
+def test_an_import_replaces_a_held_decision_only_with_a_faster_one(captured, worker, tmp_path):
+    """README: a decision ``--into`` already has is replaced only by a faster one. A foreign 1.20x
+    passes every gate on its own but not over the held 1.50x; at 1.80x it replaces it."""
+    held = Variant(name="block 256", constexprs={"BLOCK": 256})
+    key = decided(tmp_path / "mine.db", captured, held)
+    with DecisionStore(tmp_path / "mine.db") as mine:  # held at 1.50x
+        mine.set_decision(key, held, baseline_ms=1.5, best_ms=1.0)
+    foreign_store(tmp_path / "foreign.db", captured, Variant(name="block 128", constexprs={"BLOCK": 128}))
+
+    def at(speedup):
+        def retime(spec, variant, measured_ms):
+            return 1.0 if variant.constexprs.get("BLOCK", 64) == 64 else 1.0 / speedup
+        return Evaluator(captured, retime=retime, worker=worker)
+
+    def imported(speedup):
+        with DecisionStore(tmp_path / "foreign.db") as other, DecisionStore(tmp_path / "mine.db") as mine:
+            (result,) = import_decisions(other, mine, read_launches(captured), at(speedup), current_target("cpu"),
+                                         settings=ArbiterSettings(require_meaningful=False))
+            return result, mine.decision_for(key)
+
+    slower, decision = imported(1.20)
+    assert slower.status == REJECTED and slower.reason.startswith("not_better"), slower
+    assert "1.200x does not beat" in slower.reason and "1.500x" in slower.reason
+    assert decision.variant.constexprs == {"BLOCK": 256} and decision.speedup == pytest.approx(1.5)
+    faster, decision = imported(1.80)  # not_better is no final verdict: judged again
+    assert faster.status == IMPORTED and faster.speedup == pytest.approx(1.8), faster
+    assert decision.variant.constexprs == {"BLOCK": 128} and decision.speedup == pytest.approx(1.8)
