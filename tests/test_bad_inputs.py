@@ -1,6 +1,6 @@
 """Every bad input a new user can give: one line naming the problem, exit status 2, no traceback,
 nothing written. Each case runs the real command in process (click's CliRunner) and stops before
-any worker starts, so the file stays fast. README's troubleshooting table lists the same cases."""
+any worker starts, so the file stays fast. docs/troubleshooting.md's table lists the same cases."""
 
 from __future__ import annotations
 

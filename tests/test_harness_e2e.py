@@ -29,6 +29,7 @@ def captured(tmp_path_factory) -> Path:
     done = tritune("capture", "--out", str(out), "--", sys.executable, str(PROGRAM), "--small")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 distinct launches (7 launches) of 5 kernels" in done.stdout
+    assert f"ran 7 launches of {len(KERNELS)} kernels" in done.stdout  # the program says what capture found
     return out
 
 
