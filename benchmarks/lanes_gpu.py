@@ -389,8 +389,8 @@ def best_seen(kernel, threshold: float) -> float | None:
         return kernel.speedup
     seen = []
     for cand in kernel.candidates:
-        value = cand.get("confirmed") if cand.get("confirmed") is not None else cand.get("speedup")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
+        value = cand.confirmed if cand.confirmed is not None else cand.speedup
+        if value is not None and value > 0 and math.isfinite(value):
             seen.append(float(value))
     return max(seen) if seen else None
 

@@ -189,3 +189,12 @@ def test_the_option_check_can_fail():
     assert named("--budget-s", section(text, "`tritune x`"))
     assert not named("--out", section(text, "`tritune x`"))
     assert not named("--budget", section(text, "`tritune x`"))
+
+
+def test_no_command_help_names_a_seed_or_an_issue():
+    """What ``--help`` prints is a user's doc too."""
+    found = []
+    for path, command in commands():
+        texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+        found += [f"{' '.join(path)}: {m.group(0)}" for text in texts for m in INTERNAL.finditer(text)]
+    assert not found, found

@@ -247,7 +247,7 @@ def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, i
     """The derived cases (odd shapes, one row, larger) verify kernel.py; the search spends its
     budget on the spec's own cases only, and no launch gets more than an equal part of it."""
     from tritune.capture.spec import read_launches
-    from tritune.loop.session import FLOOR_S
+    from tritune.model.request import FLOOR_S
     from tritune.model.launch import LaunchSpec
 
     seen = {}
@@ -284,7 +284,7 @@ def test_the_search_gets_the_specs_own_launches_each_an_equal_budget(tmp_path, i
 def test_the_default_budget_reaches_every_launch_of_a_spec_at_the_floor_or_more():
     """Each launch's budget plus its last round, times the launches, plus the run's fixed costs,
     fit the default deadline (120 s) for a spec of up to 6 launches: none is left unreached."""
-    from tritune.loop.session import FLOOR_S
+    from tritune.model.request import FLOOR_S
 
     settings = GenerateSettings()
     for launches in range(1, 7):

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tritune.model.results import KernelResult, LaneLine, RunResults
+from tritune.model.results import CandidateLine, KernelResult, LaneLine, RunResults
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
@@ -27,7 +27,7 @@ GPU = {"gpu": "NVIDIA H100 80GB HBM3", "capability": 90, "triton_version": "3.6.
 
 def kernel(name: str, decision: str | None = None, speedup: float = 1.0, best: float | None = None) -> KernelResult:
     """A kernel the loop ran on: decided (``decision`` at ``speedup``) or not (its best candidate ``best``)."""
-    candidates = [{"variant": "BLOCK=32", "status": "rejected", "speedup": best, "confirmed": None}] if best else []
+    candidates = [CandidateLine(variant="BLOCK=32", status="rejected", speedup=best)] if best else []
     return KernelResult(id=f"{name}-0", kernel=name, key_sha=f"sha-{name}", baseline_ms=1.0, best_ms=1.0 / speedup,
                         speedup=speedup, accepted=decision is not None, decision=decision, candidates=candidates)
 

@@ -86,7 +86,7 @@ def test_proposal_remediation_sandbox_and_the_key_end_to_end(captured, tmp_path,
     assert requests[2]["json"]["messages"][-2] == {"role": "assistant", "content": WRONG}
     # the unsafe reply never ran: its module-level write did not happen, and no candidate was made of it
     assert not sentinel.exists()
-    assert not any("unsafe" in (c["variant"] or "") for c in kernel.candidates)
+    assert not any("unsafe" in (c.variant or "") for c in kernel.candidates)
     # the key went to the server as a Bearer token, and nowhere else
     assert all(r["headers"].get("authorization") == f"Bearer {key}" for r in requests)
     home = config.home()

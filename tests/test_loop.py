@@ -100,7 +100,7 @@ def test_a_faster_verified_variant_becomes_the_decision(captured, tmp_path, work
     assert set(split) == {"to_first_s", "baseline_s", "profile_s", "build_s", "verify_s", "time_s", "judge_s",
                           "idle_s"}
     assert 0 < split["to_first_s"] < kernel.wall_s and split["verify_s"] > 0 and split["judge_s"] > 0
-    assert kernel.timed_candidates == sum(c["time_ms"] is not None for c in kernel.candidates) > 0
+    assert kernel.timed_candidates == sum(c.time_ms is not None for c in kernel.candidates) > 0
     fixed = body["fixed"]
     assert set(fixed) == {"start_s", "baselines_s", "total_s", "build_s", "rank_time_s"} and fixed["baselines_s"] > 0
     assert 0 < fixed["build_s"] + fixed["rank_time_s"] <= fixed["baselines_s"]  # the ranking's two parts
@@ -111,7 +111,7 @@ def test_without_a_gain_nothing_is_decided(captured, tmp_path, worker):
     results = run(captured, tmp_path, worker, retime=lambda spec, variant, ms: 1.0)
     [kernel] = results.kernels
     assert not kernel.accepted and kernel.speedup == 1.0 and kernel.won_by == []
-    assert {c["verdict"] for c in kernel.candidates if "verdict" in c} <= {"below_threshold"}
+    assert {c.verdict for c in kernel.candidates if c.verdict is not None} <= {"below_threshold"}
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
 
@@ -127,8 +127,8 @@ def test_a_planted_wrong_candidate_is_rejected_however_fast(captured, tmp_path, 
     results = run(captured, tmp_path, worker, retime=retime, families=families)
     [kernel] = results.kernels
     [record] = kernel.candidates
-    assert record["status"] == "rejected" and record["failure"] == "wrong_result"
-    assert "out_ptr" in record["message"]  # names the output that differs
+    assert record.status == "rejected" and record.failure == "wrong_result"
+    assert "out_ptr" in record.message  # names the output that differs
     assert not kernel.accepted
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
@@ -143,8 +143,8 @@ def test_a_crashing_candidate_is_survived_and_the_next_one_still_wins(captured, 
     results = run(captured, tmp_path, worker, families=families)
     [kernel] = results.kernels
     first, second = kernel.candidates
-    assert first["status"] == "rejected" and first["failure"] == "crash"
-    assert second["status"] == "accepted" and kernel.decision == "block 256"
+    assert first.status == "rejected" and first.failure == "crash"
+    assert second.status == "accepted" and kernel.decision == "block 256"
     with DecisionStore(tmp_path / "decisions.db") as store:
         crashed = store.rejected(store.keys()[0])
         assert [c.failure_kind for c in crashed] == ["crash"] and "7" in crashed[0].message
@@ -167,8 +167,8 @@ def test_a_candidate_slower_to_build_than_its_kernels_budget_is_cut_there(captur
     took = time.monotonic() - begin
     [kernel] = results.kernels
     first, second = kernel.candidates
-    assert first["status"] == "rejected" and first["failure"] == "timeout" and "6 s limit" in first["message"]
-    assert second["status"] == "accepted" and kernel.decision == "block 256"
+    assert first.status == "rejected" and first.failure == "timeout" and "6 s limit" in first.message
+    assert second.status == "accepted" and kernel.decision == "block 256"
     assert took < 60  # not the worker's 120 s
 
 
@@ -194,7 +194,7 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
     calls.clear()
     results = run(captured, tmp_path, worker)
     [kernel] = results.kernels
-    reused = [c["variant"] for c in kernel.candidates if c["reused"]]
+    reused = [c.variant for c in kernel.candidates if c.reused]
     assert reused == done_before
     assert kernel.accepted and results.run_id == first_run.id
     with DecisionStore(tmp_path / "decisions.db") as store:
@@ -202,7 +202,7 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
 
     again = run(captured, tmp_path, worker)  # a finished run is not resumed: a new run, all reused
     assert again.run_id != first_run.id
-    assert all(c["reused"] for c in again.kernels[0].candidates)
+    assert all(c.reused for c in again.kernels[0].candidates)
 
 
 def test_families_verify_exact_rewrites_bitwise_and_configs_by_tolerance(captured):
@@ -258,8 +258,8 @@ def test_a_costly_family_gets_the_rounds_the_others_leave_outside_the_candidate_
     settings = dataclasses.replace(SETTINGS, max_candidates=2, per_round=2)
     results = run(captured, tmp_path, worker, families=families, settings=settings)
     [kernel] = results.kernels
-    assert [c["variant"] for c in kernel.candidates] == ["b128", "b32", "m16", "m8", "m512"], (kernel.finish, kernel.finish_reason)
-    assert [c["family"] for c in kernel.candidates] == ["cheap", "cheap", "llm", "llm", "llm"]
+    assert [c.variant for c in kernel.candidates] == ["b128", "b32", "m16", "m8", "m512"], (kernel.finish, kernel.finish_reason)
+    assert [c.family for c in kernel.candidates] == ["cheap", "cheap", "llm", "llm", "llm"]
     assert kernel.decision == "m512" and kernel.finish == "exhausted"
 
 
@@ -336,7 +336,7 @@ def test_a_candidate_the_arbiter_rejected_is_never_decided_in_a_later_run(captur
     only = lambda spec: [Family("planted", Planted([Variant(name="b256", constexprs={"BLOCK": 256})]),  # noqa: E731
                                 lambda v: "tolerance")]
     first = optimize(captured, RunRequest(tmp_path, settings=SETTINGS), families=only, evaluator=Disagreeing(captured, retime=block_speed, worker=worker))
-    assert first.kernels[0].candidates[0]["status"] == "rejected"
+    assert first.kernels[0].candidates[0].status == "rejected"
     other = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=5, per_round=3)
     second = run(captured, tmp_path, worker, families=only, settings=other)
     [kernel] = second.kernels
@@ -357,7 +357,7 @@ def test_optimize_command_on_an_inductor_kernel_directory(tmp_path, small_induct
     [kernel] = results.kernels
     assert kernel.kind == "inductor" and kernel.category == "elementwise" and kernel.baseline_ms > 0
     # built and verified; one may reach confirmation on CPU wall time, which the arbiter refuses
-    assert len(kernel.candidates) == 2 and all(c["failure"] in (None, "not_meaningful") for c in kernel.candidates)
+    assert len(kernel.candidates) == 2 and all(c.failure in (None, "not_meaningful") for c in kernel.candidates)
     assert not kernel.accepted
     assert (tmp_path / "opt" / "report.html").exists() and (tmp_path / "opt" / "decisions.db").exists()
 
@@ -432,13 +432,13 @@ def test_a_candidate_another_live_run_holds_is_waited_for_not_lost(captured, tmp
     assert seen[0] == 1 and kernel.waited == 1
     assert json.loads((tmp_path / "optimize.json").read_text())["kernels"][0]["waited"] == 1
     if then == "finish":  # its verdict is used, not evaluated again
-        assert record["reused"] and record["status"] == "rejected" and record["failure"] == "wrong_result"
+        assert record.reused and record.status == "rejected" and record.failure == "wrong_result"
         assert kernel.busy == 0 and not kernel.accepted
     elif then == "die":  # taken over and evaluated here
-        assert not record["reused"] and record["status"] == "accepted" and kernel.decision == "block 256"
+        assert not record.reused and record.status == "accepted" and kernel.decision == "block 256"
         assert kernel.busy == 0
     else:
-        assert record["status"] == "busy" and kernel.busy == 1 and not kernel.accepted
+        assert record.status == "busy" and kernel.busy == 1 and not kernel.accepted
 
 
 def test_after_coordinate_descent_the_knobs_it_never_turns_come_first():
@@ -487,8 +487,8 @@ def test_a_variant_that_timed_out_on_a_sibling_key_is_not_tried_again(siblings, 
     results = run(siblings, tmp_path, worker, families=families, log=logged.append,
                   settings=dataclasses.replace(SETTINGS, budget_s=1.0))
     first, second = results.kernels
-    assert [c["variant"] for c in first.candidates][:1] == ["hang"] and first.candidates[0]["failure"] == "timeout"
-    assert "hang" not in [c["variant"] for c in second.candidates] and second.skipped == 1 and first.skipped == 0
+    assert [c.variant for c in first.candidates][:1] == ["hang"] and first.candidates[0].failure == "timeout"
+    assert "hang" not in [c.variant for c in second.candidates] and second.skipped == 1 and first.skipped == 0
     assert second.accepted and second.decision == "block 256"
     assert any("hang skipped: it timed out on a sibling key" in line for line in logged)
 

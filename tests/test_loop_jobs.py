@@ -51,7 +51,7 @@ def outcome(results):
     """What was decided, candidate by candidate: everything but the seconds."""
     timing = {"seconds", "verify_s", "time_s", "wait_s", "share_s"}
     [kernel] = results.kernels
-    return ([{k: v for k, v in c.items() if k not in timing} for c in kernel.candidates],
+    return ([{k: v for k, v in c.to_json().items() if k not in timing} for c in kernel.candidates],
             kernel.decision, kernel.speedup, kernel.finish, kernel.rounds)
 
 
@@ -70,8 +70,8 @@ def test_two_jobs_decide_exactly_what_one_does(captured, tmp_path, timer, verifi
         assert decision.variant.describe() == results.kernels[0].decision
     assert rows[0] == rows[1]
     for c in two.kernels[0].candidates:  # the wall-time split the report's medians come from
-        assert c["verify_s"] > 0 and c["time_s"] > 0 and c["wait_s"] >= 0 and c["share_s"] > 0
-        assert c["verify_s"] + c["time_s"] + c["wait_s"] == pytest.approx(c["seconds"], abs=1e-6)
+        assert c.verify_s > 0 and c.time_s > 0 and c.wait_s >= 0 and c.share_s > 0
+        assert c.verify_s + c.time_s + c.wait_s == pytest.approx(c.seconds, abs=1e-6)
 
 
 class Scripted:
@@ -170,7 +170,7 @@ def test_a_candidate_that_kills_its_worker_in_a_parallel_round_is_survived(captu
     families = lambda spec: [Family("planted", Planted([crash, good, slower]), lambda v: "tolerance")]  # noqa: E731
     results = run(captured, tmp_path, timer, verifiers, families=families)
     [kernel] = results.kernels
-    assert [(c["variant"], c["status"], c["failure"]) for c in kernel.candidates] == [
+    assert [(c.variant, c.status, c.failure) for c in kernel.candidates] == [
         ("crash", "rejected", "crash"), ("block 256", "accepted", None), ("block 128", "verified", None)]
     with DecisionStore(tmp_path / "decisions.db") as store:
         [crashed] = store.rejected(store.keys()[0])
@@ -199,7 +199,7 @@ def test_ctrl_c_in_a_parallel_round_resumes_with_any_jobs(captured, tmp_path, ti
     resumed = run(captured, tmp_path, timer)  # one job now: the same run goes on
     [kernel] = resumed.kernels
     assert resumed.run_id == first.id and kernel.accepted
-    assert [c["variant"] for c in kernel.candidates if c["reused"]] == done_before
+    assert [c.variant for c in kernel.candidates if c.reused] == done_before
 
 
 def test_optimize_command_with_jobs_under_the_interpreter(captured, tmp_path):  # noqa: F811

@@ -97,7 +97,7 @@ def test_two_lanes_decide_what_one_lane_decides_in_rank_order(one_and_two):
     assert [t.time_share for t in two.timed] == pytest.approx(list(SHARES))
     for a, b in zip(one.kernels, two.kernels):
         assert (a.decision, a.accepted, a.speedup, a.baseline_ms) == (b.decision, b.accepted, b.speedup, b.baseline_ms)
-        assert [c["variant"] for c in a.candidates] == [c["variant"] for c in b.candidates]
+        assert [c.variant for c in a.candidates] == [c.variant for c in b.candidates]
     assert any(k.accepted for k in two.kernels)
     assert decisions_of(one_out / "decisions.db") == decisions_of(two_out / "decisions.db") != {}
     # the report's figures too, all but the wall times and the lanes
@@ -164,7 +164,7 @@ class Planted:
     def baselines(self, specs, log=None):
         return {s.id: ({"time_ms": by_grid(s, Variant(), 0.0), "methods": ["median"]}, None) for s in specs}
 
-    def run_key(self, job) -> dict:
+    def run_key(self, job) -> KernelResult:
         self.jobs.append(job)
         if self.run is not None:
             return self.run(job, self)
@@ -177,11 +177,11 @@ class Planted:
         pass
 
 
-def made_up(job, ran: bool = True) -> dict:
+def made_up(job, ran: bool = True) -> KernelResult:
     base = by_grid(job.spec, Variant(), 0.0)
     return KernelResult(id=job.spec.id, kernel=job.spec.kernel, key_sha=job.key.sha, launches=job.spec.count,
                         baseline_ms=base if ran else None, best_ms=base if ran else None, speedup=1.0 if ran else None,
-                        failure=None if ran else "compile_error", wall_s=0.0).to_json()
+                        failure=None if ran else "compile_error", wall_s=0.0)
 
 
 def planted_run(captured, out, lanes, **kwargs) -> RunResults:
@@ -386,7 +386,7 @@ def test_ctrl_c_interrupts_every_lane_records_no_crash_and_the_run_resumes(captu
         done_before = {c.id for c in cands if c.done}
     again = optimize(captured, RunRequest(tmp_path, settings=SETTINGS, cover=1.0), lanes=real_lanes(captured, workers))
     assert again.run_id == run.id and len(again.kernels) == len(GRIDS) and again.finished is not None
-    reused = sum(c["reused"] for k in again.kernels for c in k.candidates)
+    reused = sum(c.reused for k in again.kernels for c in k.candidates)
     assert reused >= len(done_before) > 0
 
 
@@ -593,9 +593,9 @@ def test_a_key_starts_from_the_rankings_median_and_is_judged_against_its_full_ba
     assert evaluator.calls == [("profile", specs[1].id, 5.0), ("candidates", specs[1].id),
                                ("baseline", specs[1].id, True)]
     # the candidate (3 ms) beats the ranking's 5 ms but not the full 3 ms: never judged
-    assert result["baseline_ms"] == 3.0 and result["speedup"] == 1.0 and result["roofline_before"] == 0.5
-    assert result["timed_candidates"] == 1 and result["split"]["to_first_s"] < WAIT_S
-    assert result["candidates"][0]["speedup"] == 1.0  # its record re-based on the full baseline too
+    assert result.baseline_ms == 3.0 and result.speedup == 1.0 and result.roofline_before == 0.5
+    assert result.timed_candidates == 1 and result.split["to_first_s"] < WAIT_S
+    assert result.candidates[0].speedup == 1.0  # its record re-based on the full baseline too
 
 
 def test_a_round_whose_candidates_were_all_evaluated_before_is_judged_against_the_full_baseline(tmp_path):
@@ -613,7 +613,7 @@ def test_a_round_whose_candidates_were_all_evaluated_before_is_judged_against_th
         lane.close()
     assert ("candidates", specs[1].id) not in evaluator.calls  # reused from the store
     assert ("baseline", specs[1].id, True) in evaluator.calls and ("judge",) not in evaluator.calls
-    assert again["baseline_ms"] == 3.0 and again["speedup"] == 1.0
+    assert again.baseline_ms == 3.0 and again.speedup == 1.0
 
 
 def test_a_key_at_its_roofline_by_the_rankings_median_is_checked_on_its_full_baseline(tmp_path):
@@ -629,8 +629,8 @@ def test_a_key_at_its_roofline_by_the_rankings_median_is_checked_on_its_full_bas
                                                      "methods": ["median", "graph"]}, None)))
     finally:
         lane.close()
-    assert checked["roofline_before"] == 0.5 and checked["timed_candidates"] == 1  # searched after all
-    assert full["finish"] == "roofline" and full["timed_candidates"] == 0  # a full timing's verdict stands
+    assert checked.roofline_before == 0.5 and checked.timed_candidates == 1  # searched after all
+    assert full.finish == "roofline" and full.timed_candidates == 0  # a full timing's verdict stands
     assert [c[1] for c in evaluator.calls if c[0] == "baseline"] == [specs[1].id]
 
 
@@ -642,9 +642,9 @@ def test_a_full_baseline_that_fails_is_the_keys_failure(tmp_path):
         result = lane.run_key(job(specs[0]))
     finally:
         lane.close()
-    assert result["failure"] == "crash" and result["message"] == "baseline could not be timed: planted"
-    assert len(result["candidates"]) == 1 and ("judge",) not in evaluator.calls
-    assert result["baseline_ms"] is None and result["roofline_before"] is None  # not the ranking's median
+    assert result.failure == "crash" and result.message == "baseline could not be timed: planted"
+    assert len(result.candidates) == 1 and ("judge",) not in evaluator.calls
+    assert result.baseline_ms is None and result.roofline_before is None  # not the ranking's median
 
 
 def test_what_the_session_knows_is_not_timed_again(tmp_path):
@@ -667,8 +667,8 @@ def test_what_the_session_knows_is_not_timed_again(tmp_path):
         timeless = lane.run_key(job(specs[0], baseline=({"methods": ["median"]}, None)))  # a median with no time
     finally:
         lane.close()
-    assert full["baseline_ms"] == 7.0 and failed["failure"] == "compile_error" and idle["baseline_ms"] == 5.0
-    assert own["baseline_ms"] == 3.0 and timeless["baseline_ms"] == 2.0
+    assert full.baseline_ms == 7.0 and failed.failure == "compile_error" and idle.baseline_ms == 5.0
+    assert own.baseline_ms == 3.0 and timeless.baseline_ms == 2.0
     assert calls[-3:] == [("baseline", specs[1].id, True), ("profile", specs[1].id, 3.0), ("candidates", specs[1].id)]
     assert evaluator.calls[len(calls)] == ("baseline", specs[0].id, True)  # timed first, as with none
 

@@ -42,13 +42,13 @@ def test_an_accepted_rewrite_is_tuned_on_and_the_decision_keeps_the_chain(captur
     results = run(captured, tmp_path, worker, retime=rewrite_pays, families=families,
                   settings=dataclasses.replace(SETTINGS, max_candidates=8))
     [kernel] = results.kernels
-    by_name = {c["variant"]: c for c in kernel.candidates}
-    assert (by_name["pipeline-loop(S=2)"]["family"], by_name["pipeline-loop(S=2)"]["mode"]) == ("source-rewrite",
+    by_name = {c.variant: c for c in kernel.candidates}
+    assert (by_name["pipeline-loop(S=2)"].family, by_name["pipeline-loop(S=2)"].mode) == ("source-rewrite",
                                                                                                "bitwise")
-    on_rewrite = [c for c in kernel.candidates if c["variant"].startswith("pipeline-loop(S=2) + BLOCK=")]
-    assert on_rewrite and all((c["family"], c["mode"]) == ("launch-config", "tolerance") for c in on_rewrite)
-    walked = [c for c in kernel.candidates if c["variant"].startswith(("pipeline-loop(S=1)", "pipeline-loop(S=3)"))]
-    assert walked and all(c["family"] == "source-rewrite" for c in walked)
+    on_rewrite = [c for c in kernel.candidates if c.variant.startswith("pipeline-loop(S=2) + BLOCK=")]
+    assert on_rewrite and all((c.family, c.mode) == ("launch-config", "tolerance") for c in on_rewrite)
+    walked = [c for c in kernel.candidates if c.variant.startswith(("pipeline-loop(S=1)", "pipeline-loop(S=3)"))]
+    assert walked and all(c.family == "source-rewrite" for c in walked)
 
     assert kernel.accepted and kernel.decision.startswith("pipeline-loop(S=2) + BLOCK=")
     assert kernel.won_by == ["pipeline-loop(S=2)", "BLOCK"]
@@ -68,6 +68,6 @@ def test_without_a_family_the_loop_never_proposes_it_and_the_run_names_it(captur
     settings = dataclasses.replace(SETTINGS, max_candidates=8, without=("source-rewrite",))
     results = run(captured, tmp_path, worker, retime=rewrite_pays, settings=settings)
     [kernel] = results.kernels
-    assert kernel.candidates and all(c["family"] != "source-rewrite" for c in kernel.candidates)
+    assert kernel.candidates and all(c.family != "source-rewrite" for c in kernel.candidates)
     assert settings.to_json()["without"] == ["source-rewrite"]
     assert "without" not in SETTINGS.to_json()  # older runs' settings, which a later command resumes

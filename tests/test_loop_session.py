@@ -220,7 +220,7 @@ def test_the_run_stops_once_the_cover_is_reached_and_resumes_without_timing_agai
     worker.calls.clear()
     again = run(captured, tmp_path, worker, cover=1.0)  # another setting: a new run, same baselines
     assert BASELINES_JOB not in worker.calls  # OUT/baselines.json kept them
-    assert len(again.kernels) == 2 and again.kernels[0].candidates and again.kernels[0].candidates[0]["reused"]
+    assert len(again.kernels) == 2 and again.kernels[0].candidates and again.kernels[0].candidates[0].reused
 
 
 def test_a_ranking_interrupted_keeps_the_keys_it_timed(captured, tmp_path, worker, monkeypatch):

@@ -303,3 +303,4 @@ def test_every_family_offers_something_for_a_persistent_reduction(capture):
     after = launch.propose(dataclasses.replace(context, trials=slower, baseline_ms=1.0), 8)
     assert after[0].options.keys() == {"num_stages"} and not after[0].constexprs  # the roles asked for it first
     assert offered["cache-hints"][0].name.startswith("cache hints: ")
+    assert all(v.knobs == ("persistent->looped", "R0_BLOCK") for v in offered["looped-reduction"])

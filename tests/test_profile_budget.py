@@ -88,8 +88,8 @@ def test_a_profile_the_store_holds_for_the_key_is_reused_without_profiling(tmp_p
     loop, store, key, run_id = _loop(tmp_path, Scripted(never))
     store.set_profile(key, {"source": "ncu", "note": "ncu profiled", "ncu_status": "ok", "facts": {}}, run_id=run_id)
     result = loop.run()
-    assert result["profile_source"] == "ncu" and result["profile_note"] == "reused from the store (ncu): ncu profiled"
-    assert set(result["split"]) >= {"baseline_s", "profile_s", "idle_s"} and "to_first_s" not in result["split"]
+    assert result.profile_source == "ncu" and result.profile_note == "reused from the store (ncu): ncu profiled"
+    assert set(result.split) >= {"baseline_s", "profile_s", "idle_s"} and "to_first_s" not in result.split
     store.close()
 
 
@@ -98,6 +98,6 @@ def test_a_profile_without_ncu_for_want_of_budget_is_not_kept_as_the_keys_profil
     evaluator.ncu_s = 12.0  # measured on an earlier key: more than a tenth of this key's 14 s
     loop, store, key, _ = _loop(tmp_path, evaluator)
     result = loop.run()
-    assert result["profile_note"].startswith("ncu skipped: ~12 s of a 14 s budget")
+    assert result.profile_note.startswith("ncu skipped: ~12 s of a 14 s budget")
     assert store.profile_for(key) is None  # a key with a larger budget later still gets ncu's profile
     store.close()

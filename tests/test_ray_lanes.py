@@ -80,8 +80,8 @@ def test_ray_lanes_decide_what_one_local_lane_decides(local_and_ray):
     assert [k.key_sha for k in remote.kernels] == [t.key_sha for t in local.timed] == [k.key_sha for k in local.kernels]
     for a, b in zip(local.kernels, remote.kernels):
         assert (a.decision, a.accepted, a.speedup, a.baseline_ms) == (b.decision, b.accepted, b.speedup, b.baseline_ms)
-        assert [(c["variant"], c["status"]) for c in a.candidates] == \
-            [(c["variant"], c["status"]) for c in b.candidates]
+        assert [(c.variant, c.status) for c in a.candidates] == \
+            [(c.variant, c.status) for c in b.candidates]
     assert any(k.accepted for k in remote.kernels)
     assert decisions_of(local_out / "decisions.db") == decisions_of(ray_out / "decisions.db") != {}
     names = [lane.name for lane in remote.lanes]
@@ -117,12 +117,12 @@ def test_a_resumed_key_reuses_the_records_the_driver_ships(local_and_ray, captur
     # what the first run evaluated is reused, never evaluated again; the first run's decisions on
     # sibling keys now seed this one (``search.prior``), so the search's order, and what it gets to
     # within its 3 candidates, may differ
-    before = {k.id: {c["variant"] for c in k.candidates} for k in remote.kernels}
+    before = {k.id: {c.variant for c in k.candidates} for k in remote.kernels}
     for kernel in again.kernels:
-        assert all(c["reused"] == (c["variant"] in before[kernel.id]) for c in kernel.candidates)
-    assert all(any(c["reused"] for c in k.candidates) for k in again.kernels)
+        assert all(c.reused == (c.variant in before[kernel.id]) for c in kernel.candidates)
+    assert all(any(c.reused for c in k.candidates) for k in again.kernels)
     assert [k.decision for k in again.kernels] == [k.decision for k in remote.kernels]
-    reused = {c["variant"] for k in again.kernels for c in k.candidates if c["reused"]}
+    reused = {c.variant for k in again.kernels for c in k.candidates if c.reused}
     with DecisionStore(ray_out / "decisions.db") as store:
         # the reused ones unchanged: not written again
         assert {c.run_id for c in store.candidates()} <= {remote.run_id, again.run_id}
@@ -309,7 +309,7 @@ def test_a_ray_lane_skips_what_timed_out_on_a_sibling_key(captured, tmp_path):
                                      root=str(captured)))
     finally:
         lane.close()
-    assert [c["variant"] for c in result["candidates"]] == ["good"] and result["skipped"] == 1
+    assert [c.variant for c in result.candidates] == ["good"] and result.skipped == 1
 
 
 def test_a_ray_lane_starts_from_the_configs_the_drivers_store_decided(captured, tmp_path):
@@ -343,8 +343,8 @@ def test_a_ray_lane_starts_from_the_configs_the_drivers_store_decided(captured, 
                                      root=str(captured), category="elementwise"))
     finally:
         lane.close()
-    seeded = [c for c in result["candidates"] if c.get("prior")]
-    assert seeded and "BLOCK=256" in seeded[0]["variant"]
+    seeded = [c for c in result.candidates if c.prior]
+    assert seeded and "BLOCK=256" in seeded[0].variant
 
 
 class Misaddressed:
@@ -657,7 +657,7 @@ def test_a_reply_whose_records_disagree_kills_the_lane_and_nothing_is_signed(loc
                 run = store.start_run({})
             job = KeyJob(spec, key, settings=SETTINGS, run_id=run, store_path=str(path), root=str(captured))
             if plant is None:
-                assert lane.run_key(job)["decision"] == "BLOCK=128"
+                assert lane.run_key(job).decision == "BLOCK=128"
             else:
                 with pytest.raises(LaneDied, match="disagree with its result: the records hold a decision"):
                     lane.run_key(job)

@@ -332,3 +332,21 @@ def test_replay_sets_a_scratch_allocator_only_where_none_is_set():
         assert not ensure_allocator("cpu") and _allocation._allocator.get() is mine  # one set is kept
     finally:
         _allocation._allocator.reset(token)
+
+
+@pytest.mark.parametrize("variant, names", [
+    (Variant(passes=("exact",), assumes=("noalias",)), ("exact", "noalias")),
+    (Variant(passes=("exact",)), ("exact",)),
+    (Variant(constexprs={"BLOCK": 256}, assumes=("noalias",)), None),  # no passes: the hook is not entered
+])
+def test_a_variants_assumption_reaches_the_compiler_hook_after_its_passes(tmp_path, monkeypatch, variant, names):
+    """The assumption is said once (``Variant.assumes``); replay and apply give it to the hook."""
+    import tritune.compiler
+    from tritune.apply.kernels import Passes
+
+    seen = []
+    monkeypatch.setattr(tritune.compiler, "enabled", lambda passes, fast_math=False: seen.append(tuple(passes)))
+    spec = add_spec()
+    Replay(spec, variant, root=capture_dir(tmp_path, spec))._passes()
+    assert seen == ([names] if names else [])
+    assert Passes(variant).names == (names or ())

@@ -286,14 +286,23 @@ def test_changed_knobs_names_what_differs_from_the_captured_launch():
     assert changed_knobs(spec(), Variant(passes=("fast",), fast_math=True)) == ["pass:fast fast-math"]
 
 
-def test_changed_knobs_of_source_rewrites_come_from_their_proposers_names():
+def test_changed_knobs_of_source_rewrites_come_from_the_knobs_their_proposers_set():
     from tritune.search import changed_knobs
+    from tritune.search.looped_reduction import KNOBS
 
-    hints = Variant(name="cache hints: load0 evict_last, load2 evict_first", source="...")
+    hints = Variant(name="any name", source="...", knobs=("evict:load0=evict_last", "evict:load2=evict_first"))
     assert changed_knobs(spec(), hints) == ["evict:load0=evict_last", "evict:load2=evict_first"]
-    looped = Variant(name="looped reduction: R0_BLOCK=128", source="...", options={"num_warps": 8})
+    looped = Variant(name="looped reduction: R0_BLOCK=128", source="...", options={"num_warps": 8}, knobs=KNOBS)
     assert changed_knobs(spec(), looped) == ["num_warps", "persistent->looped", "R0_BLOCK"]
+    # a name is never read back: a source without knobs is "source", whatever it is called
+    assert changed_knobs(spec(), Variant(name="cache hints: load0 evict_last", source="...")) == ["source"]
     assert changed_knobs(spec(), Variant(name="someone's kernel", source="...")) == ["source"]
+
+
+def test_a_variant_without_knobs_keeps_its_json_and_one_with_them_round_trips():
+    assert "knobs" not in Variant(name="b", constexprs={"BLOCK": 64}).to_json()
+    turned = Variant(name="h", source="...", knobs=["evict:load0=evict_first"])
+    assert turned.knobs == ("evict:load0=evict_first",) and Variant.from_json(turned.to_json()) == turned
 
 
 REDUCTION = '''
@@ -321,8 +330,9 @@ def noalias_spec(tmp_path, overlapping, text=REDUCTION) -> tuple[LaunchSpec, Pas
 def test_the_noalias_pass_set_only_for_disjoint_captured_arguments(tmp_path):
     disjoint, proposer = noalias_spec(tmp_path, [])
     proposed = proposer.propose(disjoint, [], 4)
-    assert names(proposed) == ["passes=exact", "passes=exact-noalias, assumes noalias"]
-    assert proposed[1].assumes == ("noalias",) and proposed[1].passes == ("exact-noalias",)
+    assert names(proposed) == ["passes=exact", "passes=exact, assumes noalias"]
+    assert proposed[1].assumes == ("noalias",) and proposed[1].passes == ("exact",)  # the assumption said once
+    assert proposed[1].compiler_passes == ("exact", "noalias") and proposed[0].compiler_passes == ("exact",)
     assert proposer.propose(disjoint, [Trial(v, True, 1.0) for v in proposed], 4) == []
     for overlapping in ([["in_out_ptr0", "out_ptr0"]], None):  # overlapping, or a capture that did not record it
         found, proposer = noalias_spec(tmp_path, overlapping)

@@ -274,6 +274,7 @@ def test_all_loads_evict_first_when_every_load_is_read_once(tmp_path):
     shutil.copy(REPLAY_KERNELS, tmp_path / "sources" / "replay_kernels.py")
     [first, *_] = CacheHintProposer(tmp_path).propose(spec("add_kernel", "sources/replay_kernels.py"), [], 1)
     assert first.name == "cache hints: load0 evict_first, load1 evict_first"
+    assert first.knobs == ("evict:load0=evict_first", "evict:load1=evict_first")  # what the results say won
 
 
 def test_limit_and_tried_variants(capture):

@@ -146,7 +146,7 @@ def test_a_candidate_that_quotes_the_secrets_leaves_them_nowhere(captured, tmp_p
     write_report(results, out / "report")  # from what the loop holds in memory, not from optimize.json
 
     [kernel] = results.kernels
-    assert [c["failure"] for c in kernel.candidates] == ["runtime_fault"]
+    assert [c.failure for c in kernel.candidates] == ["runtime_fault"]
     assert len(requests) == 3 and "[secret]" in json.dumps(requests[1]["json"])  # the fix prompt quoted it
     assert any("HTTP 400: no: " in line and "[secret]" in line for line in lines), lines
     assert all(r["headers"]["authorization"] == f"Bearer {LLM_KEY}" for r in requests)

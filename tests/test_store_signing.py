@@ -329,9 +329,9 @@ def test_optimize_says_it_does_not_reuse_a_foreign_store(captured, worker, tmp_p
             f"{tmp_path / 'shared.db'} not signed by this user: candidates are evaluated again here, decisions ignored "
             "(`tritune store import` judges them)") in lines
     (kernel,) = results.kernels
-    assert not any(c["reused"] for c in kernel.candidates)
-    tried = {c["variant"]: c for c in kernel.candidates}
-    assert tried["BLOCK=128"]["status"] in ("accepted", "verified") and tried["BLOCK=128"]["speedup"] == 2.0
+    assert not any(c.reused for c in kernel.candidates)
+    tried = {c.variant: c for c in kernel.candidates}
+    assert tried["BLOCK=128"].status in ("accepted", "verified") and tried["BLOCK=128"].speedup == 2.0
     with DecisionStore(tmp_path / "shared.db") as store:
         (decision,) = store.decisions()
         block = decision.variant.constexprs["BLOCK"]  # judged here (scripted: BLOCK / 64 faster), not the foreign 100x

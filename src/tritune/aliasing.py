@@ -113,8 +113,8 @@ class Guard:
 
 
 def assumes_noalias(variant: Any) -> bool:
-    """Whether ``variant`` needs the check: it says so, or its pass set runs in no-alias mode
-    (a variant written by hand that forgot ``assumes`` is still guarded)."""
+    """Whether ``variant`` needs the check: it says so, or its pass set runs in no-alias mode (a
+    variant stored before ``assumes`` existed, or written by hand without it, is still guarded)."""
     if NOALIAS in variant.assumes:
         return True
     if not variant.passes:

@@ -42,6 +42,8 @@ from typing import Any, Iterable
 
 from tritune.allowlist.grammar import IMPORTS, Checker, chain, constexpr_of_literal, literal
 from tritune.allowlist.kernel_api import SAFE_BUILTINS, module_members, value_attrs  # noqa: F401 - the API's tables
+from tritune.model import families
+from tritune.model.failures import UNSAFE
 
 ALLOWED_IMPORTS = tuple(IMPORTS)  # the import statements a reply may hold, as ast.unparse writes them
 
@@ -61,7 +63,7 @@ class Unsafe(ValueError):
     """Code that may not run: ``line`` (1-based, 0 when unknown) and ``reason``; str() is
     ``line N: reason``."""
 
-    failure_kind = "unsafe"  # the worker's failure kind when replay refuses a stored variant
+    failure_kind = UNSAFE  # the worker's failure kind when replay refuses a stored variant
 
     def __init__(self, line: int, reason: str):
         super().__init__(line, reason)  # both in args: it pickles (a worker may raise it)
@@ -156,12 +158,12 @@ def needs_check(variant: Any) -> bool:
     from tritune.rewrites import RULES
 
     rule = (getattr(variant, "rewrite", None) or {}).get("rule")
-    return rule == "llm" or rule not in _tritune_rules(tuple(RULES))
+    return rule == families.LLM or rule not in _tritune_rules(tuple(RULES))
 
 
 @functools.cache
 def _tritune_rules(names: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(names) - {"llm"}
+    return frozenset(names) - {families.LLM}
 
 
 def parse(code: str, what: str) -> ast.Module:

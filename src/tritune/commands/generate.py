@@ -21,8 +21,8 @@ from tritune.commands.llm import endpoint_options, llm_settings
               help="Seconds per kernel at most within --budget-s.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16.")
-@endpoint_options("An OpenAI-compatible endpoint: seed 004's loop writes a kernel too; the faster verified one "
-                  "wins. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
+@endpoint_options("An OpenAI-compatible endpoint: a model also writes a kernel, with compiler and runtime "
+                  "feedback; the faster verified one wins. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
                   "Write the first prompt to OUT/llm-prompts/ instead of sending it.")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=15, show_default=True,
               help="Replies the model may give (each verified; failures go back to it).")
@@ -42,8 +42,8 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
 
     Model-free (default, GPU): Inductor's kernels for every input shape, optimized by tritune and
     written with the decisions baked in to OUT/kernel.py, a module with run(*inputs) that needs
-    torch and triton but not torch.compile. With --llm, seed 004's loop too; the faster verified
-    kernel wins. Every kernel is verified against the reference on the spec's inputs and on odd
+    torch and triton but not torch.compile. With --llm, a model also writes one, with compiler and
+    runtime feedback; the faster verified kernel wins. Every kernel is verified against the reference on the spec's inputs and on odd
     shapes derived from them, and benchmarked against eager, torch.compile and max-autotune.
     """
     from tritune.generate.run import GenerateSettings, generate as run_generate

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.generate.spec import GenerateError
+from tritune.model.settings import LLMSettings
 
 CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
 CHECK_TIMEOUT_S = 600.0
@@ -51,7 +52,7 @@ class GenerateSettings:
     budget_s: float = 120.0  # the optimize loop's deadline for the model-free kernels (0: no search)
     per_kernel_s: float = 60.0
     jobs: int = 1
-    llm: Any = None  # tritune.llm.family.LLMSettings
+    llm: LLMSettings | None = None  # --llm: the model writes the kernels
     max_iterations: int = 15
     bench: bool = True
     interpret: bool = False  # tests: Inductor's kernels on Triton's interpreter (interpreter.on_interpreter)

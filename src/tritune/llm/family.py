@@ -31,19 +31,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.llm import prompts
+from tritune.model import failures, families
 from tritune.model.settings import LLMSettings
 from tritune.model.target import Target
 from tritune.model.variant import Variant
 from tritune.secrets import scrub
 
-NAME = "llm"
+NAME = families.LLM
 MESSAGE_CHARS = 300  # seed 004 cuts a failure's message to this many characters
 ATTEMPTS_SHOWN = 2  # seed 004 keeps the last two attempts in the conversation
 # a worker failure kind (or a reply refusal) -> the class the model is told (seed 004's taxonomy)
 CLASSES = {
-    "compile_error": "compile error", "runtime_fault": "runtime fault", "crash": "runtime fault (process crashed)",
-    "timeout": "timeout", "wrong_result": "wrong result", "ghost": "wrong result (the kernel never launched)",
-    "error": "runtime error", "unsafe": "unsafe code (refused before running)", "syntax": "syntax error",
+    failures.COMPILE_ERROR: "compile error", failures.RUNTIME_FAULT: "runtime fault",
+    failures.CRASH: "runtime fault (process crashed)", failures.TIMEOUT: "timeout",
+    failures.WRONG_RESULT: "wrong result", failures.GHOST: "wrong result (the kernel never launched)",
+    failures.ERROR: "runtime error", failures.UNSAFE: "unsafe code (refused before running)", "syntax": "syntax error",
     "no_code": "no ```python block in the reply", "missing_kernel": "the kernel is missing",
     "signature": "the kernel's parameters changed", "not_jit": "the kernel is not a @triton.jit function",
     "repeat": "the same code as an earlier attempt", "slower": "slower than the best so far",
@@ -202,7 +204,7 @@ class LLMProposer:
                 if best is not None and trial.time_ms is not None and trial.time_ms > best:
                     attempt.update(failure="slower", message=f"{trial.time_ms:.4f} ms against {best:.4f} ms")
             else:
-                attempt.update(failure=trial.failure or "error", message=(trial.message or "")[:MESSAGE_CHARS])
+                attempt.update(failure=trial.failure or failures.ERROR, message=(trial.message or "")[:MESSAGE_CHARS])
             self._outcome(attempt)
 
     def _candidate(self, context: Any, reply: dict) -> tuple[Variant | None, tuple[str, str] | None]:
@@ -217,7 +219,7 @@ class LLMProposer:
             check_kernel(source, text, kernel)
             sandbox.check_variant_source(source, text, kernel)  # as replay and apply will check it
         except sandbox.Unsafe as exc:
-            return None, ("unsafe", str(exc)[:MESSAGE_CHARS])
+            return None, (failures.UNSAFE, str(exc)[:MESSAGE_CHARS])
         except ReplyError as exc:
             return None, (exc.kind, str(exc)[:MESSAGE_CHARS])
         variant = Variant(name=f"llm {self.proposals}.{self.fixes}", source=text,

@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 from tritune.arbiter.confirm import Confirmation, confirmation_from_json
 from tritune.arbiter.rules import Decision as ArbiterDecision, Verdict, judge_candidate, screen_candidate
 from tritune.loop import jobs
-from tritune.model.failures import COMPILE_ERROR
+from tritune.model import families
+from tritune.model.failures import COMPILE_ERROR, ERROR, WRONG_RESULT
 from tritune.model.launch import LaunchSpec
 from tritune.model.settings import ArbiterSettings
 from tritune.model.trial import Trial
@@ -528,7 +529,7 @@ class Evaluator:
                              **done)
         verification = verified.value["verification"]
         if not verification["ok"]:
-            return Evaluated(Trial(variant, False, failure=verification.get("failure") or "wrong_result",
+            return Evaluated(Trial(variant, False, failure=verification.get("failure") or WRONG_RESULT,
                                    message=verification.get("message", "")), verification, **done)
         if not timed.ok:
             failure = timed.failure
@@ -537,7 +538,7 @@ class Evaluator:
         timing = timed.value["timing"]
         time_ms = timing.get("time_ms")
         if time_ms is None:
-            return Evaluated(Trial(variant, False, failure="error", message=timing.get("message") or "no time"),
+            return Evaluated(Trial(variant, False, failure=ERROR, message=timing.get("message") or "no time"),
                              verification, timing, **done)
         if self.retime is not None:
             time_ms = timing["time_ms"] = self.retime(spec, variant, time_ms)
@@ -642,7 +643,7 @@ class Evaluator:
 def sandboxed(variant: Variant) -> dict:
     """The per-call limits of a model's code (``Worker.call``'s ``cpu_s``/``memory_mb``); none
     for tritune's own variants."""
-    if (variant.rewrite or {}).get("rule") != "llm":
+    if not families.by_model(variant):
         return {}
     return {"cpu_s": SANDBOX_CPU_S, "memory_mb": SANDBOX_MEMORY_MB}
 

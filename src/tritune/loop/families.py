@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from tritune.llm.family import LLMSession
+from tritune.model import families as names
 from tritune.model.launch import LaunchSpec
 from tritune.model.variant import Variant
 from tritune.search import rewrites
@@ -63,7 +65,7 @@ class Setup:
 
     fast_math: bool = False
     root: str | None = None
-    llm: Any = None
+    llm: LLMSession | None = None
     store: Any = None
     key: Any = None
     run_id: int | None = None
@@ -101,8 +103,8 @@ def _llm(setup: Setup) -> Family | None:
 REGISTRY: tuple[Callable[[Setup], Family | None], ...] = (
     _launch_config, _passes, _cache_hints, _looped_reduction, _source_rewrite, _llm,
 )
-ALIASES = {"inductor-blocks": ("launch-config", "looped-reduction")}
-DEFAULT_ORDER = ["launch-config", "passes", "cache-hints", "looped-reduction", "source-rewrite", "llm"]
+ALIASES = names.ALIASES
+DEFAULT_ORDER = list(names.ALL)
 DEFAULT_KNOBS = ("block", "num_warps", "num_stages")
 
 

@@ -54,12 +54,15 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from tritune.arbiter import NOT_FINAL, Decision, Round, Verdict, beats_held, next_step
+from tritune.llm.family import LLMProposer, LLMSession
 from tritune.loop.evaluate import Evaluated, Evaluator, trial_from_record
 from tritune.loop.families import Context, Family, families_for, order_of
 from tritune.loop.jobs import full_timing
-from tritune.model.failures import BASELINE_OUT_OF_BOUNDS
+from tritune.model import families as family_names
+from tritune.model.failures import BASELINE_OUT_OF_BOUNDS, ERROR
 from tritune.model.key import DecisionKey
 from tritune.model.launch import LaunchSpec
+from tritune.model.results import CandidateLine, KernelResult
 from tritune.model.settings import LoopSettings
 from tritune.model.trial import Trial
 from tritune.model.variant import Variant
@@ -81,7 +84,7 @@ class KernelLoop:
     def __init__(self, spec: LaunchSpec, key: DecisionKey, *, store: DecisionStore, run_id: int,
                  evaluator: Evaluator, settings: LoopSettings, category: str = "other",
                  families: list[Family] | None = None, log: Callable[[str], None] | None = None,
-                 baseline: tuple[dict | None, Failure | None] | None = None, llm: Any = None,
+                 baseline: tuple[dict | None, Failure | None] | None = None, llm: LLMSession | None = None,
                  sibling_timeouts: dict[str, str] | None = None, prior: Sequence[dict] | None = None) -> None:
         """``baseline``: ``(timing, failure)`` as the session has it: a failure, the ranking's
         one median, which the loop starts from (see the module doc), or a full timing; None or
@@ -106,8 +109,8 @@ class KernelLoop:
         self.families = families
         self.log = log or (lambda message: None)
         self.trials: list[Trial] = []
-        self.records: list[dict] = []  # per candidate, for the report
-        self._index: dict[str, dict] = {}  # variant key -> its record
+        self.records: list[CandidateLine] = []  # per candidate, for the report
+        self._index: dict[str, CandidateLine] = {}  # variant key -> its record
         self._candidate_ids: dict[str, int] = {}  # variant key -> store candidate evaluated in this process
         self._final: set[str] = set()  # variant keys the store holds as rejected
         self.base_ms: float | None = None
@@ -129,7 +132,7 @@ class KernelLoop:
 
     # ----------------------------------------------------------------------------------- run
 
-    def run(self) -> dict:
+    def run(self) -> KernelResult:
         start = self._start = time.monotonic()
         self.split, self._first = dict.fromkeys(SPLIT_PARTS, 0.0), None  # a second run() starts afresh
         self._full, self._provisional = None, False
@@ -141,36 +144,34 @@ class KernelLoop:
                 self._timer.shutdown(wait=False)
                 self._timer = None
 
-    def _run(self, start: float, result: dict) -> dict:
+    def _run(self, start: float, result: KernelResult) -> KernelResult:
         with self._timing("baseline_s"):
             timing, failure = self._starting_baseline()
         if failure is not None or not timing or not timing.get("time_ms"):
             return self._untimed(result, start, timing, failure)
         base_ms, noise = float(timing["time_ms"]), timing.get("noise")
         self.base_ms = base_ms
-        result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
-                      roofline_before=timing.get("roofline"), roofline_after=timing.get("roofline"))
+        _baseline_into(result, base_ms, timing)
         with self._timing("profile_s"):
             profile = self._profile(timing)
-        result.update(bottleneck=_short(profile.get("bottleneck")), profile_source=profile.get("source"),
-                      profile_note=profile.get("note", ""))
+        result.bottleneck = _short(profile.get("bottleneck"))
+        result.profile_source, result.profile_note = profile.get("source"), profile.get("note", "")
         order, self.knob_roles = self._order(profile.get("bottleneck"))
         self.profile, self.registers = profile, (profile.get("facts") or {}).get("registers")
 
-        best = {"variant": Variant(), "ms": base_ms, "ratio": None, "roofline": timing.get("roofline"),
-                "facts": profile.get("facts") or {}}
+        best = _Best(Variant(), base_ms, roofline=timing.get("roofline"), facts=profile.get("facts") or {})
         self._resume_decision(best)
         known = [t.time_ms for t in self.trials if t.ok and t.time_ms]  # an interrupted run's
         descent_ms = min([base_ms] + known)
         history: list[Round] = []
-        step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+        step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best.roofline))
         if step.finished and self._provisional:  # at the roofline by the ranking's median: checked on the full one
             timing, failure = self._settle_baseline(result, best)
             if failure is not None:
                 return self._untimed(result, start, timing, failure)
             base_ms, noise = float(timing["time_ms"]), timing.get("noise")
             descent_ms = min([base_ms] + known)
-            step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best["roofline"]))
+            step = next_step(history, self.settings.arbiter, roofline_fraction=_fraction(best.roofline))
         hints: list[dict] = []
         arbiter, costly = self.settings.arbiter, not any(not f.costly for f in self.families)
         if costly:
@@ -181,17 +182,17 @@ class KernelLoop:
                     break
                 # the model-free families are done: the costly ones get the rounds that remain
                 costly, history, arbiter = True, [], self._costly_arbiter()
-                step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
+                step = next_step(history, arbiter, roofline_fraction=_fraction(best.roofline))
                 continue
             if self._spent(start, costly):
                 step = Verdict(Decision.FINISH, "budget", self._budget_reason(start))
                 if self._out_of_time(start):
                     break
                 continue  # the model-free families' candidate cap: the costly ones may go on
-            context = self._context(best["variant"], hints)
+            context = self._context(best.variant, hints)
             proposals = self._propose(order, context, costly=costly)
             if not proposals:
-                step = next_step(history, arbiter, _fraction(best["roofline"]), exhausted=True)
+                step = next_step(history, arbiter, _fraction(best.roofline), exhausted=True)
                 continue
             done = self._evaluate(proposals)
             done += self._wait_for_held(start)
@@ -204,9 +205,9 @@ class KernelLoop:
             unsafe = next((t for t in self.trials if t.failure == BASELINE_OUT_OF_BOUNDS), None)
             if unsafe is not None:  # every comparison with this baseline is void: decide nothing
                 self.log(f"{self.spec.kernel}: not optimized: {unsafe.message}")
-                result.update(failure=BASELINE_OUT_OF_BOUNDS, message=unsafe.message, candidates=self.records,
-                              wall_s=time.monotonic() - start, split=self._split(time.monotonic() - start),
-                              timed_candidates=self._timed_count())
+                wall_s = time.monotonic() - start
+                result.failure, result.message, result.candidates = BASELINE_OUT_OF_BOUNDS, unsafe.message, self.records
+                result.wall_s, result.split, result.timed_candidates = wall_s, self._split(wall_s), self._timed_count()
                 return result
             timed = sorted((e for e in done if e is not None and e.trial.ok), key=lambda e: e.trial.time_ms)
             round_start = descent_ms
@@ -217,34 +218,35 @@ class KernelLoop:
                     after = self.evaluator.profile(self.spec, accepted.timing, accepted.trial.variant,
                                                    budget_s=self.settings.budget_s)
                 hints = [dict(action=h.action, text=h.text)
-                         for h in hints_from_delta(Facts.from_mapping(best["facts"]),
+                         for h in hints_from_delta(Facts.from_mapping(best.facts),
                                                    Facts.from_mapping(after.get("facts") or {}))]
-                best["facts"] = after.get("facts") or {}
+                best.facts = after.get("facts") or {}
                 if after.get("bottleneck"):
                     order, self.knob_roles = self._order(after["bottleneck"])
                     self.profile = after
                 self.store.set_profile(self.key, after, variant=accepted.trial.variant, run_id=self.run_id)
             history.append(Round(round_start, descent_ms, accepted=int(accepted is not None),
                                  seeded=_seeded(self.spec, context, proposals)))
-            step = next_step(history, arbiter, roofline_fraction=_fraction(best["roofline"]))
+            step = next_step(history, arbiter, roofline_fraction=_fraction(best.roofline))
 
-        llm = next((f.proposer for f in self.families if f.name == "llm" and hasattr(f.proposer, "summary")), None)
+        llm = next((f.proposer for f in self.families if isinstance(f.proposer, LLMProposer)), None)
         if llm is not None:
-            result["llm"] = llm.summary(self._context(best["variant"], hints))
-        result.update(rounds=len(history), finish=step.code, finish_reason=step.reason, hints=hints,
-                      candidates=self.records, waited=self.waited, busy=self.busy, skipped=len(self._skipped),
-                      wall_s=time.monotonic() - start, split=self._split(time.monotonic() - start),
-                      timed_candidates=self._timed_count())
+            result.llm = llm.summary(self._context(best.variant, hints))
+        wall_s = time.monotonic() - start
+        result.rounds, result.finish, result.finish_reason, result.hints = len(history), step.code, step.reason, hints
+        result.candidates, result.waited, result.busy, result.skipped = self.records, self.waited, self.busy, \
+            len(self._skipped)
+        result.wall_s, result.split, result.timed_candidates = wall_s, self._split(wall_s), self._timed_count()
         return self._decided(result, best, base_ms)
 
-    def _decided(self, result: dict, best: dict, base_ms: float) -> dict:
+    def _decided(self, result: KernelResult, best: _Best, base_ms: float) -> KernelResult:
         """``result`` with the key's decision (its best variant, speedup and knobs), or none."""
-        if best["ratio"] is None:
-            result.update(best_ms=base_ms, speedup=1.0, won_by=[])
+        if best.ratio is None:
+            result.best_ms, result.speedup, result.won_by = base_ms, 1.0, []
             return result
-        result.update(accepted=True, decision=variant_name(best["variant"]),
-                      decision_hash=variant_hash(best["variant"]), best_ms=best["ms"], speedup=best["ratio"],
-                      roofline_after=best["roofline"], won_by=changed_knobs(self.spec, best["variant"]))
+        result.accepted, result.decision = True, variant_name(best.variant)
+        result.decision_hash, result.best_ms, result.speedup = variant_hash(best.variant), best.ms, best.ratio
+        result.roofline_after, result.won_by = best.roofline, changed_knobs(self.spec, best.variant)
         return result
 
     # ------------------------------------------------------------------------------ proposal
@@ -388,7 +390,7 @@ class KernelLoop:
                     done.append(self._finish(variant, family, cand, next(results)))
         share = (time.monotonic() - begin) / len(work) if work else 0.0
         for variant, _ in work:  # what a candidate cost, with the others of its round running beside it
-            self._index[variant.key()]["share_s"] = share
+            self._index[variant.key()].share_s = share
         return done
 
     def _reuse(self, variant: Variant, family: Family, cand: Any) -> Evaluated | None:
@@ -441,21 +443,21 @@ class KernelLoop:
     # ------------------------------------------------------------------------------- arbiter
 
     def _arbitrate(self, timed: list[Evaluated], base_ms: float, noise: float | None,
-                   best: dict[str, Any]) -> Evaluated | None:
+                   best: _Best) -> Evaluated | None:
         """Fastest first: the first candidate the arbiter accepts becomes the decision."""
         if self._provisional:  # never against the ranking's median: _run re-bases first
             raise RuntimeError(f"{self.spec.id}: judged before its full baseline was timed")
         settings = self.settings.arbiter
         for evaluated in timed:
             trial = evaluated.trial
-            if trial.time_ms >= best["ms"]:
+            if trial.time_ms >= best.ms:
                 break  # sorted: none after this beats the best either
             if trial.variant.key() in self._final:
                 continue  # rejected by the arbiter in an earlier run: its record is final
             with self._timing("judge_s"):
                 verdict, confirmation = self.evaluator.judge(self.spec, trial.variant, base_ms, trial.time_ms,
                                                              noise, settings, timing=evaluated.timing)
-            verdict = beats_held(verdict, best["ratio"], noise, settings)
+            verdict = beats_held(verdict, best.ratio, noise, settings)
             self._judged(trial.variant, verdict)
             if not verdict.accepted:
                 continue
@@ -463,8 +465,8 @@ class KernelLoop:
             self.store.set_decision(self.key, trial.variant, baseline_ms=confirmation.base_ms,
                                     best_ms=confirmation.cand_ms, evidence=evidence, run_id=self.run_id,
                                     traits=traits(self.spec, self.key, self.category, trial.variant))
-            best.update(variant=trial.variant, ms=trial.time_ms, ratio=confirmation.ratio,
-                        roofline=(evaluated.timing or {}).get("roofline"))
+            best.variant, best.ms, best.ratio = trial.variant, trial.time_ms, confirmation.ratio
+            best.roofline = (evaluated.timing or {}).get("roofline")
             self.log(f"{self.spec.kernel}: accepted {variant_name(trial.variant)}: {verdict.reason}")
             return evaluated
         return None
@@ -473,18 +475,18 @@ class KernelLoop:
         record = self._index.get(variant.key())
         if record is None:
             return
-        record.update(verdict=verdict.code, reason=verdict.reason, confirmed=verdict.confirmed_speedup)
+        record.verdict, record.reason, record.confirmed = verdict.code, verdict.reason, verdict.confirmed_speedup
         if verdict.accepted:
             for other in self.records:  # the store moved the previous decision back to verified
-                if other["status"] == "accepted":
-                    other.update(status="verified", verdict="superseded")
-            record["status"] = "accepted"
+                if other.status == "accepted":
+                    other.status, other.verdict = "verified", "superseded"
+            record.status = "accepted"
             return
         cand_id = self._candidate_ids.get(variant.key())
         if cand_id is not None and verdict.code not in NOT_FINAL:
             # re-timed and turned down: the store keeps the arbiter's reason with the candidate
             self.store.finish_candidate(cand_id, "rejected", failure={"kind": verdict.code, "message": verdict.reason})
-            record["status"], record["failure"] = "rejected", verdict.code
+            record.status, record.failure = "rejected", verdict.code
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -510,7 +512,7 @@ class KernelLoop:
                 return self.evaluator.baseline(self.spec)
             return self._full.result()  # a lost worker raises here, as the loop's own timing would
 
-    def _settle_baseline(self, result: dict, best: dict) -> tuple[dict | None, Failure | None]:
+    def _settle_baseline(self, result: KernelResult, best: _Best) -> tuple[dict | None, Failure | None]:
         """The full baseline (``_full_baseline``) in place of the ranking's median: in
         ``result``, ``best`` and the candidates' records (their speedups were taken against the
         median). A timing with no time comes back as a failure."""
@@ -520,26 +522,25 @@ class KernelLoop:
             return timing, failure or Failure("error", why)
         base_ms = self.base_ms = float(timing["time_ms"])
         for record in self.records:
-            if record["speedup"] is not None and record["time_ms"]:
-                record["speedup"] = base_ms / record["time_ms"]
-        result.update(baseline_ms=base_ms, bytes=timing.get("bytes"), floor_ms=timing.get("floor_ms"),
-                      roofline_before=timing.get("roofline"), roofline_after=timing.get("roofline"))
-        if best["ratio"] is None:
-            best.update(ms=base_ms, roofline=timing.get("roofline"))
+            if record.speedup is not None and record.time_ms:
+                record.speedup = base_ms / record.time_ms
+        _baseline_into(result, base_ms, timing)
+        if best.ratio is None:
+            best.ms, best.roofline = base_ms, timing.get("roofline")
         else:  # a decision of an earlier run, its time scaled from this run's baseline
-            best["ms"] = base_ms / best["ratio"]
+            best.ms = base_ms / best.ratio
         return timing, None
 
-    def _untimed(self, result: dict, start: float, timing: dict | None, failure: Failure | None,
-                 candidates: bool = False) -> dict:
+    def _untimed(self, result: KernelResult, start: float, timing: dict | None, failure: Failure | None,
+                 candidates: bool = False) -> KernelResult:
         """The result of a key whose baseline could not be timed: nothing is judged against it."""
         why = failure.message if failure is not None else (timing or {}).get("message") or "no time"
         wall_s = time.monotonic() - start
-        result.update(failure=failure.kind if failure is not None else "error",
-                      message=f"baseline could not be timed: {why}", wall_s=wall_s, split=self._split(wall_s),
-                      baseline_ms=None, bytes=None, floor_ms=None, roofline_before=None, roofline_after=None)
+        result.failure = failure.kind if failure is not None else ERROR
+        result.message, result.wall_s, result.split = f"baseline could not be timed: {why}", wall_s, self._split(wall_s)
+        result.baseline_ms = result.bytes = result.floor_ms = result.roofline_before = result.roofline_after = None
         if candidates:
-            result.update(candidates=self.records, timed_candidates=self._timed_count())
+            result.candidates, result.timed_candidates = self.records, self._timed_count()
         return result
 
     def _profile(self, timing: dict) -> dict:
@@ -573,9 +574,9 @@ class KernelLoop:
         time, idle_s is then 0. ``to_first_s`` is left out when no candidate was submitted."""
         split = dict(self.split)  # baseline_s, profile_s and judge_s, timed here
         for record in self.records:
-            if not record.get("reused") and record["status"] != "busy":
-                split["verify_s"] += record.get("verify_s") or 0.0
-                split["time_s"] += record.get("time_s") or 0.0
+            if not record.reused and record.status != "busy":
+                split["verify_s"] += record.verify_s or 0.0
+                split["time_s"] += record.time_s or 0.0
         split["idle_s"] = max(0.0, wall_s - sum(split[name] for name in SPLIT_PARTS))
         split = {name: round(seconds, 4) for name, seconds in split.items()}
         if self._first is not None:
@@ -586,14 +587,14 @@ class KernelLoop:
         """Candidates verified and timed, this run's and those reused from an interrupted one."""
         return sum(1 for t in self.trials if t.ok and t.time_ms is not None)
 
-    def _resume_decision(self, best: dict[str, Any]) -> None:
+    def _resume_decision(self, best: _Best) -> None:
         """A decision this key already has (an earlier or interrupted run): later ones must beat it."""
         decision = self.store.decision_for(self.key)
         if decision is None:
             return
         # its benchmark time is from another worker: scaled from this run's baseline by its ratio
-        best.update(variant=decision.variant, ratio=decision.speedup, ms=best["ms"] / decision.speedup,
-                    roofline=None)
+        best.variant, best.ratio, best.ms, best.roofline = (decision.variant, decision.speedup,
+                                                            best.ms / decision.speedup, None)
 
     def _record(self, variant: Variant, family: Family, trial: Trial, *, status: str, seconds: float = 0.0,
                 split: dict | None = None, mode: str | None = None, reused: bool = False,
@@ -604,13 +605,12 @@ class KernelLoop:
         ``notes``: its verification's notes (a large peak-memory increase), reported, not rejections."""
         speedup = self.base_ms / trial.time_ms if trial.ok and trial.time_ms else None
         split = split or {}
-        record = {"variant": variant_name(variant), "variant_hash": variant_hash(variant), "family": family.name,
-                  "mode": mode or family.mode(variant),
-                  "status": status, "failure": trial.failure, "message": trial.message, "time_ms": trial.time_ms,
-                  "speedup": speedup, "seconds": seconds, "verify_s": split.get("verify_s"),
-                  "time_s": split.get("time_s"), "wait_s": split.get("wait_s"), "share_s": None, "reused": reused,
-                  "notes": list(notes or []),
-                  "prior": family.name == LaunchConfigSearch.name and from_prior(self.spec, self._prior(), variant)}
+        record = CandidateLine(variant_name(variant), variant_hash(variant), family.name, mode or family.mode(variant),
+                               status, trial.failure, trial.message, trial.time_ms, speedup, seconds,
+                               split.get("verify_s"), split.get("time_s"), split.get("wait_s"), reused=reused,
+                               notes=list(notes or []),
+                               prior=family.name == LaunchConfigSearch.name and from_prior(self.spec, self._prior(),
+                                                                                            variant))
         self.records.append(record)
         self._index[variant.key()] = record
 
@@ -629,15 +629,28 @@ class KernelLoop:
             return f"{len(self.trials)} candidates tried, the cap is {self.settings.max_candidates}"
         return f"{time.monotonic() - start:.0f} s spent, the budget is {self.settings.budget_s:.0f} s per kernel"
 
-    def _result(self) -> dict:
-        return {"id": self.spec.id, "kernel": self.spec.kernel, "kind": self.spec.kind, "category": self.category,
-                "count": self.spec.count, "key_sha": self.key.sha, "baseline_ms": None, "best_ms": None,
-                "speedup": None, "accepted": False, "decision": None, "decision_hash": None, "bytes": None,
-                "floor_ms": None,
-                "roofline_before": None, "roofline_after": None, "bottleneck": None, "profile_source": None,
-                "rounds": 0, "finish": None, "finish_reason": "", "candidates": [], "waited": 0, "busy": 0,
-                "skipped": 0, "wall_s": 0.0, "split": {}, "timed_candidates": 0,
-                "failure": None, "message": ""}
+    def _result(self) -> KernelResult:
+        return KernelResult(id=self.spec.id, kernel=self.spec.kernel, kind=self.spec.kind, category=self.category,
+                            launches=self.spec.count, key_sha=self.key.sha, wall_s=0.0)
+
+
+@dataclasses.dataclass
+class _Best:
+    """The best so far: the decision held (a ``ratio``, confirmed against the baseline) or the
+    baseline itself (``ratio`` None); ``ms`` its benchmark time, ``facts`` its profile's."""
+
+    variant: Variant
+    ms: float
+    ratio: float | None = None
+    roofline: float | None = None
+    facts: dict = dataclasses.field(default_factory=dict)
+
+
+def _baseline_into(result: KernelResult, base_ms: float, timing: dict) -> None:
+    """The baseline's time, bytes and roofline floor, and its fraction of the roofline (before, and
+    after until a decision changes it)."""
+    result.baseline_ms, result.bytes, result.floor_ms = base_ms, timing.get("bytes"), timing.get("floor_ms")
+    result.roofline_before = result.roofline_after = timing.get("roofline")
 
 
 def variant_name(variant: Variant) -> str:
@@ -659,7 +672,8 @@ def _fraction(value: Any) -> float | None:
 
 
 def _costly_variant(variant: Variant) -> bool:
-    return (variant.rewrite or {}).get("rule") == "llm"
+    """Made by the model family (its variants name it as the rule that made their source)."""
+    return family_names.by_model(variant)
 
 
 def _rank(order: list[str], name: str) -> int:

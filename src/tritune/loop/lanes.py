@@ -46,12 +46,13 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from tritune import config
+from tritune.llm.family import LLMSession
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
 from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
 from tritune.loop.kernel import KernelLoop
 from tritune.model.key import DecisionKey
 from tritune.model.launch import LaunchSpec
-from tritune.model.results import LaneLine
+from tritune.model.results import KernelResult, LaneLine
 from tritune.model.settings import LoopSettings
 from tritune.model.target import Target
 from tritune.replay.warm import imports_of, kernel_imports
@@ -101,7 +102,7 @@ class KeyJob:
     prior: tuple[dict, ...] | None = None
     # In-process only: a remote lane gets none of these (tests plant families; --llm; log lines).
     families: list | None = None
-    llm: Any = None
+    llm: LLMSession | None = None
     log: Callable[[str], None] | None = None
 
     @property
@@ -133,8 +134,8 @@ class Lane(Protocol):
                   ) -> dict[str, tuple[dict | None, Failure | None]]:
         """The ranking's timings of ``specs``, by spec id (``Evaluator.baselines``)."""
 
-    def run_key(self, job: KeyJob) -> dict:
-        """``KernelLoop(...).run()`` for the key: the KernelResult JSON."""
+    def run_key(self, job: KeyJob) -> KernelResult:
+        """``KernelLoop(...).run()`` for the key."""
 
     def interrupt(self) -> None:
         """From another thread: stop what runs now; the call running raises, nothing it did
@@ -326,7 +327,7 @@ class LocalLane:
             self._fill_bytecode()
         return found
 
-    def run_key(self, job: KeyJob) -> dict:
+    def run_key(self, job: KeyJob) -> KernelResult:
         with DecisionStore(job.store_path, signer=self.signer) as store:  # this thread's own connection
             loop = KernelLoop(job.spec, job.key, store=store, run_id=job.run_id, evaluator=self.evaluator,
                               settings=job.settings, category=job.category, log=job.log, families=job.families,

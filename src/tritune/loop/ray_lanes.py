@@ -74,6 +74,7 @@ from pathlib import Path, PurePath
 from typing import Any, Callable, Iterator, Sequence
 
 from tritune import config
+from tritune.model.results import KernelResult
 from tritune.capture.spec import confined_source
 from tritune.errors import one_line
 from tritune.loop.evaluate import BASELINE_TIMEOUT_S, Interrupted, default_jobs
@@ -274,7 +275,7 @@ class RayLane:
             (log or _quiet)(line)
         return reply["found"]
 
-    def run_key(self, job: KeyJob) -> dict:
+    def run_key(self, job: KeyJob) -> KernelResult:
         if job.llm is not None:
             raise ValueError("a Ray lane cannot run --llm: the model's session stays with the driver")
         if job.families is not None:
@@ -307,7 +308,7 @@ class RayLane:
             self._formed("run_key", f"records the store refused ({one_line(exc)[:200]})")
         for line in reply["log"]:
             (job.log or _quiet)(line)
-        return result
+        return KernelResult.from_json(result)
 
     def _formed(self, method: str, problem: str | None) -> None:
         """A reply not in the form this driver expects is a dead lane: its actor is killed and
@@ -437,7 +438,7 @@ class _LaneActor:
                          root=str(self.root), category=body["category"], baseline=body["baseline"],
                          sibling_timeouts=body["siblings"], prior=tuple(body.get("prior") or ()),
                          families=self.families(spec) if self.families is not None else None, log=lines.append)
-            result = self.lane.run_key(job)
+            result = self.lane.run_key(job).to_json()
             with DecisionStore(path, signer=self.lane.signer) as store:
                 records = store.key_records(key)
         finally:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from tritune.capture.spec import read_launches
+from tritune.llm.family import LLMSession
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB
@@ -164,7 +165,7 @@ class _Kind:
     timings: dict = dataclasses.field(default_factory=dict)  # key sha -> (timing, failure)
     timed: list[KeyTime] = dataclasses.field(default_factory=list)
     items: list[tuple[LaunchSpec, DecisionKey]] = dataclasses.field(default_factory=list)
-    llm: Any = None
+    llm: LLMSession | None = None
     share_of: dict[str, float | None] = dataclasses.field(default_factory=dict)  # key sha -> time share
     pending: list[int] = dataclasses.field(default_factory=list)  # indices in ``items`` not handed out
     running: dict[int, float | None] = dataclasses.field(default_factory=dict)  # handed out: index -> share
@@ -392,10 +393,9 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
             return Task((kind, index, budget), lambda lane, job=job: lane.run_key(job))
         return None
 
-    def finished(lane: Lane, task: Task, value: dict) -> None:
+    def finished(lane: Lane, task: Task, result: KernelResult) -> None:
         kind, index, budget = task.what
         part = kind.running.pop(index)
-        result = KernelResult.from_json(value)
         if llms:
             from tritune.llm.family import totals_of
 

@@ -133,6 +133,60 @@ def shares(times: list[KeyTime]) -> list[KeyTime]:
 
 
 @dataclasses.dataclass
+class CandidateLine:
+    """One candidate of a key, as the loop records it (``KernelLoop._record``) and the report reads it.
+
+    ``status``: ``verified`` (verified and timed), ``accepted`` (the decision), ``rejected`` (the
+    arbiter turned it down for good), ``failed`` (``failure`` says its kind), ``busy`` (another run
+    held it when the budget ran out), ... as the loop says. ``seconds`` from its submission to its
+    result, split into ``verify_s``, ``time_s`` and ``wait_s``; ``share_s`` its round's wall time
+    over the candidates evaluated in it. ``verdict``, ``reason`` and ``confirmed`` are the arbiter's
+    once it judged the candidate (left out of the JSON before)."""
+
+    variant: str = ""
+    variant_hash: str = ""
+    family: str = ""
+    mode: str = ""
+    status: str = ""
+    failure: str | None = None
+    message: str = ""
+    time_ms: float | None = None
+    speedup: float | None = None
+    seconds: float = 0.0
+    verify_s: float | None = None
+    time_s: float | None = None
+    wait_s: float | None = None
+    share_s: float | None = None
+    reused: bool = False
+    notes: list[str] = dataclasses.field(default_factory=list)
+    prior: bool = False  # a config the store decided for a kernel like this one (``search.prior``)
+    verdict: str | None = None
+    reason: str | None = None
+    confirmed: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body = dataclasses.asdict(self)
+        if self.verdict is None:
+            for name in ("verdict", "reason", "confirmed"):
+                del body[name]
+        return body
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CandidateLine":
+        notes = data.get("notes")
+        return cls(variant=text(data.get("variant")), variant_hash=text(data.get("variant_hash")),
+                   family=text(data.get("family")), mode=text(data.get("mode")), status=text(data.get("status")),
+                   failure=text(data.get("failure")) or None, message=text(data.get("message")),
+                   time_ms=positive(data.get("time_ms")), speedup=positive(data.get("speedup")),
+                   seconds=nonnegative(data.get("seconds")) or 0.0, verify_s=nonnegative(data.get("verify_s")),
+                   time_s=nonnegative(data.get("time_s")), wait_s=nonnegative(data.get("wait_s")),
+                   share_s=nonnegative(data.get("share_s")), reused=data.get("reused") is True,
+                   notes=[text(n) for n in notes] if isinstance(notes, list) else [],
+                   prior=data.get("prior") is True, verdict=text(data.get("verdict")) or None,
+                   reason=text(data.get("reason")) or None, confirmed=positive(data.get("confirmed")))
+
+
+@dataclasses.dataclass
 class KernelResult:
     """What the loop found for one decision key (``KernelLoop.run``)."""
 
@@ -162,7 +216,7 @@ class KernelResult:
     finish: str | None = None
     finish_reason: str = ""
     hints: list[dict] = dataclasses.field(default_factory=list)
-    candidates: list[dict] = dataclasses.field(default_factory=list)
+    candidates: list[CandidateLine] = dataclasses.field(default_factory=list)
     waited: int = 0
     busy: int = 0
     skipped: int = 0  # variants not tried: they timed out on a sibling key of the same source
@@ -188,6 +242,7 @@ class KernelResult:
 
     def to_json(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
+        body["candidates"] = [candidate.to_json() for candidate in self.candidates]
         body["count"] = self.launches  # the name format 1 used, kept for readers of old scripts
         return body
 
@@ -211,7 +266,8 @@ class KernelResult:
             profile_source=text(data.get("profile_source")) or None, profile_note=text(data.get("profile_note")),
             rounds=count(data.get("rounds")), finish=text(data.get("finish")) or None,
             finish_reason=text(data.get("finish_reason")), hints=records(data.get("hints")),
-            candidates=records(data.get("candidates")), waited=count(data.get("waited")),
+            candidates=[CandidateLine.from_json(c) for c in records(data.get("candidates"))],
+            waited=count(data.get("waited")),
             busy=count(data.get("busy")), skipped=count(data.get("skipped")), wall_s=nonnegative(data.get("wall_s")),
             failure=text(data.get("failure")) or None, message=text(data.get("message")),
             llm=data.get("llm") if isinstance(data.get("llm"), dict) else None,

@@ -18,6 +18,10 @@ the kernel's source (``capture.grid_blocks``; set by ``search.proposers.variant_
 ``grid_rule``): the applier recomputes a fixed grid by that rule, and by arithmetic alone for a
 decision stored before (its grid then). Left out of the JSON while False.
 
+``knobs`` names what a source written by a proposer of tritune's changes (``["evict:load0=
+evict_first"]``, ``["persistent->looped", "R0_BLOCK"]``): the results say what won from it
+(``search.changes``), never from the variant's display name. Left out of the JSON when empty.
+
 ``assumes`` names what the variant is only correct under (``"noalias"``: the kernel's distinct
 tensor arguments do not overlap in memory, ``tritune.aliasing``). Replay gives every argument a
 tensor of its own, so verification holds the assumption; the applier checks it at each live
@@ -49,10 +53,21 @@ class Variant:
     rewrite: dict | None = None  # the rule that made ``source`` (module docstring), JSON values only
     assumes: tuple[str, ...] = ()  # e.g. ("noalias",): correct only while the assumption holds
     tiled: bool = False  # its grid rule read the kernel's source (module docstring)
+    knobs: tuple[str, ...] = ()  # what its source changes, as the proposer that wrote it names them
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
         object.__setattr__(self, "assumes", tuple(self.assumes))
+        object.__setattr__(self, "knobs", tuple(self.knobs))
+
+    @property
+    def compiler_passes(self) -> tuple[str, ...]:
+        """The pass names tritune's compiler hook gets: ``passes``, then the assumptions the passes
+        may use (``NOALIAS``, from ``assumes``); none without passes. The assumption is said once,
+        in ``assumes``: never as a pass name of the variant's own."""
+        if not self.passes:
+            return ()
+        return (*self.passes, *(name for name in self.assumes if name == NOALIAS and name not in self.passes))
 
     @property
     def is_baseline(self) -> bool:
@@ -84,6 +99,10 @@ class Variant:
             del body["assumes"]
         if not self.tiled:
             del body["tiled"]
+        if self.knobs:
+            body["knobs"] = list(self.knobs)
+        else:
+            del body["knobs"]
         return body
 
     @classmethod

@@ -9,11 +9,12 @@ The pipeline is a flat, named list that reads top to bottom, like Triton's ``mak
 
 ``resolve`` turns user names (``exact``, ``fast``, or pass names) into pipeline order.
 
-Assumptions are not passes: ``noalias`` in a pass list (the ``exact-noalias`` set is the exact
-set with it) tells the passes that can use it (``ASSUMPTIONS`` of their module) that distinct
-pointer arguments do not overlap. It travels with the pass names (``TRITUNE_PASSES``, the cache
-salt), so a binary built under it never shares a cache key with one built without; the variant
-records it (``Variant.assumes``) and the applier checks it per launch (``tritune.aliasing``).
+Assumptions are not passes: a variant says one in ``Variant.assumes``, and the compiler hook gets
+it after the pass names (``Variant.compiler_passes``): ``noalias`` in a pass list tells the passes
+that can use it (``ASSUMPTIONS`` of their module) that distinct pointer arguments do not overlap.
+It travels with the pass names (``TRITUNE_PASSES``, the cache salt), so a binary built under it
+never shares a cache key with one built without; the applier checks it per launch
+(``tritune.aliasing``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ BY_NAME = {p.NAME: p for p in PIPELINE}
 EXACT_SET = tuple(p.NAME for p in PIPELINE if p.EXACT)
 FAST_SET = tuple(BY_NAME)
 ASSUMPTIONS = (NOALIAS,)
+# "exact-noalias": the name variants stored before ``Variant.assumes`` carried the assumption gave the
+# set; tritune no longer makes it (a variant says the assumption in ``assumes``: ``compiler_passes``)
 ALIASES = {"exact": EXACT_SET, "fast": FAST_SET, "all": FAST_SET, "exact-noalias": (*EXACT_SET, NOALIAS)}
 
 

@@ -29,6 +29,8 @@ import dataclasses
 import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from tritune.model import families as names
+
 # Thresholds, each with its reason.
 LAUNCH_BOUND_MS = 0.010  # < 10 us: a launch's fixed cost (~3-5 us on H100) is a large share; the
 #                          median Inductor kernel of DESIGN.md's 586 runs 7.7 us
@@ -47,7 +49,7 @@ KINDS = ("launch-bound", "memory-near-roofline", "memory-far-from-roofline", "la
          "tail-effect", "unknown")
 # proposer families (``tritune.loop.families``); "source-rewrite" is the rules of ``tritune.rewrites``,
 # which order themselves by the same kind (``search.rewrites.PREFERRED``)
-FAMILIES = ("launch-config", "inductor-blocks", "passes", "cache-hints", "source-rewrite")
+FAMILIES = (names.LAUNCH_CONFIG, names.INDUCTOR_BLOCKS, names.PASSES, names.CACHE_HINTS, names.SOURCE_REWRITE)
 NCU_FACTS = ("sol_memory_pct", "sol_compute_pct", "achieved_occupancy_pct", "stalls")
 
 HINTS = {  # action -> what to do and why (TritonForge-style refinement hints)

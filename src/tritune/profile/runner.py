@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tritune import config
+from tritune.model import families
 from tritune.model.launch import LaunchSpec
 from tritune.profile import ncu as ncu_cli, ncu_csv
 from tritune.profile.bottleneck import Bottleneck, Facts, classify
@@ -47,7 +48,6 @@ USE_NCU = ("auto", "never", "require")
 DEFAULT_TIMEOUT_S = 180.0  # ~20 replay passes of a slow kernel plus torch's import, with margin
 TIMING_KEYS = ("graph_ms", "roofline", "gbps", "copy_gbps", "bytes", "floor_ms")
 FALLBACK = "classified from timing + static analysis"
-LLM_RULE = "llm"  # ``llm.family.NAME``: the rule of a model's variant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,9 +149,8 @@ def run_ncu(spec: LaunchSpec, root: str | Path, variant: Any = None, *, timeout_
 
 
 def from_model(variant: Any) -> bool:
-    """Whether ``variant`` was written by a model (``llm.family``: its rewrite's rule is "llm")."""
-    rewrite = getattr(variant, "rewrite", None)
-    return isinstance(rewrite, dict) and rewrite.get("rule") == LLM_RULE
+    """Whether ``variant`` was written by a model (its rewrite's rule is the model family's name)."""
+    return families.by_model(variant)
 
 
 def target_payload(spec: LaunchSpec, root: str | Path, variant: Any = None, *, device: str | None = None) -> dict:

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 from tritune.capture.spec import confined_source, file_hash, source_hash
 from tritune.errors import one_line
 from tritune.imports import import_file
+from tritune.model.failures import COMPILE_ERROR
 from tritune.model.launch import LaunchSpec, SpecError
 
 _WRAPPER_DEPTH = 8
@@ -46,7 +47,7 @@ _WRAPPER_DEPTH = 8
 class KernelLoadError(RuntimeError):
     """The kernel's file does not import, or does not define the kernel."""
 
-    failure_kind = "compile_error"  # for the worker: a candidate's source that does not build
+    failure_kind = COMPILE_ERROR  # for the worker: a candidate's source that does not build
 
 
 def is_jit(obj: Any) -> bool:

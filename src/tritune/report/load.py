@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
+from tritune.model.results import CandidateLine
 from tritune.model.results import KernelResult, ResultsError as ReportError, RunResults, mapping, number, text
 
 __all__ = ["KernelFacts", "ReportError", "kernel_facts", "load_results", "mapping", "text"]
@@ -60,7 +61,7 @@ class KernelFacts:
     finish: str
     finish_reason: str
     wall_s: float | None
-    candidates: tuple[dict[str, Any], ...]
+    candidates: tuple[CandidateLine, ...]
     time_share: float | None = None  # this key's share of the program's kernel time
     won_by: tuple[str, ...] = ()  # the knobs the decision changed
 

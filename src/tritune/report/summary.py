@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tritune.model.failures import KINDS as FAILURE_KINDS
-from tritune.model.results import RunResults
+from tritune.model.results import CandidateLine, RunResults
 from tritune.report.load import KernelFacts, kernel_facts, load_results, text
 
 CATEGORY_ORDER = ("elementwise", "reduction", "scan", "matmul", "attention", "other")
@@ -65,8 +65,8 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         },
         "improved_ids": [k.label for k in improved],
         "baseline_failures": tally(k.failure for k in facts if not k.ran),
-        "candidates": tally(text(c.get("status")) or "unknown" for k in facts for c in k.candidates),
-        "failures": tally(text(c.get("failure")) for k in facts for c in k.candidates if broke(c)),
+        "candidates": tally(c.status or "unknown" for k in facts for c in k.candidates),
+        "failures": tally(c.failure for k in facts for c in k.candidates if broke(c)),
         "rejected_reasons": tally(rejected_reason(c) for k in facts for c in k.candidates),
         "notes": candidate_notes(facts),
         "held_elsewhere": held_elsewhere(results),
@@ -80,8 +80,7 @@ def summarize(results: Mapping[str, Any] | str | Path) -> dict[str, Any]:
 def candidate_notes(facts: list[KernelFacts]) -> list[str]:
     """One line per note of a candidate's verification (a large increase of peak device memory):
     reported so the user sees it, not rejections."""
-    return [f"{k.label}: {text(c.get('variant'))}: {text(note)}" for k in facts for c in k.candidates
-            for note in (c.get("notes") if isinstance(c.get("notes"), list) else [])]
+    return [f"{k.label}: {c.variant}: {note}" for k in facts for c in k.candidates for note in c.notes]
 
 
 def held_elsewhere(results: RunResults) -> dict[str, int]:
@@ -160,28 +159,28 @@ def tally(values: Iterable[str | None]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def broke(candidate: Mapping[str, Any]) -> bool:
+def broke(candidate: CandidateLine) -> bool:
     """The candidate failed to build, run or verify (a worker failure kind), as opposed to running
     and losing to the arbiter (below_threshold, inside_noise, ...)."""
-    return text(candidate.get("failure")) in FAILURE_KINDS
+    return candidate.failure in FAILURE_KINDS
 
 
-def rejected_reason(candidate: Mapping[str, Any]) -> str | None:
+def rejected_reason(candidate: CandidateLine) -> str | None:
     """Why the arbiter turned down a candidate that ran, or None (it broke, won, or was never judged).
 
     The loop marks a candidate ``rejected`` with the verdict's code as ``failure`` when a re-timing
     turned it down (unconfirmed, confirmation_disagrees), but leaves one judged below the bar or
     inside the noise ``verified``, with the code in ``verdict``: both count here. ``superseded``
     (accepted, then beaten by a later candidate) is no rejection."""
-    if broke(candidate) or candidate.get("status") == "accepted":
+    if broke(candidate) or candidate.status == "accepted":
         return None
-    verdict = text(candidate.get("verdict")).strip()
+    verdict = (candidate.verdict or "").strip()
     if verdict in ("accepted", "superseded"):
         return None
-    if candidate.get("status") != "rejected":
+    if candidate.status != "rejected":
         return verdict or None
-    message = text(candidate.get("message")).strip().splitlines()
-    return (text(candidate.get("failure")).strip() or verdict or (message[0][:REASON_CHARS] if message else "")
+    message = candidate.message.strip().splitlines()
+    return ((candidate.failure or "").strip() or verdict or (message[0][:REASON_CHARS] if message else "")
             or "unspecified")
 
 

@@ -48,6 +48,7 @@ import math
 from pathlib import Path
 from typing import Iterable
 
+from tritune.model import families
 from tritune.model.launch import LaunchSpec, SpecError
 from tritune.model.trial import Trial
 from tritune.model.variant import Variant
@@ -129,7 +130,7 @@ class CacheHintProposer:
     variant replaces. Without it the program's own file (``spec.source_file``) is read: the same
     text unless the file was edited after the capture, so give ``root`` where it is known."""
 
-    name = "cache-hints"
+    name = families.CACHE_HINTS
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else None
@@ -143,7 +144,7 @@ class CacheHintProposer:
             if len(proposals) >= limit:
                 break
             text = rewrite(source, spec.kernel, change)
-            variant = Variant(name=_name(change), source=text)
+            variant = Variant(name=_name(change), source=text, knobs=_knobs(change))
             if text == source or variant.key() in done or text in done:
                 continue
             done |= {variant.key(), text}
@@ -192,11 +193,9 @@ def _name(change: dict[int, str]) -> str:
     return NAME_PREFIX + ", ".join(f"load{i} {p}" for i, p in sorted(change.items()))
 
 
-def changed(name: str) -> list[str] | None:
-    """The knobs a variant this proposer named changes, one per load (None: not one of its names)."""
-    if not name.startswith(NAME_PREFIX):
-        return None
-    return [f"evict:{'='.join(part.split())}" for part in name[len(NAME_PREFIX):].split(", ")]
+def _knobs(change: dict[int, str]) -> tuple[str, ...]:
+    """The knobs the variant turns (``Variant.knobs``), one per load: ``evict:load0=evict_first``."""
+    return tuple(f"evict:load{i}={p}" for i, p in sorted(change.items()))
 
 
 def _grid(spec: LaunchSpec) -> list[int] | None:

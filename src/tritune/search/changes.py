@@ -10,21 +10,21 @@ constexpr, passes (``pass:exact``, ``pass:fast fast-math``), and what a source r
     ["pipeline-loop(S=3)", "num_warps"]          a source rewrite rule with its parameters, then
                                                  the config found on the rewritten kernel
     ["source"]                                   a source text no proposer here named
-    ["pass:exact-noalias", "assume:noalias"]     a variant valid only under an assumption
+    ["pass:exact", "assume:noalias"]             a variant valid only under an assumption
 
 A value equal to the captured one is not a change (a decision imported from another store may
-spell out defaults). Source rewrites are read from the variant's name, which the proposer that
-made it (``search.cache_hints``, ``search.looped_reduction``) formats and parses in one module;
-a rule of ``tritune.rewrites`` is read from ``Variant.rewrite`` and comes first (``search.chain``).
+spell out defaults). What a source of tritune's proposers changes is the variant's ``knobs``,
+which the proposer that wrote it sets (``search.cache_hints``, ``search.looped_reduction``); a rule
+of ``tritune.rewrites`` is read from ``Variant.rewrite`` and comes first (``search.chain``); a
+source with neither (a model's, or a variant stored before ``knobs`` existed) is ``source``.
 """
 
 from __future__ import annotations
 
 from tritune.model.launch import LaunchSpec
 from tritune.model.variant import Variant
-from tritune.search import cache_hints, chain, looped_reduction, space
+from tritune.search import chain, space
 
-SOURCE_NAMES = (cache_hints.changed, looped_reduction.changed)  # name -> knobs, or None if not theirs
 _UNSET = object()  # an option the captured launch does not name: any value set is a change
 
 
@@ -39,8 +39,7 @@ def changed_knobs(spec: LaunchSpec, variant: Variant) -> list[str]:
     if variant.rewrite:
         found = [chain.label(variant.rewrite), *found]  # the chain: the rule and its parameters, then the config
     elif variant.source is not None:
-        found += next((knobs for knobs in (parse(variant.name) for parse in SOURCE_NAMES) if knobs is not None),
-                      ["source"])
+        found += list(variant.knobs) or ["source"]
     found += [f"assume:{name}" for name in variant.assumes]
     return list(dict.fromkeys(found))
 

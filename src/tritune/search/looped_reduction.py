@@ -50,6 +50,7 @@ import dataclasses
 import re
 from typing import Iterable
 
+from tritune.model import families
 from tritune.model.launch import LaunchSpec, SpecError
 from tritune.model.trial import Trial
 from tritune.model.variant import Variant
@@ -57,6 +58,7 @@ from tritune.rewrites.base import line_offsets
 from tritune.search.cache_hints import CacheHintProposer
 
 NAME_PREFIX = "looped reduction: R0_BLOCK="
+KNOBS = ("persistent->looped", "R0_BLOCK")  # what its variants turn (``Variant.knobs``)
 MIN_R0_BLOCK = 32  # one warp's worth of lanes per row: smaller chunks leave threads idle
 MAX_PROPOSALS = 3  # R0_BLOCK / 2, / 4, / 8: each halving adds chunks and loop overhead
 SEEDS = ("r0_index", "r0_offset", "r0_mask")  # the values that differ from chunk to chunk
@@ -442,7 +444,7 @@ class LoopedReductionProposer:
     persistent block (at most ``MAX_PROPOSALS``, not below ``MIN_R0_BLOCK``); a smaller block is
     proposed only once the larger one built and verified. ``root``: the capture directory."""
 
-    name = "looped-reduction"
+    name = families.LOOPED_REDUCTION
 
     def __init__(self, root: str | None = None) -> None:
         self.root = root
@@ -460,7 +462,7 @@ class LoopedReductionProposer:
         for block in blocks(found.r0_block):
             text = rewrite(source, spec.kernel, block)
             if text not in outcome:
-                proposals.append(Variant(name=f"{NAME_PREFIX}{block}", source=text))
+                proposals.append(Variant(name=f"{NAME_PREFIX}{block}", source=text, knobs=KNOBS))
                 break  # the next smaller block waits for this one's outcome
             if not outcome[text]:
                 break  # a failed block: a smaller one is not tried either
@@ -476,6 +478,4 @@ def blocks(persistent: int) -> list[int]:
     return out
 
 
-def changed(name: str) -> list[str] | None:
-    """The knobs a variant this proposer named changes (None: not one of its names)."""
-    return ["persistent->looped", "R0_BLOCK"] if name.startswith(NAME_PREFIX) else None
+

@@ -43,8 +43,8 @@ first group may hold more than a round (``first_round_size`` says how many: a lo
 many).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
-allows fast-math. It proposes the exact set under the no-alias assumption (``exact-noalias``,
-``assumes=("noalias",)``) only for a launch whose tensor arguments capture saw disjoint
+allows fast-math. It proposes the exact set under the no-alias assumption (``assumes=("noalias",)``,
+which the compiler hook gets as a pass list name: ``Variant.compiler_passes``) only for a launch whose tensor arguments capture saw disjoint
 (``aliasing.disjoint_at_capture``; a capture that did not record it gets none) and whose kernel
 loads one pointer expression twice around a store (``_may_merge_across_store``: the pattern the
 assumption unlocks, so kernels where it could change nothing cost no candidate).
@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
 from tritune.aliasing import disjoint_at_capture
 from tritune.errors import resource_failure_text
+from tritune.model import families
+from tritune.model.failures import COMPILE_ERROR, RUNTIME_FAULT
 from tritune.model.launch import LaunchSpec
 from tritune.model.trial import Trial
 from tritune.model.variant import NOALIAS, Variant
@@ -104,7 +106,7 @@ def variant_of(spec: LaunchSpec, config: dict[str, Any], *, name: str | None = N
 
 
 class LaunchConfigSearch:
-    name = "launch-config"
+    name = families.LAUNCH_CONFIG
 
     def __init__(self, order: Iterable[str] | None = None, registers: int | None = None,
                  base: Variant | None = None, seeds: Iterable[dict[str, Any]] = (),
@@ -271,7 +273,7 @@ class LaunchConfigSearch:
         for trial in trials:
             # the trial's failure came back from a worker as text: its exception is gone. CUDA's
             # "too many resources requested for launch" comes as a runtime_fault (its text says CUDA)
-            if trial.failure not in ("compile_error", "runtime_fault") or not resource_failure_text(trial.message):
+            if trial.failure not in (COMPILE_ERROR, RUNTIME_FAULT) or not resource_failure_text(trial.message):
                 continue
             for name, value in config_of(spec, trial.variant).items():
                 if space.above(value, currents[name]):
@@ -313,7 +315,7 @@ def knob_order(spec: LaunchSpec, roles: Iterable[str]) -> list[str]:
 
 
 class PassSetProposer:
-    name = "passes"
+    name = families.PASSES
 
     def __init__(self, fast_math: bool = False, root: str | Path | None = None) -> None:
         self.fast_math = fast_math
@@ -324,7 +326,7 @@ class PassSetProposer:
         if self.fast_math:
             wanted.append(Variant(name="passes=fast fast-math", passes=("fast",), fast_math=True))
         if disjoint_at_capture(spec) and _may_merge_across_store(self._source(spec), spec.kernel):
-            wanted.append(Variant(name="passes=exact-noalias", passes=("exact-noalias",), assumes=(NOALIAS,)))
+            wanted.append(Variant(name="passes=exact, assumes noalias", passes=("exact",), assumes=(NOALIAS,)))
         done = {t.variant.key() for t in trials}
         return [v for v in wanted if v.key() not in done][:limit]
 

@@ -47,6 +47,7 @@ import json
 from typing import Iterator
 
 from tritune.aliasing import disjoint_at_capture
+from tritune.model import families
 from tritune.model.launch import LaunchSpec
 from tritune.model.variant import Variant
 from tritune.rewrites import applicable
@@ -70,7 +71,7 @@ HINTED = {"more_stages": "pipeline-loop", "launch_overhead": "persistent-grid", 
 
 
 class SourceRewriteProposer:
-    name = "source-rewrite"
+    name = families.SOURCE_REWRITE
 
     def propose_in(self, context: Context, limit: int) -> list[Variant]:
         text = context.source
