@@ -87,6 +87,9 @@ def run(command: Sequence[str], variables: Mapping[str, str] | None) -> int:
     if not command:
         raise ValueError("no command")
     check(command)
+    from tritune import gpu
+
+    gpu.announce()  # "no GPU found: running under Triton's interpreter", where a command set it
     try:
         process = subprocess.Popen(list(command), env=None if variables is None else boot_env(variables))
     except OSError as exc:  # not executable, bad interpreter line, ...

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from tritune.commands import RUNS_A_COMMAND
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import runs_kernels, writable_dir
 
 
 @click.command(context_settings=RUNS_A_COMMAND)
@@ -26,6 +26,7 @@ from tritune.commands.checks import writable_dir
               help="Replace a capture already in DIR, once the command succeeded and launched something.")
 @click.option("--append", is_flag=True, help="Add to a capture already in DIR (counts add up).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@runs_kernels("capture")
 def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND and record every Triton kernel launch it makes into DIR.
 

@@ -3,9 +3,12 @@ at once, not a traceback after minutes of capturing or compiling, with half the 
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -65,3 +68,22 @@ def store_problem(path: Path) -> str | None:
     except StoreError as exc:
         return str(exc)
     return None
+
+
+def runs_kernels(name: str) -> Callable[[Callable], Callable]:
+    """Decorator (under ``@click.command``) of a command that launches kernels, here or in the
+    processes it starts: without a GPU it runs under Triton's interpreter and says so in one
+    line as the first such process starts (``tritune.gpu``), or says to set TRITON_INTERPRET=1
+    and exits 2."""
+    def wrap(command: Callable) -> Callable:
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            from tritune import gpu
+
+            try:
+                with gpu.interpreted_without_gpu(lambda line: click.echo(f"tritune {name}: {line}", err=True)):
+                    return command(*args, **kwargs)
+            except gpu.NoGPU:
+                sys.exit(2)
+        return run
+    return wrap

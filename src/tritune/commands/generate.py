@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 
 
@@ -33,6 +33,7 @@ from tritune.commands.llm import endpoint_options, llm_settings
 @click.option("--unsafe-no-jail", is_flag=True,
               help="Run the workers unjailed (where this machine lacks Landlock or seccomp, --llm needs it): "
                    "a model's code then reaches everything you can.")
+@runs_kernels("generate")
 def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: float, jobs: int | None,
              llm_url: str | None, llm_model: str | None, max_iterations: int, llm_max_tokens: int,
              llm_price: tuple[float, float] | None, llm_dry_run: bool, bench: bool, interpret_inductor: bool,

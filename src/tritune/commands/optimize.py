@@ -33,7 +33,7 @@ import click
 
 from tritune import config
 from tritune.commands import RUNS_A_COMMAND
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 from tritune.errors import one_line
 
@@ -130,6 +130,7 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
                    "a model's code then reaches everything you can.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+@runs_kernels("optimize")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,

@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from tritune.commands import RUNS_A_COMMAND
+from tritune.commands.checks import runs_kernels
 from tritune.config import ENV_SERVE_INDUCTOR, ENV_STORE
 
 
@@ -38,6 +39,7 @@ from tritune.config import ENV_SERVE_INDUCTOR, ENV_STORE
                    "cache, so that later compiles launch them with no hook (undo: tritune store "
                    "inductor-cache STORE --remove).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@runs_kernels("run")
 def run(store: Path, strict: bool, inductor_cache: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the verified decisions in STORE applied at launch time.
 

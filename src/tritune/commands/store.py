@@ -22,6 +22,8 @@ from pathlib import Path
 
 import click
 
+from tritune.commands.checks import runs_kernels
+
 
 @click.group()
 def store() -> None:
@@ -99,6 +101,7 @@ def verify(db: Path) -> None:
 @click.option("--unsafe-no-jail", is_flag=True,
               help="Run the workers unjailed (where this machine lacks Landlock or seccomp, a store with source "
                    "variants needs it): the other store's code then reaches everything you can.")
+@runs_kernels("store import")
 def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math: bool, unsafe_no_jail: bool) -> None:
     """Verify and time OTHER's decisions again on this GPU; sign those that pass into --into.
 
