@@ -20,7 +20,8 @@ from tritune.commands.llm import endpoint_options, llm_settings
 @click.option("--per-kernel-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds per kernel at most within --budget-s.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16.")
+              help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16. "
+                   "Never more than the cores and memory hold (about 1 GiB a worker; said when lowered).")
 @endpoint_options("An OpenAI-compatible endpoint: seed 004's loop writes a kernel too; the faster verified one "
                   "wins. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
                   "Write the first prompt to OUT/llm-prompts/ instead of sending it.")
@@ -52,11 +53,16 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
     from tritune.generate.run import generate as run_generate
     from tritune.generate.spec import SpecError
     from tritune.loop.evaluate import default_jobs
+    from tritune.loop.kernel import LoopSettings
+    from tritune.resources import bound_jobs
     from tritune.worker import jail
 
     jail.protect_parent()  # this process holds the LLM key: no worker reads it
     llm = llm_settings(llm_url, llm_model, 1, 0, llm_max_tokens, llm_price, llm_dry_run, out_dir, None)
-    settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=jobs or default_jobs(), llm=llm,
+    bounded = bound_jobs(jobs or default_jobs(), round_most=LoopSettings.max_candidates)  # the loop's default
+    if jobs is not None and bounded.lowered:
+        click.echo(f"tritune generate: --jobs {jobs} lowered to {bounded.jobs}: {bounded.lowered}", err=True)
+    settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=bounded.jobs, llm=llm,
                                 max_iterations=max_iterations, bench=bench, interpret=interpret_inductor,
                                 unsafe_no_jail=unsafe_no_jail)
     try:

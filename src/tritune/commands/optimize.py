@@ -101,7 +101,8 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="Profile with Nsight Compute (auto: when available).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once (one times them), per lane. "
-                   "Default: the usable CPU cores shared by the lanes, at most 16 a lane.")
+                   "Default: the usable CPU cores shared by the lanes, at most 16 a lane. Never more than "
+                   "the cores and memory hold (about 1 GiB a worker) or --max-candidates (said when lowered).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Lanes: GPUs optimizing keys at once, one worker set pinned to each (costliest keys first, "
                    "to whichever is free). Default: one per visible GPU; under TRITON_INTERPRET=1, N interpreter "
@@ -151,7 +152,6 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     from tritune.capture.spec import SpecError
     from tritune.loop import LoopSettings, OptimizeError
     from tritune.loop import optimize as run_loop
-    from tritune.loop.evaluate import default_jobs
     from tritune.loop.lanes import LaneError, lane_devices
     from tritune.store import StoreError
     from tritune.worker import jail
@@ -183,7 +183,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
                                 fast_math=fast_math, use_ncu=use_ncu,
-                                jobs=jobs or (default_jobs(len(picked)) if picked is not None else 1),
+                                jobs=_jobs(jobs, picked, max_candidates),
                                 without=tuple(without), families=family_order or (), llm=llm,
                                 unsafe_no_jail=unsafe_no_jail)
     except ValueError as exc:
@@ -226,6 +226,21 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if report:
         _report(results, out_dir)
     sys.exit(0 if any(k.ran for k in results.kernels) else 1)
+
+
+def _jobs(asked: int | None, lanes: list | None, max_candidates: int) -> int:
+    """``--jobs`` (default: ``default_jobs``) within what this host's cores and memory hold for its
+    lanes and what a round can use (``resources.bound_jobs``; said in one line when that lowers
+    the number asked). Ray's lanes run elsewhere: what was asked, or 1 there."""
+    from tritune.loop.evaluate import default_jobs
+    from tritune.resources import bound_jobs
+
+    if lanes is None:
+        return asked or 1
+    bounded = bound_jobs(asked or default_jobs(len(lanes)), lanes=len(lanes), round_most=max_candidates)
+    if asked is not None and bounded.lowered:
+        _say(f"--jobs {asked} lowered to {bounded.jobs}: {bounded.lowered}")
+    return bounded.jobs
 
 
 def _ray_usable(devices: tuple[int, ...] | None, llm) -> None:
