@@ -116,6 +116,8 @@ def _bad_store(root, kind: str):
     path = root / f"{kind}.db"
     if kind == "not-sqlite":
         path.write_text("these are not the decisions you are looking for\n" * 100)
+    elif kind == "empty":
+        path.touch()
     elif kind == "newer-schema":
         DecisionStore(path).close()
         with sqlite3.connect(path) as conn:
@@ -124,6 +126,7 @@ def _bad_store(root, kind: str):
 
 
 BAD_STORES = [("missing", "no decision store at"), ("not-sqlite", "not a tritune decision store"),
+              ("empty", "an empty file, not a decision store"),
               ("newer-schema", f"written by store schema version {SCHEMA_VERSION + 1}")]
 SAY_RAN = [sys.executable, "-c", "import sys; print('ran'); sys.exit(3)"]
 
@@ -138,6 +141,8 @@ def test_a_bad_store_runs_the_program_and_says_first_that_nothing_was_applied(tm
     warning, ran = done.stdout.splitlines()  # the warning, then the program's output; nothing else
     assert warning.startswith("tritune run: nothing applied, running the program as written: ") and why in warning
     assert ran == "ran"
+    if kind == "empty":  # read, never written into: no schema, no -wal beside it
+        assert store.stat().st_size == 0 and sorted(tmp_path.iterdir()) == [store]
 
 
 @pytest.mark.parametrize("kind, why", BAD_STORES)

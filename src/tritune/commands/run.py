@@ -68,9 +68,10 @@ def run(store: Path, strict: bool, inductor_cache: bool, command: tuple[str, ...
 
 def store_problem(store: Path) -> str | None:
     """Why the decision store at ``store`` cannot be used, in one line, or None if it can: it
-    must exist (run makes none), then the checks ``optimize`` makes (``commands.checks``)."""
+    must exist and not be empty (run makes none, nor writes a schema into a file), then the
+    checks ``optimize`` makes (``commands.checks``)."""
     from tritune.commands import checks
 
     if not store.is_file():
         return f"no decision store at {store}"
-    return checks.store_problem(store)
+    return checks.empty_store(store) or checks.store_problem(store)

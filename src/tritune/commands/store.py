@@ -12,7 +12,9 @@ putting back what Inductor had there before. An entry not signed by this user, o
 not under Inductor's cache directory, is said on stderr and left alone.
 
 Exit status: ``verify`` 0 when every decision is signed, 1 when some are not; ``import`` 0 when
-it ran (whatever it imported), 2 for a usage error or an unusable input (one line).
+it ran (whatever it imported); ``inductor-cache`` 0 when it listed or removed; 2 for a usage
+error or an unusable input (one line): a store that is missing, empty (never written into by a
+command that reads it) or not a store.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ def store() -> None:
 def _open(path: Path, *, must_exist: bool = True):
     from tritune.store import DecisionStore, StoreError
 
+    from tritune.commands.checks import empty_store
+
     if must_exist and not path.is_file():
         _fail(f"{path}: no such decision store")
+    if must_exist and (empty := empty_store(path)):  # read, not made: an empty file stays empty
+        _fail(empty)
     try:
         return DecisionStore(path)
     except StoreError as exc:
@@ -182,11 +188,12 @@ def inductor_cache(db: Path, remove: bool) -> None:
     from tritune.store import StoreError
 
     try:
-        found = cache.entries(db)  # signed by this user only; the others are said on stderr
-        for entry in found:
-            why = cache.outside_cache(entry.path)
-            click.echo(f"{entry.kernel}  {entry.path}" + (f"  (left alone: {why})" if why else ""))
-        removed = cache.remove(db) if remove else []
+        with _open(db) as opened:  # missing, empty or no store: one line and exit 2, as verify
+            found = cache.entries(opened)  # signed by this user only; the others are said on stderr
+            for entry in found:
+                why = cache.outside_cache(entry.path)
+                click.echo(f"{entry.kernel}  {entry.path}" + (f"  (left alone: {why})" if why else ""))
+            removed = cache.remove(opened) if remove else []
     except StoreError as exc:
         _fail(str(exc))
     if remove:
