@@ -310,3 +310,51 @@ def test_harvest_force_on_a_cpu_keeps_the_capture(tmp_path, capture):
     assert line.startswith("tritune harvest: no CUDA GPU here")
     assert listing(tmp_path) == before  # the capture as it was, no temporary directory beside it
     assert json.loads((capture / "launches.jsonl").read_text().splitlines()[0])["tritune_launches"] == 1
+
+
+def _options(command, path=()):
+    """``(command path, option)`` for every option of ``command`` and its subcommands."""
+    import click
+
+    for param in command.params:
+        yield path, param
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _options(sub, (*path, name))
+
+
+def test_every_float_option_takes_finite_numbers_only():
+    """One type for every float option (``commands.checks.Finite``): a new option that takes
+    ``click.FloatRange`` or ``float`` would take ``nan`` and ``1e309`` again."""
+    import click
+
+    from tritune.commands.checks import Finite
+
+    floats = [(" ".join(path), p.name, p.type) for path, p in _options(main)
+              if isinstance(p.type, click.types.FloatParamType)]
+    assert len(floats) >= 10  # analyze, bench, generate, optimize, rewrites, store import
+    assert [(command, name) for command, name, kind in floats if not isinstance(kind, Finite)] == []
+
+
+@pytest.mark.parametrize("args, option", [
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--budget-s", "nan"], "--budget-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--budget-s", "1e309"], "--budget-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--deadline-s", "inf"], "--deadline-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--cover", "nan"], "--cover"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--threshold", "nan"], "--threshold"),
+    (["generate", "{tmp}/spec.py", "--out", "{tmp}/out", "--budget-s", "nan"], "--budget-s"),
+    (["analyze", "{tmp}", "--timeout", "inf"], "--timeout"),
+    (["bench", "{tmp}", "--timeout", "nan"], "--timeout"),
+])
+def test_a_number_that_is_not_finite_is_refused(tmp_path, args, option):
+    (tmp_path / "spec.py").write_text("")
+    value = args[-1]
+    line = invoke(*(a.format(tmp=tmp_path) for a in args))
+    assert f"Invalid value for '{option}'" in line and f"{value!r} is not a finite number" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_price_that_is_not_finite_is_refused(tmp_path):
+    line = invoke("optimize", "--out", tmp_path / "out", "--launches", tmp_path, "--llm", "http://127.0.0.1:9/v1",
+                  "--llm-model", "m", "--llm-price", "nan,1")
+    assert "is not IN,OUT" in line

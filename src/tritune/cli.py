@@ -10,6 +10,7 @@ from typing import Iterator
 import click
 
 from tritune import __version__
+from tritune.commands.checks import Finite
 
 
 class OneLineUsageError(click.UsageError):
@@ -101,7 +102,7 @@ def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
               help="Every column (constexprs, op counts, load widths, divisions, occupancy limiter), however wide; "
                    "by default the table fits the terminal.")
 @click.option("--kernel", "kernel_filter", default=None, metavar="NAME", help="Only the kernel named NAME.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=60, show_default=True,
+@click.option("--timeout", "timeout_s", type=Finite(0, min_open=True), default=60, show_default=True,
               metavar="S", help="Seconds each file's import may take; a file that takes longer is skipped.")
 def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warps: int | None,
             fast_math: bool, as_json: bool, wide: bool, kernel_filter: str | None, timeout_s: float) -> None:

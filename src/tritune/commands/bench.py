@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import click
 
-from tritune.commands.checks import runs_kernels
+from tritune.commands.checks import Finite, runs_kernels
 
 BENCH_JOB = "tritune.bench.run:bench_job"
 BANDWIDTH_JOB = "tritune.bench.run:bandwidth_job"
@@ -44,7 +44,7 @@ def _methods(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
                    "events (mean/p50/p95 of 200), graph (CUDA-graph replay).")
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run each launch in a worker process, so a faulting kernel does not end the run.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S,
+@click.option("--timeout", "timeout_s", type=Finite(min=1), default=DEFAULT_TIMEOUT_S,
               show_default=True, help="Seconds one launch may take (isolated runs only).")
 @runs_kernels("bench")
 def bench(directory: Path, as_json: bool, kernel_filter: str | None, methods: tuple[str, ...],

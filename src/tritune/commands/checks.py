@@ -4,6 +4,7 @@ at once, not a traceback after minutes of capturing or compiling, with half the 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import tempfile
@@ -11,6 +12,27 @@ from pathlib import Path
 from typing import Callable
 
 import click
+
+
+class Finite(click.FloatRange):
+    """A float option's type: ``click.FloatRange`` that also refuses ``nan`` and the infinities
+    (``1e309`` reads as ``inf``), which a range check lets through (``nan`` compares false with
+    every bound) and which reach a result file as invalid JSON (``NaN``). Every float option
+    takes this type (a test looks for any other)."""
+
+    def convert(self, value, param, ctx):
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def finite(text: str) -> float:
+    """``text`` as a finite float, else ``ValueError`` (for options that parse several numbers)."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text!r} is not a finite number")
+    return number
 
 
 def unwritable(directory: Path) -> str | None:

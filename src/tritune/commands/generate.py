@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tritune.commands.checks import runs_kernels, writable_dir
+from tritune.commands.checks import Finite, runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 
 
@@ -15,9 +15,9 @@ from tritune.commands.llm import endpoint_options, llm_settings
 @click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Where kernel.py, generate.json and report.md/html go.")
-@click.option("--budget-s", type=click.FloatRange(min=0), default=120.0, show_default=True,
+@click.option("--budget-s", type=Finite(min=0), default=120.0, show_default=True,
               help="Seconds the optimize loop may spend on each verified module's kernels (0: none).")
-@click.option("--per-kernel-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--per-kernel-s", type=Finite(min=1), default=60.0, show_default=True,
               help="Seconds per kernel at most within --budget-s.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16. "

@@ -33,7 +33,7 @@ import click
 
 from tritune import config
 from tritune.commands import RUNS_A_COMMAND
-from tritune.commands.checks import runs_kernels, writable_dir
+from tritune.commands.checks import Finite, runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 from tritune.errors import one_line
 
@@ -84,17 +84,17 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="At most N kernels, costliest first (launches x baseline time).")
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="A seeded random sample of N kernels (benchmarks over many kernels).")
-@click.option("--deadline-s", type=click.FloatRange(min=1), default=None,
+@click.option("--deadline-s", type=Finite(min=1), default=None,
               help="Whole-run wall budget: kernels share it by their share of time; the run stays resumable.")
-@click.option("--cover", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
+@click.option("--cover", type=Finite(0.0, 1.0, min_open=True), default=0.95, show_default=True,
               help="Stop once the kernels optimized hold this share of the program's kernel time.")
 @click.option("--rounds", type=click.IntRange(1, 64), default=8, show_default=True, help="Round cap per kernel.")
 @click.option("--per-round", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates per round.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=24, show_default=True,
               help="Candidates per kernel.")
-@click.option("--budget-s", type=click.FloatRange(min=1), default=900.0, show_default=True,
+@click.option("--budget-s", type=Finite(min=1), default=900.0, show_default=True,
               help="Wall seconds per kernel at most (with --deadline-s, each kernel gets its share of it).")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+@click.option("--threshold", type=Finite(min=1.0), default=1.05, show_default=True,
               help="Speedup a candidate must reach, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also try fast-math rewrites (max relative error 1e-4).")
 @click.option("--ncu", "use_ncu", type=click.Choice(["auto", "never", "require"]), default="auto", show_default=True,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from tritune.commands.checks import runs_kernels
+from tritune.commands.checks import Finite, runs_kernels
 
 
 @click.group()
@@ -101,7 +101,7 @@ def verify(db: Path) -> None:
               help="The store to sign the imported decisions into (created if missing).")
 @click.option("--launches", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A `tritune capture` directory of the program the decisions are for.")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+@click.option("--threshold", type=Finite(min=1.0), default=1.05, show_default=True,
               help="Speedup each decision must show again here, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also import fast-math decisions (max relative error 1e-4).")
 @click.option("--unsafe-no-jail", is_flag=True,
