@@ -358,3 +358,19 @@ def test_a_price_that_is_not_finite_is_refused(tmp_path):
     line = invoke("optimize", "--out", tmp_path / "out", "--launches", tmp_path, "--llm", "http://127.0.0.1:9/v1",
                   "--llm-model", "m", "--llm-price", "nan,1")
     assert "is not IN,OUT" in line
+
+
+def test_generate_says_a_spec_is_missing_at_once_and_makes_nothing(tmp_path):
+    """Checked as the arguments are read, before torch is imported (it took 10-12 s), and before
+    --out is made (it was left empty)."""
+    line = invoke("generate", tmp_path / "nope.py", "--out", tmp_path / "out")
+    assert line == (f"tritune generate: Invalid value for 'SPEC': File '{tmp_path / 'nope.py'}' does not exist "
+                    "(try 'tritune generate --help')")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_generate_leaves_no_folder_for_a_spec_it_refuses(tmp_path):
+    (tmp_path / "spec.py").write_text("name = 'empty'\n")
+    line = invoke("generate", tmp_path / "spec.py", "--out", tmp_path / "out")
+    assert line == f"tritune generate: {tmp_path / 'spec.py'}: defines no reference(*tensors) function"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.py"]

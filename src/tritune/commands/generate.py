@@ -12,7 +12,7 @@ from tritune.commands.llm import endpoint_options, llm_settings
 
 
 @click.command()
-@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Where kernel.py, generate.json and report.md/html go.")
 @click.option("--budget-s", type=Finite(min=0), default=120.0, show_default=True,
