@@ -51,7 +51,13 @@ def test_failing_command_still_merges_and_passes_its_status_on(tmp_path, interpr
     assert refused.exit_code == 2 and "already holds a capture" in refused.output
     assert invoke("--out", str(out), "--force", "--append", "--", "true").exit_code == 2
     appended = invoke("--out", str(out), "--append", "--", sys.executable, str(SCRIPT), "0")
-    assert appended.exit_code == 0 and "(10 launches)" in appended.output
+    assert appended.exit_code == 0 and "(10 launches) of 2 kernels" in appended.output
+    assert "(5 of them added now)" in appended.output
+    before = (out / "launches.jsonl").read_bytes()
+    nothing_new = invoke("--out", str(out), "--append", "--", sys.executable, "-c", "pass")
+    assert nothing_new.exit_code == 1 and nothing_new.output.splitlines() == [  # not the old table, as if new
+        f"tritune capture: no Triton launches captured from: {sys.executable} -c pass; {out} keeps its 10 launches"]
+    assert (out / "launches.jsonl").read_bytes() == before
     before = (out / "launches.jsonl").read_bytes()
     nothing = invoke("--out", str(out), "--force", "--", sys.executable, "-c", "pass")
     assert nothing.exit_code == 1 and nothing.output.splitlines() == [

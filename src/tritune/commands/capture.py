@@ -51,15 +51,16 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
                 else f"no Triton launches captured from: {' '.join(command)}")
         click.echo(f"tritune capture: {what}; {out_dir} keeps its previous capture", err=True)
         sys.exit(result.returncode or 1)
-    if result.specs:
+    if result.recorded:  # (--append: a command that launched nothing shows no table as if it had)
         _summary(result)
     _skipped(result.skipped, "tritune capture")
     if result.returncode != 0:
         click.echo(f"tritune capture: the command {describe_exit(result.returncode)}"
-                   f"{'; what it launched until then is in ' + str(out_dir) if result.specs else ''}", err=True)
+                   f"{'; what it launched until then is in ' + str(out_dir) if result.recorded else ''}", err=True)
         sys.exit(result.returncode)
-    if not result.specs:
-        click.echo(f"tritune capture: no Triton launches captured from: {' '.join(command)}", err=True)
+    if not result.recorded:
+        kept = f"; {out_dir} keeps its {result.previous} launches" if result.previous else ""
+        click.echo(f"tritune capture: no Triton launches captured from: {' '.join(command)}{kept}", err=True)
         sys.exit(1)
 
 
@@ -83,8 +84,9 @@ def _summary(result) -> None:
         table.add_row(kernel, kind, str(distinct), str(total))
     console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
     console.print(table)
+    added = f" ({result.recorded} of them added now)" if result.previous else ""
     console.print(f"{result.distinct} distinct launches ({result.total} launches) of "
-                  f"{len(result.kernels)} kernels -> {result.out_dir / 'launches.jsonl'}", highlight=False)
+                  f"{len(result.kernels)} kernels -> {result.out_dir / 'launches.jsonl'}{added}", highlight=False)
 
 
 def _skipped(records, prefix: str) -> None:
