@@ -115,6 +115,8 @@ def test_table_output(project):
     ([EXAMPLES, "--constexpr", "BLOCK"], "expected NAME=VALUE, got 'BLOCK'"),
     ([EXAMPLES, "--constexpr", "BLOCK=big"], "'big' is not an int, a float or true/false"),
     ([EXAMPLES, "--signature", "x_ptr"], "expected NAME=VALUE, got 'x_ptr'"),
+    ([EXAMPLES, "--signature", "x=*float99"], "'*float99' is not a Triton type (e.g. *fp16, *fp32, *i64, i32, fp32)"),
+    ([EXAMPLES, "--signature", "x="], "expected NAME=VALUE, got 'x='"),
     ([EXAMPLES, "--num-warps", "0"], "--num-warps"),
 ])
 def test_bad_input_is_a_usage_error(args, message):

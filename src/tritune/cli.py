@@ -78,12 +78,16 @@ def _constexprs(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 
 
 def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
-    from tritune.analyze.launch import parse_assignment
+    from tritune.analyze.launch import parse_assignment, parse_type
 
+    parsed = {}
     try:
-        return dict(parse_assignment(text) for text in values)
+        for text in values:
+            name, value = parse_assignment(text)
+            parsed[name] = parse_type(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    return parsed
 
 
 @main.command()
