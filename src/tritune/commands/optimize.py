@@ -439,6 +439,10 @@ def _summary(console, results, out_dir: Path) -> None:
                       _ms(k.best_ms), f"{k.speedup:.2f}x" if k.speedup else "-",
                       k.decision or (k.failure and f"failed: {k.failure}") or "-", k.finish or "-")
     console.print(table)
+    for k in results.kernels:  # why, which report.md alone said ("failed: error" above)
+        if k.failure:
+            why = next((line.strip() for line in k.message.splitlines() if line.strip()), "no message")
+            console.print(f"{k.kernel} failed ({k.failure}): {why}", highlight=False, markup=False, soft_wrap=True)
     ran = [k for k in results.kernels if k.ran]
     better = [k for k in ran if k.accepted]
     console.print(f"{len(better)} of {len(ran)} kernels improved; store {results.store}; results "
