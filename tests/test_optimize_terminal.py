@@ -50,3 +50,20 @@ def test_a_full_disk_during_the_run_is_one_line(share_captured, tmp_path, monkey
     assert result.stderr.splitlines() == [f"tritune optimize: {out / 'decisions.db'}: no room left on its disk "
                                           "(SQLite: database or disk is full); what was recorded before is kept: "
                                           "free some space and run the same command again to resume"]
+
+
+def test_a_command_that_fails_is_refused_every_time(tmp_path, monkeypatch):
+    """The first run refused it, and the second took the partial capture it left for a complete
+    one and optimized it without a word."""
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TRITUNE_HEAD_START", "off")  # no workers started beside the capture: nothing to run
+    script = Path(__file__).parent / "programs" / "capture_script.py"  # launches, then exits with argv[1]
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--no-report", "--",
+                                           sys.executable, str(script), "1"])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == ["tritune optimize: the command exited with status 1; nothing to optimize"]
+    assert not (tmp_path / "out" / "capture" / "launches.jsonl").exists()

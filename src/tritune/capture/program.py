@@ -108,16 +108,22 @@ def install(stage: Path, out: Path) -> None:
     ``launches.jsonl`` goes first and comes last: stopped in between, ``out`` holds no file that
     claims a complete capture. ``stage`` lies beside ``out`` (same filesystem: moves are renames)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / LAUNCHES).unlink(missing_ok=True)
-    for name in (SOURCES, TENSORS, MODULES, PARTS, skipped.SKIPPED):
-        old = out / name
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        else:
-            old.unlink(missing_ok=True)
+    discard(out)
     for name in (SOURCES, TENSORS, MODULES, skipped.SKIPPED, LAUNCHES):  # harvest: the modules that failed too
         if (stage / name).exists():
             os.replace(stage / name, out / name)
+
+
+def discard(out: Path) -> None:
+    """Remove the capture in ``out`` (other files stay): one a failed command left, which a later
+    run must not take for a complete capture."""
+    (out / LAUNCHES).unlink(missing_ok=True)
+    for name in (SOURCES, TENSORS, MODULES, PARTS, skipped.SKIPPED):
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def stage_beside(out: Path, purpose: str) -> Path:

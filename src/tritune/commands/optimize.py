@@ -332,7 +332,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
         pass
     if inductor_dir is not None:
         return _inductor(inductor_dir, target, unsafe_no_jail=unsafe_no_jail)
-    from tritune.capture.program import CaptureError, describe_exit, run
+    from tritune.capture.program import CaptureError, describe_exit, discard, run
     from tritune.worker import bytecode
 
     # the workers' bytecode compiled while the program runs (none for unjailed workers: never given it)
@@ -349,6 +349,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     if captured.returncode != 0 or not captured.specs:
         why = describe_exit(captured.returncode) if captured.returncode else (
             "launched no Triton kernel that could be captured" if captured.skipped else "launched no Triton kernel")
+        discard(target)  # partial: the next run captures again rather than optimize it as complete
         click.echo(f"tritune optimize: the command {why}; nothing to optimize", err=True)
         sys.exit(2)
     click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
