@@ -67,3 +67,21 @@ def test_a_command_that_fails_is_refused_every_time(tmp_path, monkeypatch):
         assert result.exit_code == 2, result.output
         assert result.stderr.splitlines() == ["tritune optimize: the command exited with status 1; nothing to optimize"]
     assert not (tmp_path / "out" / "capture" / "launches.jsonl").exists()
+
+
+def test_the_model_alone_unreached_is_one_line_and_a_failure(share_captured, tmp_path, monkeypatch):
+    """``--families llm`` with an endpoint that refuses: nothing can be tried, and the run says so
+    and exits 2 (it exited 0, its log saying the run went on "with the other families")."""
+    from llm_server import Raw, ScriptedServer
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with ScriptedServer([Raw(401, "invalid key")]) as server:
+        result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--launches",
+                                           str(share_captured), "--max-kernels", "1", "--families", "llm",
+                                           "--llm", server.url, "--llm-model", "m", "--unsafe-no-jail",
+                                           "--no-report"])
+    assert result.exit_code == 2, result.output
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("tritune optimize: --families llm, and the model could not be asked: ")
+    assert last.endswith("; nothing was tried") and "401" in last
+    assert "other families" not in result.output

@@ -225,7 +225,22 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         click.echo(f"tritune optimize: stopped at the {results.stopped}", err=True)
     if report:
         _report(results, out_dir)
+    unreached = _model_unreached(results, family_order)
+    if unreached:
+        click.echo(f"tritune optimize: {unreached}", err=True)
+        sys.exit(2)
     sys.exit(0 if any(k.ran for k in results.kernels) else 1)
+
+
+def _model_unreached(results, family_order: tuple[str, ...]) -> str | None:
+    """Why nothing was tried where the model was the only family asked for (``--families llm``)
+    and its endpoint could not be used, or None: the run did nothing (it exited 0)."""
+    broken = (results.llm or {}).get("broken")
+    if not broken or not family_order or set(family_order) != {"llm"}:
+        return None
+    if any(k.candidates for k in results.kernels):
+        return None
+    return f"--families llm, and the model could not be asked: {broken}; nothing was tried"
 
 
 def _jobs(asked: int | None, lanes: list | None, max_candidates: int) -> int:
