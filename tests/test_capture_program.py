@@ -214,3 +214,21 @@ def test_a_program_of_many_processes_writes_a_bounded_number_of_lists(tmp_path, 
     program.run([sys.executable, "-c", code], tmp_path / "cap", imports=lists)
     assert len(list(lists.iterdir())) == recorder.MAX_IMPORT_LISTS  # the child's, then not its parent's
 
+
+
+def test_force_where_nothing_can_be_made_beside_the_capture_is_one_line(tmp_path, interpret, monkeypatch):
+    from tritune.capture import program
+
+    out = tmp_path / "cap"
+    assert invoke("--out", str(out), "--", sys.executable, str(SCRIPT), "0").exit_code == 0
+    before = _capture_files(out)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(program.tempfile, "mkdtemp", refused)
+    result = invoke("--out", str(out), "--force", "--", sys.executable, str(SCRIPT), "0")
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        f"tritune capture: --force captures beside {out} and replaces it at the end, and {tmp_path} takes no new "
+        "folder: Permission denied"]
+    assert _capture_files(out) == before

@@ -146,7 +146,11 @@ def run(command: list[str], out_dir: str | Path, *, mode: str = "new", imports: 
     out_dir = Path(out_dir)
     prepare(out_dir, mode)
     previous = _check_appendable(out_dir / LAUNCHES) if mode == "append" and (out_dir / LAUNCHES).exists() else 0
-    stage = stage_beside(out_dir, "capture") if mode == "replace" and holds(out_dir) else None
+    try:
+        stage = stage_beside(out_dir, "capture") if mode == "replace" and holds(out_dir) else None
+    except OSError as exc:  # DIR writable, its folder not (a mount point): nowhere to capture beside it
+        raise CaptureError(f"--force captures beside {out_dir} and replaces it at the end, and "
+                           f"{out_dir.parent} takes no new folder: {exc.strerror or exc}", exit_code=2) from None
     into = stage or out_dir
     try:
         try:  # an interrupted command has finished writing when this returns: merge it too
