@@ -18,6 +18,17 @@ os.environ["TRITUNE_HOME"] = tempfile.mkdtemp(prefix="tritune-home-")
 # Bytecode for jailed workers (``tritune.worker.bytecode``), where used: never the developer's ~/.cache.
 os.environ["TRITUNE_BYTECODE"] = tempfile.mkdtemp(prefix="tritune-bytecode-")
 
+
+@pytest.fixture(autouse=True)
+def _interpreter_only_where_asked(monkeypatch):
+    """A test runs kernels under Triton's interpreter where it sets TRITON_INTERPRET=1 itself: the
+    commands it invokes here do not switch to it because this machine has no GPU (``tritune.gpu``;
+    tests/test_gpu.py tests the switch), so what a test sees is the same on every machine."""
+    from tritune import gpu
+
+    monkeypatch.setattr(gpu, "present", lambda: True)
+
+
 PTR = "tensor<128x!tt.ptr<f32>>"
 F32 = "tensor<128xf32>"
 

@@ -162,6 +162,30 @@ def test_json_round_trip_and_table(records, capsys):
     assert "19 kernel(s) analysed, 0 error(s)" in out
 
 
+def test_the_table_fits_the_terminal_and_wide_shows_every_column(records):
+    """At 100 columns: the default columns whole, kernel names wrapped 30+ wide (were 6 wide, in
+    230 lines, the last columns cut); --wide: every column, at the width they need."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    render_table(records, Console(file=out, width=100))
+    lines = out.getvalue().splitlines()
+    assert lines[1].split() == ["kernel", "warps", "rewrites", "regs", "spill", "B", "smem", "B", "occ"]
+    assert max(map(len, lines)) <= 100 and "\u2026" not in out.getvalue()  # nothing cut with an ellipsis
+    assert all(r["kernel"][:30] in out.getvalue() for r in records)
+    assert "75%" in out.getvalue() and "merge-redundant-reduces 1" in out.getvalue()
+    assert len(lines) < 2 * len(records) + 20
+    wide = io.StringIO()
+    render_table(records, Console(file=wide, width=100), wide=True)
+    header = wide.getvalue().splitlines()[1]
+    for column in ("kernel", "constexprs", "warps", "ld/st/red/divf", "rewrites", "ld bits x n", "div / rcp",
+                   "regs", "spill B", "smem B", "occ", "occ limited by"):
+        assert column in header
+    assert "registers" in wide.getvalue() and "BLOCK_N=1024*" in wide.getvalue()  # the limiter, constexprs
+
+
 def test_other_target(tmp_path):
     [record] = analyze_path(EXAMPLES / "vector_add.py", target="80")
     assert record["target"] == "sm_80" and record["error"] is None
@@ -220,7 +244,7 @@ def test_cli_skips_a_file_whose_import_blocks(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["analyze", ".", "--kernel", "twice_kernel", "--timeout", "1"])
     assert result.exit_code == 0, result.output  # the other file is analysed
-    assert "error hangs.py: import did not finish in 1 s: skipped\n" in result.stdout
+    assert "tritune analyze: hangs.py: import did not finish in 1 s: skipped\n" in result.stderr
     assert "twice_kernel" in result.stdout
     result = CliRunner().invoke(main, ["analyze", str(tmp_path / "hangs.py"), "--timeout", "0"])
     assert result.exit_code == 2 and "--timeout" in result.stderr

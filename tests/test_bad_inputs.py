@@ -345,3 +345,67 @@ def test_harvest_force_on_a_cpu_keeps_the_capture(tmp_path, capture):
     assert line.startswith("tritune harvest: no CUDA GPU here")
     assert listing(tmp_path) == before  # the capture as it was, no temporary directory beside it
     assert json.loads((capture / "launches.jsonl").read_text().splitlines()[0])["tritune_launches"] == 1
+
+
+def _options(command, path=()):
+    """``(command path, option)`` for every option of ``command`` and its subcommands."""
+    import click
+
+    for param in command.params:
+        yield path, param
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _options(sub, (*path, name))
+
+
+def test_every_float_option_takes_finite_numbers_only():
+    """One type for every float option (``commands.checks.Finite``): a new option that takes
+    ``click.FloatRange`` or ``float`` would take ``nan`` and ``1e309`` again."""
+    import click
+
+    from tritune.commands.checks import Finite
+
+    floats = [(" ".join(path), p.name, p.type) for path, p in _options(main)
+              if isinstance(p.type, click.types.FloatParamType)]
+    assert len(floats) >= 10  # analyze, bench, generate, optimize, rewrites, store import
+    assert [(command, name) for command, name, kind in floats if not isinstance(kind, Finite)] == []
+
+
+@pytest.mark.parametrize("args, option", [
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--budget-s", "nan"], "--budget-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--budget-s", "1e309"], "--budget-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--deadline-s", "inf"], "--deadline-s"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--cover", "nan"], "--cover"),
+    (["optimize", "--out", "{tmp}/out", "--launches", "{tmp}", "--threshold", "nan"], "--threshold"),
+    (["generate", "{tmp}/spec.py", "--out", "{tmp}/out", "--budget-s", "nan"], "--budget-s"),
+    (["analyze", "{tmp}", "--timeout", "inf"], "--timeout"),
+    (["bench", "{tmp}", "--timeout", "nan"], "--timeout"),
+])
+def test_a_number_that_is_not_finite_is_refused(tmp_path, args, option):
+    (tmp_path / "spec.py").write_text("")
+    value = args[-1]
+    line = invoke(*(a.format(tmp=tmp_path) for a in args))
+    assert f"Invalid value for '{option}'" in line and f"{value!r} is not a finite number" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_price_that_is_not_finite_is_refused(tmp_path):
+    line = invoke("optimize", "--out", tmp_path / "out", "--launches", tmp_path, "--llm", "http://127.0.0.1:9/v1",
+                  "--llm-model", "m", "--llm-price", "nan,1")
+    assert "is not IN,OUT" in line
+
+
+def test_generate_says_a_spec_is_missing_at_once_and_makes_nothing(tmp_path):
+    """Checked as the arguments are read, before torch is imported (it took 10-12 s), and before
+    --out is made (it was left empty)."""
+    line = invoke("generate", tmp_path / "nope.py", "--out", tmp_path / "out")
+    assert line == (f"tritune generate: Invalid value for 'SPEC': File '{tmp_path / 'nope.py'}' does not exist "
+                    "(try 'tritune generate --help')")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_generate_leaves_no_folder_for_a_spec_it_refuses(tmp_path):
+    (tmp_path / "spec.py").write_text("name = 'empty'\n")
+    line = invoke("generate", tmp_path / "spec.py", "--out", tmp_path / "out")
+    assert line == f"tritune generate: {tmp_path / 'spec.py'}: defines no reference(*tensors) function"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.py"]

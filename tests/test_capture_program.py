@@ -51,9 +51,67 @@ def test_failing_command_still_merges_and_passes_its_status_on(tmp_path, interpr
     assert refused.exit_code == 2 and "already holds a capture" in refused.output
     assert invoke("--out", str(out), "--force", "--append", "--", "true").exit_code == 2
     appended = invoke("--out", str(out), "--append", "--", sys.executable, str(SCRIPT), "0")
-    assert appended.exit_code == 0 and "(10 launches)" in appended.output
-    replaced = invoke("--out", str(out), "--force", "--", sys.executable, "-c", "pass")
-    assert replaced.exit_code == 1 and not (out / "launches.jsonl").exists()
+    assert appended.exit_code == 0 and "(10 launches) of 2 kernels" in appended.output
+    assert "(5 of them added now)" in appended.output
+    before = (out / "launches.jsonl").read_bytes()
+    nothing_new = invoke("--out", str(out), "--append", "--", sys.executable, "-c", "pass")
+    assert nothing_new.exit_code == 1 and nothing_new.output.splitlines() == [  # not the old table, as if new
+        f"tritune capture: no Triton launches captured from: {sys.executable} -c pass; {out} keeps its 10 launches"]
+    assert (out / "launches.jsonl").read_bytes() == before
+    before = (out / "launches.jsonl").read_bytes()
+    nothing = invoke("--out", str(out), "--force", "--", sys.executable, "-c", "pass")
+    assert nothing.exit_code == 1 and nothing.output.splitlines() == [
+        f"tritune capture: no Triton launches captured from: {sys.executable} -c pass; {out} keeps its previous capture"]
+    assert (out / "launches.jsonl").read_bytes() == before
+    replaced = invoke("--out", str(out), "--force", "--", sys.executable, str(SCRIPT), "0")
+    assert replaced.exit_code == 0 and "(5 launches)" in replaced.output
+    assert sum(s.count for s in read_launches(out)) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]  # no folder left beside it
+
+
+def _capture_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command, status, line", [
+    (["pyhton3", str(SCRIPT), "0"], 127, "tritune capture: command not found: pyhton3"),
+    ([sys.executable, "-u", "no_such_script.py"], 2,
+     f"tritune capture: {sys.executable} cannot open the script no_such_script.py: no such file"),
+    ([sys.executable, str(SCRIPT), "3"], 3, "tritune capture: the command exited with status 3; {out} keeps its "
+                                            "previous capture"),
+])
+def test_force_keeps_the_capture_when_the_command_fails(tmp_path, interpret, command, status, line):
+    """--force replaces a capture only with a complete one: a typo in the command or the script's
+    path is found before anything is touched, and a command that fails leaves the old capture."""
+    out = tmp_path / "cap"
+    assert invoke("--out", str(out), "--", sys.executable, str(SCRIPT), "0", "fork").exit_code == 0
+    before = _capture_files(out)
+    result = invoke("--out", str(out), "--force", "--", *command)
+    assert result.exit_code == status
+    assert result.output.splitlines()[-1] == line.format(out=out)
+    assert _capture_files(out) == before and sum(s.count for s in read_launches(out)) == 6
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]
+
+
+def test_a_missing_script_writes_nothing(tmp_path):
+    result = invoke("--out", str(tmp_path / "cap"), "--", sys.executable, str(tmp_path / "typo.py"))
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert not (tmp_path / "cap").exists()
+
+
+@pytest.mark.parametrize("command, script", [
+    (["python3", "x.py", "--small"], "x.py"),
+    (["/usr/bin/python3.11", "-u", "-W", "ignore", "-X", "dev", "x.py"], "x.py"),
+    (["python", "-Werror", "-uB", "x.py"], "x.py"),
+    (["python", "--check-hash-based-pycs", "always", "--", "x.py"], "x.py"),
+    (["python3", "-m", "pytest", "x.py"], None),
+    (["python3", "-uc", "print(1)"], None),
+    (["python3", "-"], "-"),
+    (["python3"], None),
+    (["bash", "x.py"], None),
+])
+def test_the_script_a_python_command_runs(command, script):
+    assert boot._script(command) == script
 
 
 def test_program_without_launches(tmp_path):
@@ -156,3 +214,21 @@ def test_a_program_of_many_processes_writes_a_bounded_number_of_lists(tmp_path, 
     program.run([sys.executable, "-c", code], tmp_path / "cap", imports=lists)
     assert len(list(lists.iterdir())) == recorder.MAX_IMPORT_LISTS  # the child's, then not its parent's
 
+
+
+def test_force_where_nothing_can_be_made_beside_the_capture_is_one_line(tmp_path, interpret, monkeypatch):
+    from tritune.capture import program
+
+    out = tmp_path / "cap"
+    assert invoke("--out", str(out), "--", sys.executable, str(SCRIPT), "0").exit_code == 0
+    before = _capture_files(out)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(program.tempfile, "mkdtemp", refused)
+    result = invoke("--out", str(out), "--force", "--", sys.executable, str(SCRIPT), "0")
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        f"tritune capture: --force captures beside {out} and replaces it at the end, and {tmp_path} takes no new "
+        "folder: Permission denied"]
+    assert _capture_files(out) == before

@@ -366,3 +366,36 @@ def test_a_version_3_store_gets_the_signed_inductor_cache_table(tmp_path):
         assert store._db.opened_version == 3 and store.inductor_entries() == []
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_full_disk_is_one_line_and_the_store_goes_on_after(tmp_path, monkeypatch):
+    """SQLite's "database or disk is full" in a write: a StoreError of one line (optimize printed
+    an 86-line sqlite3.OperationalError traceback), the transaction rolled back, and the store
+    writes again once there is room (the resume)."""
+    from tritune.store import connection
+
+    store = connection.Connection(tmp_path / "s.db")
+    with store.write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    real, full = connection._Scrubbing.execute, [True]
+
+    def execute(self, sql, parameters=(), /):
+        if full[0] and sql.startswith("INSERT"):
+            exc = sqlite3.OperationalError("database or disk is full")
+            exc.sqlite_errorname = "SQLITE_FULL"
+            raise exc
+        return real(self, sql, parameters)
+
+    monkeypatch.setattr(connection._Scrubbing, "execute", execute)
+    with pytest.raises(StoreError) as raised:
+        with store.write() as conn:
+            conn.execute("UPDATE notes SET text = 'x'")
+            conn.execute("INSERT INTO notes VALUES ('lost')")
+    assert str(raised.value) == (f"{tmp_path / 's.db'}: no room left on its disk (SQLite: database or disk is full); "
+                                 "what was recorded before is kept: free some space and run the same command again "
+                                 "to resume")
+    full[0] = False
+    with store.write() as conn:
+        conn.execute("INSERT INTO notes VALUES ('kept')")
+    assert [row[0] for row in store.query("SELECT text FROM notes")] == ["kept"]
+    store.close()

@@ -306,6 +306,31 @@ def test_store_verify_says_what_is_signed_and_why_not(program, tmp_path):
                                                                 "decision store"
 
 
+@pytest.mark.parametrize("args", [["verify"], ["inductor-cache"], ["inductor-cache", "--remove"]])
+def test_a_store_command_that_reads_leaves_an_empty_file_empty(tmp_path, args):
+    """SQLite opens an empty file as a new database: opening it as a store wrote 68 KB of schema
+    into a file the user only asked to read."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    result = CliRunner().invoke(store_command, [args[0], str(empty), *args[1:]])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"tritune store: {empty}: an empty file, not a decision store (tritune optimize makes one)"]
+    assert empty.stat().st_size == 0 and sorted(tmp_path.iterdir()) == [empty]
+
+
+def test_inductor_cache_refuses_what_is_no_store(tmp_path):
+    missing = CliRunner().invoke(store_command, ["inductor-cache", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 2
+    assert missing.output.splitlines() == [f"tritune store: {tmp_path / 'nope.db'}: no such decision store"]
+    text = tmp_path / "notes.db"
+    text.write_text("not a store\n" * 100)
+    other = CliRunner().invoke(store_command, ["inductor-cache", str(text), "--remove"])
+    assert other.exit_code == 2
+    assert other.output.splitlines() == [f"tritune store: {text}: not an SQLite file, so not a tritune decision store"]
+    assert not (tmp_path / "nope.db").exists()
+
+
 def test_the_store_commands_are_on_the_cli():
     done = subprocess.run([sys.executable, "-m", "tritune", "store", "--help"], capture_output=True, text=True,
                           env=os.environ, timeout=120)

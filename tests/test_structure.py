@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tritune"
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("config", "errors", "secrets", "version"),  # the ground: settings, error classes, scrubbing
     ("model",),  # the stage contracts: LaunchSpec, Variant, Trial, DecisionKey, Target, Timing, results
-    ("kernel_facts", "ir", "_inductor_shim", "imports", "boot"),  # facts about kernels, IR views, loading
+    ("kernel_facts", "ir", "_inductor_shim", "imports", "gpu", "resources", "boot"),  # kernels, IR, the machine
     ("passes", "rewrites", "compiler", "aliasing", "allowlist", "analyze"),  # IR passes, source rules, the allowlist
     ("capture",),  # the user's launches, as LaunchSpecs
     ("worker", "replay"),  # isolated processes (the jail), and rebuilding a launch as a variant

@@ -9,6 +9,7 @@ from typing import Iterator
 
 import click
 
+from tritune.commands.checks import Finite
 from tritune.version import __version__
 
 
@@ -77,12 +78,16 @@ def _constexprs(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 
 
 def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
-    from tritune.analyze.launch import parse_assignment
+    from tritune.analyze.launch import parse_assignment, parse_type
 
+    parsed = {}
     try:
-        return dict(parse_assignment(text) for text in values)
+        for text in values:
+            name, value = parse_assignment(text)
+            parsed[name] = parse_type(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    return parsed
 
 
 @main.command()
@@ -97,18 +102,21 @@ def _signature(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
               help="Warps per program (default: the kernel's first config, else 4).")
 @click.option("--fast-math", is_flag=True, help="Count fast-math rewrites too (division reassociation).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of per-kernel objects.")
+@click.option("--wide", is_flag=True,
+              help="Every column (constexprs, op counts, load widths, divisions, occupancy limiter), however wide; "
+                   "by default the table fits the terminal.")
 @click.option("--kernel", "kernel_filter", default=None, metavar="NAME", help="Only the kernel named NAME.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=60, show_default=True,
+@click.option("--timeout", "timeout_s", type=Finite(0, min_open=True), default=60, show_default=True,
               metavar="S", help="Seconds each file's import may take; a file that takes longer is skipped.")
 def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warps: int | None,
-            fast_math: bool, as_json: bool, kernel_filter: str | None, timeout_s: float) -> None:
+            fast_math: bool, as_json: bool, wide: bool, kernel_filter: str | None, timeout_s: float) -> None:
     """Static analysis of every @triton.jit kernel in PATH (a .py file or a directory); no GPU needed.
 
     Reports per kernel TTIR op counts, what each tritune pass would rewrite, PTX statistics,
     registers, spills, shared memory and theoretical occupancy. Exits 1 if nothing was analysed.
     """
     from tritune.analyze import analyze_path
-    from tritune.analyze.render import console_for, render_table, to_json
+    from tritune.analyze.render import console_for, error_lines, render_table, to_json
     from tritune.analyze.report import analysed
 
     records = analyze_path(
@@ -118,7 +126,9 @@ def analyze(path: Path, target: str, constexprs: dict, signature: dict, num_warp
     if as_json:
         click.echo(to_json(records))
     else:
-        render_table(records, console_for(sys.stdout))
+        render_table(records, console_for(sys.stdout), wide=wide)
+        for line in error_lines(records):  # on stderr, as rewrites says its own
+            click.echo(f"tritune analyze: {line}", err=True)
     if not any(r["kernel"] for r in records) and not any(r["error"] for r in records):  # errors say why
         which = f"named {kernel_filter!r} " if kernel_filter else ""
         click.echo(f"tritune analyze: no @triton.jit kernel {which}found in {path}", err=True)

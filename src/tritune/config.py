@@ -70,7 +70,9 @@ Other programs' variables tritune reads or sets:
 ``TRITON_INTERPRET``
     Triton's switch to run kernels on the CPU, read when a kernel is decorated. tritune reads it
     (``interpreting()``, parsed as Triton parses it) to replay and verify on the CPU, and sets it
-    around loading a decided variant so that it is made like the kernel it replaces.
+    around loading a decided variant so that it is made like the kernel it replaces. Unset on a
+    machine without a GPU, the commands that launch kernels set it to 1 for themselves and the
+    processes they start (``tritune.gpu``), and say so.
 ``TRITON_CACHE_MANAGER``
     Set by ``tritune.compiler.enable`` to tritune's salted cache manager; another manager
     already set there is refused (``cache_manager()``).
@@ -254,6 +256,12 @@ def cache_manager(environ: Mapping[str, str] | None = None) -> str | None:
 def interpreting(environ: Mapping[str, str] | None = None) -> bool:
     """Whether Triton runs kernels decorated now on the CPU (``TRITON_INTERPRET``)."""
     return _env(environ).get(ENV_INTERPRET, "").lower() in _TRITON_TRUE
+
+
+def interpret_setting(environ: Mapping[str, str] | None = None) -> str | None:
+    """``TRITON_INTERPRET`` as set (stripped), or None where it is unset or empty: whether the
+    user chose (``tritune.gpu`` sets it to 1 only where they did not)."""
+    return _env(environ).get(ENV_INTERPRET, "").strip() or None
 
 
 def visible_devices(environ: Mapping[str, str] | None = None) -> list[str] | None:

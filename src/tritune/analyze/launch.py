@@ -117,6 +117,19 @@ def parse_assignment(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def parse_type(text: str) -> str:
+    """A runtime parameter's type as ``--signature`` gives it (``*fp16``, ``i32``), checked by
+    Triton's own parser (``str_to_ty``); a ValueError naming it otherwise (an unknown name ended
+    the analysis in ``KeyError: 'float99'``)."""
+    from triton.language import str_to_ty
+
+    try:
+        str_to_ty(text, None)
+    except Exception:  # noqa: BLE001 - KeyError, IndexError, ...: Triton's parser has no error of its own
+        raise ValueError(f"{text!r} is not a Triton type (e.g. *fp16, *fp32, *i64, i32, fp32)") from None
+    return text
+
+
 def _constexpr(kernel: Kernel, param, config) -> tuple[Any, str] | None:
     name = param.name
     if name in kernel.constants:

@@ -275,21 +275,27 @@ def finalize(directory: str | Path, **header: Any) -> list[LaunchSpec]:
     """Merge ``DIR/parts/*.jsonl`` (and an existing ``DIR/launches.jsonl``) into ``launches.jsonl``.
 
     Equal launches (same ``spec.key()``) are one line with the sum of their counts; the first
-    seen wins for everything else. The parts are removed once the merged file is written.
-    Returns the merged specs (possibly none: a program without Triton launches).
+    seen wins for everything else. The parts are removed once the merged file is written; an
+    existing ``launches.jsonl`` they add nothing to is left as it was (its header names the
+    command that made it). Returns the merged specs (possibly none: a program without Triton
+    launches).
     """
     directory = Path(directory)
     merged: dict[str, LaunchSpec] = {}
-    if (directory / "launches.jsonl").exists():
+    existed = (directory / "launches.jsonl").exists()
+    if existed:
         _merge(merged, read_launches(directory))
     skips = skipped_file.read(directory)
     parts = sorted((directory / PARTS).glob("*.jsonl")) if (directory / PARTS).is_dir() else []
+    added = 0  # launches and skips the parts hold: none leaves an existing capture as it was (its header too)
     for part in parts:
-        _merge(merged, read_part(part))
-        skips.extend(read_part_skips(part))
-    if merged or parts:
+        fresh, fresh_skips = read_part(part), read_part_skips(part)
+        _merge(merged, fresh)
+        skips.extend(fresh_skips)
+        added += len(fresh) + len(fresh_skips)
+    if (merged or parts) and (added or not existed):
         write_launches(directory, merged.values(), **header)
-    if parts:
+    if added:
         skipped_file.write(directory, skipped_file.merge(skips))
     if (directory / PARTS).is_dir():
         shutil.rmtree(directory / PARTS, ignore_errors=True)

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import click
 
+from tritune.commands.checks import Finite, runs_kernels
+
 BENCH_JOB = "tritune.bench.run:bench_job"
 BANDWIDTH_JOB = "tritune.bench.run:bandwidth_job"
 DEFAULT_TIMEOUT_S = 300.0  # per launch: compile + two do_bench runs + 200 events + a graph
@@ -42,8 +44,9 @@ def _methods(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
                    "events (mean/p50/p95 of 200), graph (CUDA-graph replay).")
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run each launch in a worker process, so a faulting kernel does not end the run.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S,
+@click.option("--timeout", "timeout_s", type=Finite(min=1), default=DEFAULT_TIMEOUT_S,
               show_default=True, help="Seconds one launch may take (isolated runs only).")
+@runs_kernels("bench")
 def bench(directory: Path, as_json: bool, kernel_filter: str | None, methods: tuple[str, ...],
           isolate: bool, timeout_s: float) -> None:
     """Time every launch captured in DIR (a `tritune capture` directory).
@@ -148,9 +151,11 @@ def _isolated(timeout_s: float, stack: contextlib.ExitStack, directory: Path) ->
 
 def _in_process(target: str, payload: dict) -> tuple[bool, Any, str | None, str | None]:
     """Jobs in this process (``--no-isolate``): a fault here can end the run or spoil later rows."""
+    from tritune import gpu
     from tritune.worker.child import resolve
     from tritune.worker.failures import from_exception
 
+    gpu.announce()  # where the interpreter stands in for a GPU
     try:
         return True, resolve(target)(payload), None, None
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row, classified as a worker would

@@ -1,10 +1,11 @@
 """``tritune capture --out DIR -- <command...>``: record every Triton launch of a program.
 
 Exit status: 0 when the command succeeded and launches were recorded; the command's own status
-when it failed (what it recorded until then is still merged and summarised); 1 when it ran but
-launched no Triton kernel; 2 for a usage error (no command, DIR already holds a capture without
-``--force``/``--append``, or with ``--append`` one that cannot be read: checked before the command
-runs); 126 / 127 when the command cannot be run / is not found.
+when it failed (what it recorded until then is still merged and summarised; with ``--force``,
+nothing of it is kept and DIR keeps its previous capture); 1 when it ran but launched no Triton
+kernel; 2 for a usage error (no command, a Python script that does not exist, DIR already holds a
+capture without ``--force``/``--append``, or with ``--append`` one that cannot be read: checked
+before the command runs); 126 / 127 when the command cannot be run / is not found.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from pathlib import Path
 import click
 
 from tritune.commands import RUNS_A_COMMAND
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import runs_kernels, writable_dir
 
 
 @click.command(context_settings=RUNS_A_COMMAND)
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), callback=writable_dir,
               help="Capture directory: launches.jsonl, sources/, tensors/.")
-@click.option("--force", is_flag=True, help="Replace a capture already in DIR.")
+@click.option("--force", is_flag=True,
+              help="Replace a capture already in DIR, once the command succeeded and launched something.")
 @click.option("--append", is_flag=True, help="Add to a capture already in DIR (counts add up).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@runs_kernels("capture")
 def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND and record every Triton kernel launch it makes into DIR.
 
@@ -43,15 +46,21 @@ def capture(out_dir: Path, force: bool, append: bool, command: tuple[str, ...]) 
     except CaptureError as exc:
         click.echo(f"tritune capture: {exc}", err=True)
         sys.exit(exc.exit_code)
-    if result.specs:
+    if result.kept:  # --force: the command failed or launched nothing; nothing of it is kept
+        what = (f"the command {describe_exit(result.returncode)}" if result.returncode
+                else f"no Triton launches captured from: {' '.join(command)}")
+        click.echo(f"tritune capture: {what}; {out_dir} keeps its previous capture", err=True)
+        sys.exit(result.returncode or 1)
+    if result.recorded:  # (--append: a command that launched nothing shows no table as if it had)
         _summary(result)
     _skipped(result.skipped, "tritune capture")
     if result.returncode != 0:
         click.echo(f"tritune capture: the command {describe_exit(result.returncode)}"
-                   f"{'; what it launched until then is in ' + str(out_dir) if result.specs else ''}", err=True)
+                   f"{'; what it launched until then is in ' + str(out_dir) if result.recorded else ''}", err=True)
         sys.exit(result.returncode)
-    if not result.specs:
-        click.echo(f"tritune capture: no Triton launches captured from: {' '.join(command)}", err=True)
+    if not result.recorded:
+        kept = f"; {out_dir} keeps its {result.previous} launches" if result.previous else ""
+        click.echo(f"tritune capture: no Triton launches captured from: {' '.join(command)}{kept}", err=True)
         sys.exit(1)
 
 
@@ -75,8 +84,9 @@ def _summary(result) -> None:
         table.add_row(kernel, kind, str(distinct), str(total))
     console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
     console.print(table)
+    added = f" ({result.recorded} of them added now)" if result.previous else ""
     console.print(f"{result.distinct} distinct launches ({result.total} launches) of "
-                  f"{len(result.kernels)} kernels -> {result.out_dir / 'launches.jsonl'}", highlight=False)
+                  f"{len(result.kernels)} kernels -> {result.out_dir / 'launches.jsonl'}{added}", highlight=False)
 
 
 def _skipped(records, prefix: str) -> None:

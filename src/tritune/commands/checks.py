@@ -3,11 +3,36 @@ at once, not a traceback after minutes of capturing or compiling, with half the 
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import click
+
+
+class Finite(click.FloatRange):
+    """A float option's type: ``click.FloatRange`` that also refuses ``nan`` and the infinities
+    (``1e309`` reads as ``inf``), which a range check lets through (``nan`` compares false with
+    every bound) and which reach a result file as invalid JSON (``NaN``). Every float option
+    takes this type (a test looks for any other)."""
+
+    def convert(self, value, param, ctx):
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def finite(text: str) -> float:
+    """``text`` as a finite float, else ``ValueError`` (for options that parse several numbers)."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text!r} is not a finite number")
+    return number
 
 
 def unwritable(directory: Path) -> str | None:
@@ -38,6 +63,17 @@ def writable_dir(ctx: click.Context, param: click.Parameter, value: Path | None)
     return value
 
 
+def empty_store(path: Path) -> str | None:
+    """Why a command that only reads the store at ``path`` refuses it because the file is empty,
+    or None: SQLite opens an empty file as a new database, and the store's opening writes its
+    schema there (68 KB), changing a file the user only asked to read."""
+    try:
+        empty = path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return None
+    return f"{path}: an empty file, not a decision store (tritune optimize makes one)" if empty else None
+
+
 def store_problem(path: Path) -> str | None:
     """Why the decision store at ``path`` cannot be used (not SQLite, truncated, damaged, of a
     newer schema, read-only, not creatable), or None. An existing store is opened and read
@@ -65,3 +101,22 @@ def store_problem(path: Path) -> str | None:
     except StoreError as exc:
         return str(exc)
     return None
+
+
+def runs_kernels(name: str) -> Callable[[Callable], Callable]:
+    """Decorator (under ``@click.command``) of a command that launches kernels, here or in the
+    processes it starts: without a GPU it runs under Triton's interpreter and says so in one
+    line as the first such process starts (``tritune.gpu``), or says to set TRITON_INTERPRET=1
+    and exits 2."""
+    def wrap(command: Callable) -> Callable:
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            from tritune import gpu
+
+            try:
+                with gpu.interpreted_without_gpu(lambda line: click.echo(f"tritune {name}: {line}", err=True)):
+                    return command(*args, **kwargs)
+            except gpu.NoGPU:
+                sys.exit(2)
+        return run
+    return wrap

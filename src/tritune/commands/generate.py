@@ -7,20 +7,21 @@ from pathlib import Path
 
 import click
 
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import Finite, runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 
 
 @click.command()
-@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               callback=writable_dir, help="Where kernel.py, generate.json and report.md/html go.")
-@click.option("--budget-s", type=click.FloatRange(min=0), default=120.0, show_default=True,
+@click.option("--budget-s", type=Finite(min=0), default=120.0, show_default=True,
               help="Seconds the optimize loop may spend on each verified module's kernels (0: none).")
-@click.option("--per-kernel-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--per-kernel-s", type=Finite(min=1), default=60.0, show_default=True,
               help="Seconds per kernel at most within --budget-s.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16.")
+              help="Workers building and verifying candidates at once. Default: the usable CPU cores, at most 16. "
+                   "Never more than the cores and memory hold (about 1 GiB a worker; said when lowered).")
 @endpoint_options("An OpenAI-compatible endpoint: a model also writes a kernel, with compiler and runtime "
                   "feedback; the faster verified one wins. Key: TRITUNE_LLM_API_KEY, else OPENAI_API_KEY.",
                   "Write the first prompt to OUT/llm-prompts/ instead of sending it.")
@@ -33,6 +34,7 @@ from tritune.commands.llm import endpoint_options, llm_settings
 @click.option("--unsafe-no-jail", is_flag=True,
               help="Run the workers unjailed (where this machine lacks Landlock or seccomp, --llm needs it): "
                    "a model's code then reaches everything you can.")
+@runs_kernels("generate")
 def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: float, jobs: int | None,
              llm_url: str | None, llm_model: str | None, max_iterations: int, llm_max_tokens: int,
              llm_price: tuple[float, float] | None, llm_dry_run: bool, bench: bool, interpret_inductor: bool,
@@ -49,11 +51,16 @@ def generate(spec_path: Path, out_dir: Path, budget_s: float, per_kernel_s: floa
     from tritune.generate.run import GenerateSettings, generate as run_generate
     from tritune.generate.spec import GenerateError, SpecError
     from tritune.loop.evaluate import default_jobs
+    from tritune.model.settings import LoopSettings
+    from tritune.resources import bound_jobs
     from tritune.worker import jail
 
     jail.protect_parent()  # this process holds the LLM key: no worker reads it
     llm = llm_settings(llm_url, llm_model, 1, 0, llm_max_tokens, llm_price, llm_dry_run, out_dir, None)
-    settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=jobs or default_jobs(), llm=llm,
+    bounded = bound_jobs(jobs or default_jobs(), round_most=LoopSettings.max_candidates)  # the loop's default
+    if jobs is not None and bounded.lowered:
+        click.echo(f"tritune generate: --jobs {jobs} lowered to {bounded.jobs}: {bounded.lowered}", err=True)
+    settings = GenerateSettings(budget_s=budget_s, per_kernel_s=per_kernel_s, jobs=bounded.jobs, llm=llm,
                                 max_iterations=max_iterations, bench=bench, interpret=interpret_inductor,
                                 unsafe_no_jail=unsafe_no_jail)
     try:

@@ -33,8 +33,10 @@ def endpoint_options(url_help: str, dry_run_help: str) -> Callable:
 def parse_price(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
     if value is None:
         return None
+    from tritune.commands.checks import finite
+
     try:
-        price_in, price_out = (float(part) for part in value.split(","))
+        price_in, price_out = (finite(part) for part in value.split(","))
     except ValueError:
         raise click.BadParameter(f"{value!r} is not IN,OUT (dollars per million tokens, e.g. 2.5,10)") from None
     if price_in < 0 or price_out < 0:

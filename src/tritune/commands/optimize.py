@@ -34,7 +34,7 @@ import click
 
 from tritune import config
 from tritune.commands import RUNS_A_COMMAND
-from tritune.commands.checks import writable_dir
+from tritune.commands.checks import Finite, runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 from tritune.errors import one_line
 from tritune.model.request import STORE_FILE
@@ -86,24 +86,25 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="At most N kernels, costliest first (launches x baseline time).")
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="A seeded random sample of N kernels (benchmarks over many kernels).")
-@click.option("--deadline-s", type=click.FloatRange(min=1), default=None,
+@click.option("--deadline-s", type=Finite(min=1), default=None,
               help="Whole-run wall budget: kernels share it by their share of time; the run stays resumable.")
-@click.option("--cover", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95, show_default=True,
+@click.option("--cover", type=Finite(0.0, 1.0, min_open=True), default=0.95, show_default=True,
               help="Stop once the kernels optimized hold this share of the program's kernel time.")
 @click.option("--rounds", type=click.IntRange(1, 64), default=8, show_default=True, help="Round cap per kernel.")
 @click.option("--per-round", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates per round.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=24, show_default=True,
               help="Candidates per kernel.")
-@click.option("--budget-s", type=click.FloatRange(min=1), default=900.0, show_default=True,
+@click.option("--budget-s", type=Finite(min=1), default=900.0, show_default=True,
               help="Wall seconds per kernel at most (with --deadline-s, each kernel gets its share of it).")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+@click.option("--threshold", type=Finite(min=1.0), default=1.05, show_default=True,
               help="Speedup a candidate must reach, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also try fast-math rewrites (max relative error 1e-4).")
 @click.option("--ncu", "use_ncu", type=click.Choice(["auto", "never", "require"]), default="auto", show_default=True,
               help="Profile with Nsight Compute (auto: when available).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Workers building and verifying candidates at once (one times them), per lane. "
-                   "Default: the usable CPU cores shared by the lanes, at most 16 a lane.")
+                   "Default: the usable CPU cores shared by the lanes, at most 16 a lane. Never more than "
+                   "the cores and memory hold (about 1 GiB a worker) or --max-candidates (said when lowered).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Lanes: GPUs optimizing keys at once, one worker set pinned to each (costliest keys first, "
                    "to whichever is free). Default: one per visible GPU; under TRITON_INTERPRET=1, N interpreter "
@@ -132,6 +133,7 @@ def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> t
                    "a model's code then reaches everything you can.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md/html with plots.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+@runs_kernels("optimize")
 def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, store_path: Path | None,
              kernels: tuple[str, ...], max_kernels: int | None, sample: int | None, deadline_s: float | None,
              cover: float, rounds: int, per_round: int, max_candidates: int,
@@ -149,7 +151,6 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     and is >= --threshold faster, confirmed by interleaved re-timing.
     """
     from tritune.loop import OptimizeError, optimize as run_loop
-    from tritune.loop.evaluate import default_jobs
     from tritune.loop.lanes import LaneError, lane_devices
     from tritune.model.launch import SpecError
     from tritune.model.request import RunRequest
@@ -184,7 +185,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         settings = LoopSettings(arbiter=ArbiterSettings(threshold=threshold, max_rounds=rounds),
                                 per_round=per_round, max_candidates=max_candidates, budget_s=budget_s,
                                 fast_math=fast_math, use_ncu=use_ncu,
-                                jobs=jobs or (default_jobs(len(picked)) if picked is not None else 1),
+                                jobs=_jobs(jobs, picked, max_candidates),
                                 without=tuple(without), families=family_order or (), llm=llm,
                                 unsafe_no_jail=unsafe_no_jail)
         request = RunRequest(out_dir, settings=settings, store_path=store_path, kernels=kernels,
@@ -227,7 +228,37 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         click.echo(f"tritune optimize: stopped at the {results.stopped}", err=True)
     if report:
         _report(results, out_dir)
+    unreached = _model_unreached(results, family_order)
+    if unreached:
+        click.echo(f"tritune optimize: {unreached}", err=True)
+        sys.exit(2)
     sys.exit(0 if any(k.ran for k in results.kernels) else 1)
+
+
+def _model_unreached(results, family_order: tuple[str, ...]) -> str | None:
+    """Why nothing was tried where the model was the only family asked for (``--families llm``)
+    and its endpoint could not be used, or None: the run did nothing (it exited 0)."""
+    broken = (results.llm or {}).get("broken")
+    if not broken or not family_order or set(family_order) != {"llm"}:
+        return None
+    if any(k.candidates for k in results.kernels):
+        return None
+    return f"--families llm, and the model could not be asked: {broken}; nothing was tried"
+
+
+def _jobs(asked: int | None, lanes: list | None, max_candidates: int) -> int:
+    """``--jobs`` (default: ``default_jobs``) within what this host's cores and memory hold for its
+    lanes and what a round can use (``resources.bound_jobs``; said in one line when that lowers
+    the number asked). Ray's lanes run elsewhere: what was asked, or 1 there."""
+    from tritune.loop.evaluate import default_jobs
+    from tritune.resources import bound_jobs
+
+    if lanes is None:
+        return asked or 1
+    bounded = bound_jobs(asked or default_jobs(len(lanes)), lanes=len(lanes), round_most=max_candidates)
+    if asked is not None and bounded.lowered:
+        _say(f"--jobs {asked} lowered to {bounded.jobs}: {bounded.lowered}")
+    return bounded.jobs
 
 
 def _ray_usable(devices: tuple[int, ...] | None, llm) -> None:
@@ -321,7 +352,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
         pass
     if inductor_dir is not None:
         return _inductor(inductor_dir, target, unsafe_no_jail=unsafe_no_jail)
-    from tritune.capture.program import CaptureError, describe_exit, run
+    from tritune.capture.program import CaptureError, describe_exit, discard, run
     from tritune.worker import bytecode
 
     # the workers' bytecode compiled while the program runs (none for unjailed workers: never given it)
@@ -338,6 +369,7 @@ def _launches_from(command: tuple[str, ...], inductor_dir: Path | None, out_dir:
     if captured.returncode != 0 or not captured.specs:
         why = describe_exit(captured.returncode) if captured.returncode else (
             "launched no Triton kernel that could be captured" if captured.skipped else "launched no Triton kernel")
+        discard(target)  # partial: the next run captures again rather than optimize it as complete
         click.echo(f"tritune optimize: the command {why}; nothing to optimize", err=True)
         sys.exit(2)
     click.echo(f"captured {captured.distinct} distinct launches of {len(captured.kernels)} kernels -> {target}")
@@ -428,6 +460,10 @@ def _summary(console, results, out_dir: Path) -> None:
                       _ms(k.best_ms), f"{k.speedup:.2f}x" if k.speedup else "-",
                       k.decision or (k.failure and f"failed: {k.failure}") or "-", k.finish or "-")
     console.print(table)
+    for k in results.kernels:  # why, which report.md alone said ("failed: error" above)
+        if k.failure:
+            why = next((line.strip() for line in k.message.splitlines() if line.strip()), "no message")
+            console.print(f"{k.kernel} failed ({k.failure}): {why}", highlight=False, markup=False, soft_wrap=True)
     ran = [k for k in results.kernels if k.ran]
     better = [k for k in ran if k.accepted]
     console.print(f"{len(better)} of {len(ran)} kernels improved; store {results.store}; results "

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import click
 
+from tritune.commands.checks import Finite
+
 
 @click.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
@@ -30,7 +32,7 @@ import click
 @click.option("--why", "show_why", is_flag=True,
               help="Say why each rule that did not fire did not, for every kernel (else only where none fired).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of per-kernel objects (diffs included).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=60, show_default=True,
+@click.option("--timeout", "timeout_s", type=Finite(0, min_open=True), default=60, show_default=True,
               metavar="S", help="Seconds each file's import may take; a file that takes longer is skipped.")
 def rewrites(path: Path, kernel_filter: str | None, show_diff: bool, show_why: bool, as_json: bool,
              timeout_s: float) -> None:

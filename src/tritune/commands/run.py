@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from tritune.commands import RUNS_A_COMMAND
+from tritune.commands.checks import runs_kernels
 from tritune.config import ENV_SERVE_INDUCTOR, ENV_STORE
 
 
@@ -38,6 +39,7 @@ from tritune.config import ENV_SERVE_INDUCTOR, ENV_STORE
                    "cache, so that later compiles launch them with no hook (undo: tritune store "
                    "inductor-cache STORE --remove).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@runs_kernels("run")
 def run(store: Path, strict: bool, inductor_cache: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the verified decisions in STORE applied at launch time.
 
@@ -66,9 +68,10 @@ def run(store: Path, strict: bool, inductor_cache: bool, command: tuple[str, ...
 
 def store_problem(store: Path) -> str | None:
     """Why the decision store at ``store`` cannot be used, in one line, or None if it can: it
-    must exist (run makes none), then the checks ``optimize`` makes (``commands.checks``)."""
+    must exist and not be empty (run makes none, nor writes a schema into a file), then the
+    checks ``optimize`` makes (``commands.checks``)."""
     from tritune.commands import checks
 
     if not store.is_file():
         return f"no decision store at {store}"
-    return checks.store_problem(store)
+    return checks.empty_store(store) or checks.store_problem(store)

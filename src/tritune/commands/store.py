@@ -12,7 +12,9 @@ putting back what Inductor had there before. An entry not signed by this user, o
 not under Inductor's cache directory, is said on stderr and left alone.
 
 Exit status: ``verify`` 0 when every decision is signed, 1 when some are not; ``import`` 0 when
-it ran (whatever it imported), 2 for a usage error or an unusable input (one line).
+it ran (whatever it imported); ``inductor-cache`` 0 when it listed or removed; 2 for a usage
+error or an unusable input (one line): a store that is missing, empty (never written into by a
+command that reads it) or not a store.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 from pathlib import Path
 
 import click
+
+from tritune.commands.checks import Finite, runs_kernels
 
 
 @click.group()
@@ -31,8 +35,12 @@ def store() -> None:
 def _open(path: Path, *, must_exist: bool = True):
     from tritune.store import DecisionStore, StoreError
 
+    from tritune.commands.checks import empty_store
+
     if must_exist and not path.is_file():
         _fail(f"{path}: no such decision store")
+    if must_exist and (empty := empty_store(path)):  # read, not made: an empty file stays empty
+        _fail(empty)
     try:
         return DecisionStore(path)
     except StoreError as exc:
@@ -93,12 +101,13 @@ def verify(db: Path) -> None:
               help="The store to sign the imported decisions into (created if missing).")
 @click.option("--launches", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="A `tritune capture` directory of the program the decisions are for.")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+@click.option("--threshold", type=Finite(min=1.0), default=1.05, show_default=True,
               help="Speedup each decision must show again here, confirmed by interleaved re-timing.")
 @click.option("--fast-math", is_flag=True, help="Also import fast-math decisions (max relative error 1e-4).")
 @click.option("--unsafe-no-jail", is_flag=True,
               help="Run the workers unjailed (where this machine lacks Landlock or seccomp, a store with source "
                    "variants needs it): the other store's code then reaches everything you can.")
+@runs_kernels("store import")
 def import_(other: Path, into: Path, launches: Path, threshold: float, fast_math: bool, unsafe_no_jail: bool) -> None:
     """Verify and time OTHER's decisions again on this GPU; sign those that pass into --into.
 
@@ -180,11 +189,12 @@ def inductor_cache(db: Path, remove: bool) -> None:
     from tritune.store import StoreError
 
     try:
-        found = cache.entries(db)  # signed by this user only; the others are said on stderr
-        for entry in found:
-            why = cache.outside_cache(entry.path)
-            click.echo(f"{entry.kernel}  {entry.path}" + (f"  (left alone: {why})" if why else ""))
-        removed = cache.remove(db) if remove else []
+        with _open(db) as opened:  # missing, empty or no store: one line and exit 2, as verify
+            found = cache.entries(opened)  # signed by this user only; the others are said on stderr
+            for entry in found:
+                why = cache.outside_cache(entry.path)
+                click.echo(f"{entry.kernel}  {entry.path}" + (f"  (left alone: {why})" if why else ""))
+            removed = cache.remove(opened) if remove else []
     except StoreError as exc:
         _fail(str(exc))
     if remove:

@@ -67,10 +67,10 @@ def generate(spec_path: str | Path, out: str | Path, settings: GenerateSettings 
     from tritune.worker import Worker
 
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     on_gpu = _gpu()
     device = "cuda" if on_gpu else "cpu"
     spec = load_spec(spec_path, device=device)
+    out.mkdir(parents=True, exist_ok=True)  # once the spec is good: a bad one leaves no empty folder
     result: dict[str, Any] = {"spec": str(spec.path), "name": spec.name, "device": device, "winner": None,
                               "paths": {}, "check": None, "bench": None, "optimize": None, "llm": None,
                               "fused": None, "kernels": [], "notes": []}

@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Callable
 
 from tritune import config
+from tritune.capture.program import MODULES, install, stage_beside
 from tritune.config import ENV_BENCHMARK_KERNEL, ENV_DISABLE_CACHES, ENV_INDUCTOR_CACHE, ENV_TRITON_CACHE
 from tritune.inductor.models import ModelError, build, default_loss, resolve
 
 MODES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16")
 DEFAULT_DTYPE = {"train": "float32", "infer": "float16"}  # seed 000: BERT train fp32, infer fp16
-MODULES = "modules"
-PARTS = "parts"  # a capture's unmerged per-process files (``tritune.capture.recorder``)
 
 Log = Callable[[str], None]
 
@@ -153,8 +152,7 @@ def harvest(model: str, out_dir: str | Path, *, mode: str = "train", batch: int 
     log = log or (lambda _: None)
     out = Path(out_dir)
     check(model, mode, dtype)  # before touching the environment: `import torch` reads none of it
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.harvest-", dir=out.parent))  # same filesystem: moves are renames
+    stage = stage_beside(out, "harvest")
     work = Path(tempfile.mkdtemp(prefix="tritune-harvest-"))
     try:
         env = prepare_environment(work)
@@ -209,23 +207,3 @@ def relocate(stage: Path, out: Path, specs: list) -> list:
             spec.source_file = str(out.resolve() / spec.source_file[len(staged) + 1:])
     write_launches(stage, specs, **header)
     return specs
-
-
-def install(stage: Path, out: Path) -> None:
-    """Replace ``out``'s capture by the complete one in ``stage`` (other files in ``out`` stay).
-    ``launches.jsonl`` goes first and comes last: stopped in between, ``out`` holds no file that
-    claims a complete capture."""
-    from tritune.capture.skipped import SKIPPED
-    from tritune.capture.spec import LAUNCHES, SOURCES, TENSORS
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / LAUNCHES).unlink(missing_ok=True)
-    for name in (SOURCES, TENSORS, MODULES, PARTS, SKIPPED):
-        old = out / name
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        else:
-            old.unlink(missing_ok=True)
-    for name in (SOURCES, TENSORS, MODULES, SKIPPED, LAUNCHES):  # the modules that failed, and why
-        if (stage / name).exists():
-            os.replace(stage / name, out / name)

@@ -255,7 +255,7 @@ class LLMProposer:
             reply = self.session.chat(messages)
         except LLMError as exc:
             self.session.broken = str(exc)
-            self.session.log(f"tritune optimize: llm: {exc}; the run goes on with the other families")
+            self.session.log(f"tritune optimize: llm: {exc}; the run goes on without the model")
             return None
         usage = {"prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens}
         seconds = time.monotonic() - start

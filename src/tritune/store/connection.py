@@ -42,6 +42,12 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _no_room(exc: sqlite3.Error) -> bool:
+    """A write the disk had no room for (SQLITE_FULL), or that the disk failed (SQLITE_IOERR...)."""
+    code = getattr(exc, "sqlite_errorname", "")
+    return code == "SQLITE_FULL" or code.startswith("SQLITE_IOERR")
+
+
 class _Scrubbing(sqlite3.Connection):
     """A connection whose statements' text parameters are scrubbed of secrets (module docstring)."""
 
@@ -117,6 +123,12 @@ class Connection:
         if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
             return f"{self.path}: locked by another process for {self.timeout_s:.0f} s"
         code = getattr(exc, "sqlite_errorname", "")
+        if code == "SQLITE_FULL":
+            return (f"{self.path}: no room left on its disk (SQLite: {exc}); what was recorded before is kept: "
+                    "free some space and run the same command again to resume")
+        if code.startswith("SQLITE_IOERR"):
+            return (f"{self.path}: the disk failed a write (SQLite: {exc}); what was recorded before is kept: "
+                    "run the same command again to resume once it is mended")
         if code == "SQLITE_NOTADB":
             return f"{self.path}: not an SQLite file, so not a tritune decision store"
         if code.startswith("SQLITE_CORRUPT"):
@@ -169,10 +181,13 @@ class Connection:
         self._begin_immediate(conn)
         try:
             yield
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):  # COMMIT may have failed: nothing left to roll back
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and _no_room(exc):
+                raise StoreError(self._why(exc)) from None  # one line, not an 86-line traceback
             raise
-        conn.execute("COMMIT")
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -55,7 +55,7 @@ from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from tritune import config
+from tritune import config, gpu
 from tritune.model.failures import CRASH, TIMEOUT
 from tritune.worker import replies
 from tritune.worker.child import DUMP_SIGNAL, LOG_PREFIX, SCRATCH_PREFIX
@@ -534,6 +534,7 @@ class _Child:
         # the bytecode folder it was started with, and what its jail lets it read (None: unjailed)
         self.pycache_prefix = env.get(config.ENV_PYCACHE_PREFIX)
         self.reads: tuple[str, ...] | None = None
+        gpu.announce()  # "no GPU found: running under Triton's interpreter", where a command set it
         # O_APPEND: the child writes at the end even after we truncate the file between jobs.
         self.log = open(self.log_path, "ab")
         to_child_r, to_child_w = os.pipe()
