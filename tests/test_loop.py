@@ -124,11 +124,15 @@ def test_a_planted_wrong_candidate_is_rejected_however_fast(captured, tmp_path, 
         return 0.01 if variant.source is not None else 1.0  # the wrong one claims 100x
 
     families = lambda spec: [Family("planted", Planted([wrong]), lambda v: "tolerance")]  # noqa: E731
-    results = run(captured, tmp_path, worker, retime=retime, families=families)
+    lines = []
+    results = run(captured, tmp_path, worker, retime=retime, families=families, log=lines.append)
     [kernel] = results.kernels
     [record] = kernel.candidates
     assert record.status == "rejected" and record.failure == "wrong_result"
     assert "out_ptr" in record.message  # names the output that differs
+    # the terminal says what became of it, with its class and why (not only report.md)
+    [said] = [line for line in lines if line.startswith(f"{kernel.kernel}: wrong: ")]
+    assert said.startswith(f"{kernel.kernel}: wrong: failed (wrong_result): ") and "out_ptr" in said
     assert not kernel.accepted
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert store.decisions() == []
@@ -192,10 +196,18 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
     assert partial["finished"] is None
 
     calls.clear()
-    results = run(captured, tmp_path, worker)
+    lines = []
+    results = run(captured, tmp_path, worker, log=lines.append)
     [kernel] = results.kernels
     reused = [c.variant for c in kernel.candidates if c.reused]
     assert reused == done_before
+    assert f"tritune optimize: resuming run {first_run.id} in {tmp_path}: 0 kernel(s) done before " \
+           "(--fresh starts over)" in lines
+    [line] = [line for line in lines if line.endswith("(an earlier run's)")]
+    assert line.startswith(f"{kernel.kernel}: {done_before[0]}: verified, ") and "x the baseline" in line
+    fresh = [line for line in lines if ": verified, " in line and ": accepted " not in line
+             and not line.endswith("(an earlier run's)")]
+    assert fresh and all(" ms, " in line and line.endswith("x the baseline") for line in fresh)
     assert kernel.accepted and results.run_id == first_run.id
     with DecisionStore(tmp_path / "decisions.db") as store:
         assert [r.status for r in store.runs()] == ["finished"]

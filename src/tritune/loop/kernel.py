@@ -73,6 +73,7 @@ from tritune.search.proposers import LaunchConfigSearch, config_of
 from tritune.store import DecisionStore, variant_hash
 from tritune.worker.failures import Failure
 
+OUTCOME_CHARS = 120  # a failed candidate's message in its line (the report and the store keep all of it)
 HELD_POLL_S = 0.5  # how often a candidate another optimize process is evaluating is looked at again
 # A candidate's build and verification may take what is left of its kernel's budget, and never
 # less than this: one that compiles for 40 s (a huge tile) no longer holds a 10 s kernel for 40 s.
@@ -402,6 +403,7 @@ class KernelLoop:
         self.trials.append(trial)
         self._record(variant, family, trial, reused=True, status=cand.status,
                      notes=(cand.verification or {}).get("notes"))
+        self.log(f"{self.spec.kernel}: {variant_name(variant)}: {self._outcome(trial)} (an earlier run's)")
         return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
 
     def _finish(self, variant: Variant, family: Family, cand: Any, evaluated: Evaluated) -> Evaluated:
@@ -417,7 +419,17 @@ class KernelLoop:
                      mode=family.mode(variant), status="verified" if evaluated.trial.ok else "rejected",
                      notes=(evaluated.verification or {}).get("notes"))
         self._candidate_ids[variant.key()] = cand.id
+        self.log(f"{self.spec.kernel}: {variant_name(variant)}: {self._outcome(evaluated.trial)}")
         return evaluated
+
+    def _outcome(self, trial: Trial) -> str:
+        """What became of a candidate, in a few words: verified at its time (and its ratio to the
+        baseline, the ranking's median until the full one is in), or failed with its class."""
+        if trial.ok and trial.time_ms:
+            ratio = f", {self.base_ms / trial.time_ms:.2f}x the baseline" if self.base_ms else ""
+            return f"verified, {trial.time_ms:.4g} ms{ratio}"
+        why = " ".join((trial.message or "").split())[:OUTCOME_CHARS]
+        return f"failed ({trial.failure or ERROR})" + (f": {why}" if why else "")
 
     def _wait_for_held(self, start: float) -> list[Evaluated | None]:
         """The round's candidates another live optimize process held, looked at again until that

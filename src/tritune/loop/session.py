@@ -222,8 +222,11 @@ def _optimize(root: Path, request: RunRequest, specs: list[LaunchSpec], lanes: l
                 (log or _stderr)(f"tritune optimize: {kernel}: {candidates} candidate(s) and {decisions} decision(s) "
                                  f"in {store_path} not signed by this user: candidates are evaluated again here, "
                                  "decisions ignored (`tritune store import` judges them)")
-            run_id, done = _start(store, run_settings, request.command, out, request.fresh)
+            run_id, done, resumed = _start(store, run_settings, request.command, out, request.fresh)
             results.run_id = run_id
+            if resumed:
+                (log or _stderr)(f"tritune optimize: resuming run {run_id} in {out}: {len(done)} kernel(s) done "
+                                 "before (--fresh starts over)")
             resumable = False
             try:
                 ranking = time.monotonic()
@@ -591,17 +594,18 @@ def machine(worker: Worker) -> Target:
     return Target.from_json(outcome.value)
 
 
-def _start(store: DecisionStore, run_settings: dict, command: str, out: Path, fresh: bool) -> tuple[int, dict]:
-    """A resumed run (its finished kernels) or a new one."""
+def _start(store: DecisionStore, run_settings: dict, command: str, out: Path,
+           fresh: bool) -> tuple[int, dict, bool]:
+    """A resumed run (its finished kernels, True) or a new one (False)."""
     found = None if fresh else store.find_resumable(run_settings, command)
     if found is None:
-        return store.start_run(run_settings, command), {}
+        return store.start_run(run_settings, command), {}, False
     run = store.resume_run(found.id)
     done = {}
     for line in _lines(out / PROGRESS_FILE):
         if line.get("run_id") == run.id:
             done[line["result"]["key_sha"]] = line["result"]
-    return run.id, done
+    return run.id, done, True
 
 
 def _digest(root: Path) -> str:
