@@ -229,7 +229,7 @@ def test_the_loop_proposes_the_prior_first_records_it_and_decides_with_traits(st
     assert first.constexprs == {"BLOCK": 1024}
     loop._record(first, family, Trial(first, True, 0.1), status="verified")
     loop._record(Variant(constexprs={"BLOCK": 32}), family, Trial(first, True, 0.5), status="verified")
-    assert [r["prior"] for r in loop.records] == [True, False]
+    assert [r.prior for r in loop.records] == [True, False]
     assert traits(spec, loop.key, "elementwise", first) == {"category": "elementwise", "size_class": 18,
                                                              "config": {"grid0": 1024, "num_warps": 4,
                                                                         "num_stages": 3, "maxnreg": None}}
