@@ -232,3 +232,13 @@ def test_force_where_nothing_can_be_made_beside_the_capture_is_one_line(tmp_path
         f"tritune capture: --force captures beside {out} and replaces it at the end, and {tmp_path} takes no new "
         "folder: Permission denied"]
     assert _capture_files(out) == before
+
+
+def test_the_folder_of_the_script_a_python_command_runs(tmp_path, monkeypatch):
+    """Where a head start's workers may read from their start (``commands.optimize._HeadStart``)."""
+    (tmp_path / "progs").mkdir()
+    (tmp_path / "progs" / "x.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert boot.script_folder(["python3", "progs/x.py", "--small"]) == str(tmp_path / "progs")
+    assert boot.script_folder(["python3", "progs/missing.py"]) is None
+    assert boot.script_folder(["python3", "-m", "progs.x"]) is None and boot.script_folder(["bash", "x.py"]) is None

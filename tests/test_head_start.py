@@ -286,3 +286,28 @@ def test_a_head_start_that_cannot_begin_is_one_line_and_the_run_goes_on(tmp_path
     head.close()
     err = capsys.readouterr().err
     assert "the workers start after the capture" in err and "Traceback" not in err
+
+
+def test_the_scripts_folder_is_in_the_head_lanes_jail_from_their_start(tmp_path, monkeypatch):
+    """``optimize -- python3 DIR/script.py``: its workers may read DIR from their start, so a
+    program whose kernels lie beside its script gets the head-started lanes (the main job's
+    ``examples/user_program.py`` restarted them before, and said so)."""
+    from tritune.commands.optimize import _HeadStart
+
+    monkeypatch.setattr(LocalLane, "head_start", lambda self: None)  # made, not started
+    asked = []
+    monkeypatch.setattr(jail, "for_workers", lambda capture_dir, *, program_dirs=None, **_: asked.append(program_dirs))
+    script = tmp_path / "progs" / "x.py"
+    script.parent.mkdir()
+    script.write_text("")
+    head = _HeadStart(LoopSettings(jobs=1), [Device(0, None)], ["python3", str(script), "--small"])
+    head.begin(tmp_path / "capture")
+    try:
+        assert asked == [(str(script.parent),)]
+    finally:
+        head.close()
+    asked.clear()
+    bare = _HeadStart(LoopSettings(jobs=1), [Device(0, None)], ["python3", "-m", "progs.x"])
+    bare.begin(tmp_path / "capture2")
+    bare.close()
+    assert asked == [()]

@@ -55,6 +55,15 @@ def check(command: Sequence[str]) -> None:
         raise CommandError(f"{executable} cannot open the script {script}: {why}", 2)
 
 
+def script_folder(command: Sequence[str]) -> str | None:
+    """The folder of the script a Python command line runs, where the script exists (absolute):
+    where its own kernels most likely lie. None for anything else (``-m``, ``-c``, not Python)."""
+    script = _script(command)
+    if script is None or script == "-" or not Path(script).is_file():
+        return None
+    return str(Path(script).absolute().parent)
+
+
 def _script(command: Sequence[str]) -> str | None:
     """The script a Python interpreter's command line runs, or None (not Python, ``-m``, ``-c``,
     nothing): Python's options are skipped, with the value of those that take one."""

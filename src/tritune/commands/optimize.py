@@ -28,7 +28,7 @@ import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import click
 
@@ -196,7 +196,7 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     if launches is not None:
         _not_captured(launches)
     # local lanes start while the program is captured (``HeadStart``)
-    head = _HeadStart(settings, picked) if picked is not None and config.head_start() else None
+    head = _HeadStart(settings, picked, command) if picked is not None and config.head_start() else None
     try:
         root = launches or _launches_from(command, inductor_dir, out_dir, unsafe_no_jail=unsafe_no_jail,
                                           starting=head.begin if head is not None else None)
@@ -305,8 +305,14 @@ class _HeadStart:
     """The run's local lanes started as its program's capture starts (``lanes.HeadStart``), and
     handed to the run after it, or closed."""
 
-    def __init__(self, settings, devices) -> None:
+    def __init__(self, settings, devices, command: Sequence[str] = ()) -> None:
+        from tritune.boot import script_folder
+
         self._settings, self._devices = settings, devices
+        # the folder its workers may read from their start: the script's, where its kernels most
+        # likely lie (the run's own jail reads the kernel files' folders, known after the capture)
+        folder = script_folder(command) if command else None
+        self._program_dirs = (folder,) if folder else ()
         self._head = None
         self._given: list = []
 
@@ -315,7 +321,7 @@ class _HeadStart:
         from tritune.loop.lanes import HeadStart
 
         try:
-            self._head = HeadStart(capture_dir, self._settings, self._devices)
+            self._head = HeadStart(capture_dir, self._settings, self._devices, program_dirs=self._program_dirs)
         except Exception as exc:  # noqa: BLE001 - a folder it cannot make, a jail it cannot set: the run's own start says
             _say(f"the workers start after the capture, not beside it: {one_line(exc)}")
 

@@ -440,8 +440,9 @@ class HeadStart:
     both after the capture: a library's import alone took 4 s (Liger) to 20 s (fla) in each fresh
     worker on an H200 host, most of a short run's fixed costs.
 
-    Their jail is decided before the capture holds anything, so it names no program folder: the
-    folders of the kernel files (``jail.program_folders``) are known only after. ``lanes(root)``
+    Their jail is decided before the capture holds anything, so it names only the program folder
+    the command line shows (``program_dirs``: a Python script's folder, ``boot.script_folder``):
+    the folders of the kernel files (``jail.program_folders``) are known only after. ``lanes(root)``
     hands the lanes over when the jail the capture asks for (``local_lanes``) reaches what
     theirs does (``jail.same_reach``): the kernel files lie where every worker may read anyway
     (a library, Inductor's kernels, a program under a folder on this process's path). Otherwise
@@ -450,12 +451,13 @@ class HeadStart:
     their start (it holds what tritune compiled from the folders every worker reads:
     ``worker.bytecode``)."""
 
-    def __init__(self, capture_dir: str | Path, settings: LoopSettings, devices: Sequence[Device]) -> None:
+    def __init__(self, capture_dir: str | Path, settings: LoopSettings, devices: Sequence[Device],
+                 program_dirs: Sequence[str] = ()) -> None:
         self.root = Path(capture_dir).absolute()
         self.root.mkdir(parents=True, exist_ok=True)  # the jail reads what exists
         self._settings = settings
         self.policy = jail.for_workers(self.root, untrusted=settings.llm is not None,
-                                       unsafe_no_jail=settings.unsafe_no_jail, program_dirs=())
+                                       unsafe_no_jail=settings.unsafe_no_jail, program_dirs=tuple(program_dirs))
         self._lanes: list[LocalLane] = []
         self._done = threading.Event()
         self._watcher: threading.Thread | None = None
