@@ -475,6 +475,10 @@ def test_capture_and_apply_run_together(k, specs, store, tmp_path):
 def test_errors_are_one_line(tmp_path):
     with pytest.raises(StoreError, match="no decision store at"):
         apply.enable(tmp_path / "missing.db")
+    (tmp_path / "empty.db").touch()  # SQLite would open it as a new database and write a schema in
+    with pytest.raises(StoreError, match="an empty file, not a decision store"):
+        apply.enable(tmp_path / "empty.db")
+    assert (tmp_path / "empty.db").stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
     with pytest.raises(apply.ApplyError, match="not enabled"):
         apply.rollback("scale_kernel")
 

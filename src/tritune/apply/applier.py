@@ -54,6 +54,7 @@ from tritune.apply import index as decision_index, inductor_swap
 from tritune.apply.fast import REFUSED
 from tritune.apply.jit import JitEntry, JitPlan, Prepared, signature
 from tritune.capture import _jit_shim, inductor as inductor_shim
+from tritune.model.target import Target
 
 _MISSING = object()
 
@@ -63,10 +64,13 @@ class Applier:
 
     def __init__(self, store: Any, *, device: str | None = None, inductor_cache: bool = False):
         from tritune.store import DecisionStore, StoreError
+        from tritune.store.connection import empty_store
 
         if isinstance(store, (str, Path)):
             if not Path(store).is_file():
                 raise StoreError(f"no decision store at {store}")
+            if (empty := empty_store(Path(store))) is not None:  # read, never made: no schema written into it
+                raise StoreError(empty)
             store = DecisionStore(store)
         self.store, self.path, self.device = store, Path(store.path), device
         self.inductor_cache = inductor_cache  # also write Inductor's autotune cache (``apply.inductor_cache``)
@@ -75,7 +79,7 @@ class Applier:
         self._reported: set[tuple[str, str]] = set()
         self._decisions = self._read()
         self._forget_stale()
-        self._target: dict | None = None
+        self._target: Target | None = None
         self._index: decision_index.Index | None = None
         self._jit: dict[int, JitEntry] = {}
         self._tuners: dict[int, Any] = {}

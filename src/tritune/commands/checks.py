@@ -63,17 +63,6 @@ def writable_dir(ctx: click.Context, param: click.Parameter, value: Path | None)
     return value
 
 
-def empty_store(path: Path) -> str | None:
-    """Why a command that only reads the store at ``path`` refuses it because the file is empty,
-    or None: SQLite opens an empty file as a new database, and the store's opening writes its
-    schema there (68 KB), changing a file the user only asked to read."""
-    try:
-        empty = path.is_file() and path.stat().st_size == 0
-    except OSError:
-        return None
-    return f"{path}: an empty file, not a decision store (tritune optimize makes one)" if empty else None
-
-
 def store_problem(path: Path) -> str | None:
     """Why the decision store at ``path`` cannot be used (not SQLite, truncated, damaged, of a
     newer schema, read-only, not creatable), or None. An existing store is opened and read

@@ -71,7 +71,8 @@ def store_problem(store: Path) -> str | None:
     must exist and not be empty (run makes none, nor writes a schema into a file), then the
     checks ``optimize`` makes (``commands.checks``)."""
     from tritune.commands import checks
+    from tritune.store.connection import empty_store
 
     if not store.is_file():
         return f"no decision store at {store}"
-    return checks.empty_store(store) or checks.store_problem(store)
+    return empty_store(store) or checks.store_problem(store)

@@ -35,7 +35,7 @@ def store() -> None:
 def _open(path: Path, *, must_exist: bool = True):
     from tritune.store import DecisionStore, StoreError
 
-    from tritune.commands.checks import empty_store
+    from tritune.store.connection import empty_store
 
     if must_exist and not path.is_file():
         _fail(f"{path}: no such decision store")

@@ -37,6 +37,17 @@ DEFAULT_TIMEOUT_S = 60.0
 _ABANDONED: list[sqlite3.Connection] = []  # a parent's connections seen in a forked child: never closed there
 
 
+def empty_store(path: Path) -> str | None:
+    """Why a command that only reads the store at ``path`` refuses it because the file is empty,
+    or None: SQLite opens an empty file as a new database, and the store's opening writes its
+    schema there (68 KB), changing a file the user only asked to read."""
+    try:
+        empty = path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return None
+    return f"{path}: an empty file, not a decision store (tritune optimize makes one)" if empty else None
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
