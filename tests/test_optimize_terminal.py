@@ -85,3 +85,24 @@ def test_the_model_alone_unreached_is_one_line_and_a_failure(share_captured, tmp
     assert last.startswith("tritune optimize: --families llm, and the model could not be asked: ")
     assert last.endswith("; nothing was tried") and "401" in last
     assert "other families" not in result.output
+
+
+def test_a_full_disk_as_the_results_are_written_is_one_line(share_captured, tmp_path, monkeypatch):
+    """optimize.json's disk fills (the store's may be another): one line and exit 2, not a
+    traceback; the next run resumes from the store."""
+    import errno
+
+    from tritune.model.results import RunResults
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def write(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(RunResults, "write", write)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(share_captured),
+                                       "--max-candidates", "1", "--max-kernels", "1", "--no-report"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"tritune optimize: {out / 'optimize.json'}: No space left on device; what "
+                                          "was recorded before is kept: run the same command again to resume"]

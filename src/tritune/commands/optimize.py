@@ -217,6 +217,11 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     except (OptimizeError, SpecError, StoreError, LaneError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
+    except OSError as exc:  # the results' files: a full disk, a folder made read-only meanwhile
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"tritune optimize: {where}{exc.strerror or one_line(exc)}; what was recorded before is kept: "
+                   "run the same command again to resume", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
         sys.exit(130)
