@@ -64,7 +64,7 @@ from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_te
 from tritune.imports import import_file
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
 from tritune.replay.launches import Launches, skipping
-from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
+from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison, worst_of
 from tritune.model.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RUNTIME_FAULT, TIMEOUT,
                                     WRONG_RESULT)
 from tritune.worker.failures import RESTART_KINDS, classify, shorten
@@ -284,13 +284,13 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
                               base_alt=torch.zeros_like(want), cand_alt=alt))
     failing = [c for c in checks if not c.ok]
     if failing:
-        return _Verdict(WRONG, _worst(failing).message(), checks, launches)
+        return _Verdict(WRONG, worst_of(failing).message(), checks, launches)
     kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources) if kernels else None
     if kept is not None:
         return _Verdict(NO_KERNEL, f"{kept} is right with every Triton launch of run() skipped: run() computes it "
                                    "with torch, returns an input, or keeps it from an earlier call, instead of "
                                    "writing it with its kernel(s)", checks, launches)
-    worst = _worst(checks)
+    worst = worst_of(checks)
     message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
     return _Verdict(None, message, checks, launches)
 
@@ -532,11 +532,6 @@ def _input_names(reference: Callable, count: int) -> list[str]:
     return [params[k] if k < len(params) else f"in{k}" for k in range(count)]
 
 
-def _worst(checks: list[CompareResult]) -> CompareResult | None:
-    scored = [c for c in checks if c.worst is not None]
-    return max(scored, key=lambda c: c.worst.score, default=None)
-
-
 def _class_of(exc: BaseException, *, importing: bool) -> str:
     """The class of an exception the module raised (module doc). A failure after which the worker
     must not be trusted (a device fault) is raised again instead: the worker then ends its child,
@@ -605,7 +600,7 @@ class _Report:
 
     def result(self) -> dict:
         if self.failure is None:
-            worst = _worst(self.checks)
+            worst = worst_of(self.checks)
             served = self.family["served"]
             self.message = (f"verified on {len(self.cases) - (self.family['sampled'] - served) - self.configurations} "
                             f"cases ({self.derived} derived"

@@ -159,25 +159,9 @@ def worst_text(case: Mapping[str, Any]) -> str:
     outputs = [o for o in case.get("outputs") or [] if o.get("worst")]
     if not outputs:
         return str(case.get("message") or "-")
-    output = max(outputs, key=lambda o: _number(o["worst"].get("score")))
-    return _worst(output["worst"]).describe(str(output.get("name", "out")))
-
-
-def _worst(body: Mapping[str, Any]) -> Worst:
-    """``Worst`` back from its JSON (NaN/Inf came as strings; ``index`` as a list)."""
-    names = {f.name for f in dataclasses.fields(Worst)}
-    fields = {k: v for k, v in body.items() if k in names}
-    fields["index"] = tuple(fields.get("index") or ())
-    for key in ("abs_err", "rel_err", "score"):
-        fields[key] = _number(fields.get(key))
-    return Worst(**fields)
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
+    worst, name = max(((Worst.from_json(o["worst"]), o.get("name", "out")) for o in outputs),
+                      key=lambda pair: pair[0].score)
+    return worst.describe(str(name))
 
 
 def bench_blocks(result: Mapping[str, Any], images: Sequence[Image], plot_note: str | None) -> list[Block]:
