@@ -62,7 +62,7 @@ from tritune.errors import one_line
 from tritune.generate.derive import beyond, derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
-from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
+from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements, storage_elements
 from tritune.replay.launches import Launches, skipping
 from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison, worst_of
 from tritune.model.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RUNTIME_FAULT, TIMEOUT,
@@ -329,7 +329,7 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
     inputs, guards = [], []
     for tag, (name, value) in enumerate(zip(names, case.tensors)):
         if isinstance(value, torch.Tensor):
-            guard = Guard(_margin(value), _storage_size(value), tag)
+            guard = Guard(_margin(value), storage_elements(value), tag)
             buffer = guarded(value, guard.margin, tag)
             value = _between_margins(buffer, guard, value)
             guards.append(_Guarded(name, buffer, guard, value.untyped_storage().data_ptr()))
@@ -366,7 +366,7 @@ def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
                 return WRONG, (f"run() writes into its input {name} (a kernel must not; baseline: before, "
                                f"candidate: after): {same.message()}")
             # the rest of its storage (a slice's other columns) is the caller's too
-            size = _storage_size(given)
+            size = storage_elements(given)
             if given.is_contiguous() and given.storage_offset() == 0 and given.numel() == size:
                 continue  # x is its whole storage: compared above
             whole = compare(name, given.as_strided((size,), (1,), 0), copy.as_strided((size,), (1,), 0),
@@ -434,7 +434,7 @@ class _Allocations:
 
     def _guarded(self, plain: Any, *, keep: bool) -> Any:
         """A tensor laid out as ``plain`` inside a guarded buffer: ``plain``'s values (``keep``), else poison."""
-        guard = Guard(_margin(plain), _storage_size(plain), self.tag)
+        guard = Guard(_margin(plain), storage_elements(plain), self.tag)
         buffer = allocate(plain.dtype, plain.device, guard)
         tensor = _between_margins(buffer, guard, plain)
         if keep:
@@ -515,11 +515,6 @@ def _interpreting() -> bool:
 
 def _margin(t: Any) -> int:
     return margin_elements(t.element_size(), GUARD_ROWS, t.stride(-2) if t.dim() >= 2 else 1)
-
-
-def _storage_size(t: Any) -> int:
-    """Elements of ``t``'s whole storage (what ``guard.guarded`` copies)."""
-    return t.untyped_storage().nbytes() // t.element_size()
 
 
 def _input_names(reference: Callable, count: int) -> list[str]:

@@ -85,7 +85,7 @@ from typing import Any, Callable, ContextManager, Sequence
 from tritune.model.launch import LaunchSpec
 from tritune.model.variant import Variant
 from tritune.replay import Replay, make_args
-from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
+from tritune.replay.guard import Breach, Guard, breach, largest_block, layout, storage_elements
 from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
                                     spread, worst_of)
@@ -384,7 +384,7 @@ def _clone(value: Any) -> Any:
 
     if not isinstance(value, torch.Tensor):
         return value
-    size = value.untyped_storage().nbytes() // value.element_size()
+    size = storage_elements(value)
     storage = value.as_strided((size,), (1,), 0).clone()
     return storage.as_strided(value.shape, value.stride(), value.storage_offset())
 
