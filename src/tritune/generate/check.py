@@ -62,6 +62,7 @@ from tritune.errors import one_line
 from tritune.generate.derive import beyond, derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
 from tritune.imports import import_file
+from tritune.llm.family import MESSAGE_CHARS  # seed 004 feeds a failure back cut to this many characters
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements, storage_elements
 from tritune.replay.launches import Launches, skipping
 from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison, worst_of
@@ -71,7 +72,8 @@ from tritune.worker.failures import RESTART_KINDS, classify, shorten
 
 CLASSES = ("syntax", "compile", "runtime", "timeout", "wrong_result", "slower", "unsafe", "no_code", "no_kernel")
 SYNTAX, COMPILE, RUNTIME, TIMED_OUT, WRONG, SLOWER, UNSAFE, NO_CODE, NO_KERNEL = CLASSES
-MESSAGE_CHARS = 300  # seed 004 feeds a failure back cut to 300 characters
+JOB = "tritune.generate.check:check_job"
+TIMEOUT_S = 600.0  # wall time of one check (the sandbox's CPU limit ends a model's busy loop sooner)
 
 # Margin rows: a 2-D tile whose row mask is missing overruns by up to BLOCK_M rows; 128 covers the
 # usual BLOCK_M (Inductor's YBLOCK and seed 004's kernels stay at or below it). Below 64 KiB the
@@ -91,6 +93,21 @@ def failure_class(outcome) -> tuple[str, str]:
     if failure.kind == COMPILE_ERROR and failure.message.startswith(_SYNTAX_ERRORS):
         return SYNTAX, shorten(failure.message, MESSAGE_CHARS)
     return _BY_KIND.get(failure.kind, RUNTIME), shorten(failure.message, MESSAGE_CHARS)
+
+
+def check_in_worker(worker: Any, module: Path, spec_path: Path, device: str, *, family: Any = "module",
+                    **limits: Any) -> dict:
+    """``check_job`` of ``module`` in ``worker`` (``limits``: ``Worker.call``'s, e.g. the sandbox's
+    for a model's code), on the spec's cases, the derived ones and the family's sampled sizes;
+    ``family``: True for a model's module (every sampled size must pass), "module" for tritune's
+    kernel.py (its FAMILY and serves() say which it serves). A failed Outcome (a timeout, a crash,
+    a device fault) comes back as a failed result of its class (``failure_class``)."""
+    outcome = worker.call(JOB, {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0,
+                                "derived": True, "family": family}, timeout_s=TIMEOUT_S, **limits)
+    if outcome.ok:
+        return outcome.value
+    kind, message = failure_class(outcome)
+    return {"ok": False, "failure": kind, "message": message, "cases": [], "launches": 0}
 
 
 def check_job(payload: dict) -> dict:

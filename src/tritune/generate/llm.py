@@ -48,11 +48,8 @@ from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_fa
 from tritune.model.settings import LLMSettings
 from tritune.model.target import Target
 
-CHECK_JOB = "tritune.generate.check:check_job"
-CHECK_TIMEOUT_S = 600.0  # wall time of one check (the sandbox's CPU limit ends a busy loop sooner)
 FOLDER = "llm"  # under the run's OUT
 KERNEL = "kernel.py"  # the best verified module, copied
-SEED = 0
 
 # a failure class -> what the model is told
 WORDS = {
@@ -194,18 +191,15 @@ class _Loop:
         return attempt
 
     def _check(self, module: Path) -> tuple[str, str] | None:
-        from tritune.generate.check import failure_class
+        from tritune.generate.check import check_in_worker
         from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
 
-        payload = {"module": str(module), "spec": str(self.spec.path), "device": self.device, "seed": SEED,
-                   "derived": True, "family": True}  # any size of the spec's family, as the prompt asks
-        outcome = self.worker.call(CHECK_JOB, payload, timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S,
-                                   memory_mb=SANDBOX_MEMORY_MB)
-        if not outcome.ok:
-            return failure_class(outcome)
-        if not outcome.value.get("ok"):
-            return outcome.value.get("failure") or "wrong_result", (outcome.value.get("message") or "")[:MESSAGE_CHARS]
-        return None
+        # any size of the spec's family, as the prompt asks; the model's code under the sandbox's limits
+        result = check_in_worker(self.worker, module, self.spec.path, self.device, family=True, cpu_s=SANDBOX_CPU_S,
+                                 memory_mb=SANDBOX_MEMORY_MB)
+        if result.get("ok"):
+            return None
+        return result.get("failure") or "wrong_result", (result.get("message") or "")[:MESSAGE_CHARS]
 
     def _time(self, attempt: dict, module: Path) -> None:
         from tritune.errors import one_line
