@@ -239,6 +239,17 @@ def test_dry_run_writes_the_first_prompt_and_sends_nothing(spec, tmp_path, worke
     assert len(lines) == 1 and str(prompt) in lines[0]
 
 
+def test_a_dry_run_prompt_holds_no_secret_even_where_the_spec_does(tmp_path, worker, key):
+    """The prompt file is written by the LLM family's writer, which scrubs: a key pasted into the
+    spec (here a comment, sent as the spec's source) never reaches the file."""
+    path = tmp_path / "bias_relu.py"
+    path.write_text(SPEC + f"# the endpoint's key: {key}\n")
+    result, _ = generate(load_spec(path), tmp_path / "out", worker, "http://127.0.0.1:9",
+                         dry_run=str(tmp_path / "prompts"))
+    text = Path(result["prompt"]).read_text()
+    assert "# the endpoint's key: [secret]" in text and key not in text
+
+
 def test_an_unreachable_endpoint_is_one_line_and_no_best(spec, tmp_path, worker, key):
     with socket.socket() as s:  # a port nothing listens on once closed
         s.bind(("127.0.0.1", 0))

@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import math
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tritune.llm import prompts
-from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key
+from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key, write_prompt
 from tritune.model.settings import LLMSettings
 from tritune.model.target import Target
 
@@ -82,10 +81,8 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     session = LLMSession(settings, gpu=_gpu(worker, device), log=log)
     first = [{"role": "user", "content": first_prompt(spec, session.gpu, device)}]
     if settings.dry_run:
-        folder = Path(settings.dry_run)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"generate-{spec.name}-{prompt_key(settings.model, first, prompts.version(prompts.GENERATE))[:10]}.md"
-        path.write_text("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in first))
+        key = prompt_key(settings.model, first, prompts.version(prompts.GENERATE))
+        path = write_prompt(settings.dry_run, f"generate-{spec.name}-{key[:10]}", first)
         log(f"{spec.name}: llm dry run: prompt written to {path}")
         return {**_result(None, None, [], session), "prompt": str(path)}
     folder = Path(out_dir).resolve() / FOLDER
@@ -95,9 +92,10 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     for iteration in range(1, max_iterations + 1):
         messages = first + [m for reply, feedback in conversation[-ATTEMPTS_SHOWN:]
                             for m in ({"role": "assistant", "content": reply}, {"role": "user", "content": feedback})]
-        text = _ask(session, messages)
-        if text is None:
+        asked = session.ask(messages, failed="tritune generate: llm: {error}")
+        if asked is None:  # the endpoint cannot be used: said in one line, the best so far kept
             break
+        text = asked[0].text
         attempt = loop.attempt(iteration, text)
         log(f"{spec.name}: llm attempt {iteration}/{max_iterations}: {_said(attempt)}")
         if attempt["verified"] and attempt["failure"] is None:
@@ -246,22 +244,6 @@ def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tu
         return None, assemble(code, inputs, name=name).text
     except Unsafe as exc:
         return ("unsafe", str(exc)[:MESSAGE_CHARS]), ""
-
-
-def _ask(session: LLMSession, messages: list[dict]) -> str | None:
-    """The reply's text; None (said in one line) when the endpoint cannot be used."""
-    from tritune.llm.client import LLMError
-
-    start = time.monotonic()
-    try:
-        reply = session.chat(messages)
-    except LLMError as exc:
-        session.broken = str(exc)
-        session.log(f"tritune generate: llm: {exc}")
-        return None
-    session.total.add({"prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens},
-                      time.monotonic() - start, reused=False)
-    return reply.text
 
 
 def _gpu(worker: Any, device: str) -> Target | None:
