@@ -41,6 +41,11 @@ def test_table_has_the_seed_tolerances_and_a_reason_for_each():
     assert tolerance_for("float32", "bitwise").exact
 
 
+def test_a_tolerance_states_its_rule():
+    assert TABLE["float32"].rule() == "|got - expected| <= 1e-05 + 0.0001 * |expected|"
+    assert tolerance_for("int32").rule() == "exact"
+
+
 def test_unknown_mode_and_dtype_fail_in_one_line():
     with pytest.raises(ValueError, match="unknown verification mode 'close'"):
         tolerance_for("float32", "close")
