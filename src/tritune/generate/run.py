@@ -402,6 +402,8 @@ def _why(bench: dict | None) -> str:
 
 def _write(out: Path, result: dict) -> None:
     from tritune.generate.report import write_report
+    from tritune.secrets import scrub
 
-    (out / "generate.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    # no secret in a message (a model's, a candidate's), as in optimize.json and the report
+    (out / "generate.json").write_text(scrub(json.dumps(result, indent=2, default=str) + "\n"))
     write_report(out, result)
