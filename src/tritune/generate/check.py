@@ -40,6 +40,16 @@ the odd shapes ``derive`` makes from the first one. Per case:
    an output with no elements, nor one that is an input (or a view of one) where the reference's
    output is that input too.
 
+What is verification's, and what is generation's own. ``tritune.verify`` checks a variant of one
+captured launch against that launch (the baseline), on inputs made from its ``LaunchSpec``; here a
+whole module's ``run`` is checked against a PyTorch function over a spec's cases, with no baseline
+launch: the spec's cases and family, ``run``'s own allocations guarded and poisoned, the launches
+skipped (step 5), kernel.py's forced configurations and seed 004's classes (below) are this
+module's. Its building blocks are verification's: the guards (``replay.guard``), the launch counter
+(``replay.launches``), the poison, the comparison and its worst element (``verify.compare``), the
+tolerance table (``verify.tolerances``, through ``GenSpec.tolerance_for``) and the failure kinds
+(``worker.failures.classify``).
+
 Failures of the module itself, classified by ``tritune.worker.failures.classify`` (which knows
 Triton's errors by type): a ``SyntaxError`` importing it is ``syntax``; anything else that stops
 it importing, and a compile error at its first launch (``CompilationError``; under

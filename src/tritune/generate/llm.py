@@ -30,9 +30,12 @@ characters). The loop stops at the first verified module that is not slower, aft
 ``max_iterations`` requests, or when the endpoint fails (one line; the best so far is kept). The
 best verified module (tritune's assembly, never the reply's text) is copied to ``OUT/llm/kernel.py``.
 
-The session, the client, the cost and the dry run are the LLM proposer's (``llm.family``): the key
-is read by the client alone, sent as a Bearer token and redacted from its errors; nothing here
-holds it. ``settings.dry_run``: the first prompt is written to that folder and nothing is sent.
+The session, asking the model, the client, the cost and the dry run's prompt file are the LLM
+proposer's (``llm.family``): the key is read by the client alone, sent as a Bearer token and
+redacted from its errors; nothing here holds it. ``settings.dry_run``: the first prompt is written
+to that folder (secrets scrubbed) and nothing is sent. What is generation's own: the prompts (a
+spec to write, not a captured kernel to improve), the module assembled from the reply's checked
+parts, seed 004's classes and the words the model is told, and ``slower`` against eager PyTorch.
 """
 
 from __future__ import annotations
