@@ -71,7 +71,7 @@ from typing import Any, Callable, Iterator
 from tritune.errors import one_line
 from tritune.generate.derive import beyond, derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
-from tritune.imports import import_file
+from tritune.imports import import_file, jit_interprets
 from tritune.llm.family import MESSAGE_CHARS  # seed 004 feeds a failure back cut to this many characters
 from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements, storage_elements
 from tritune.replay.launches import Launches, skipping
@@ -362,7 +362,7 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
             guards.append(_Guarded(name, buffer, guard, value.untyped_storage().data_ptr()))
         inputs.append(value)
     allocations = _Allocations(which, first_tag=len(guards))
-    launches = _AnyKernel(interpreted=_interpreting())
+    launches = _AnyKernel(interpreted=jit_interprets())
     watching = skipping(interpreted=launches.interpreted) if skip else launches.counting()
     with torch.no_grad(), allocations.installed(module), watching:
         result = run(*inputs)
@@ -532,12 +532,6 @@ class _AnyKernel(Launches):
 
     def matches(self, name: str | None) -> bool:
         return True  # every launch counts, whatever its name (``Launches.seen`` counts them)
-
-
-def _interpreting() -> bool:
-    from triton import knobs  # what @triton.jit read when the module's kernels were decorated
-
-    return bool(knobs.runtime.interpret)
 
 
 def _margin(t: Any) -> int:
