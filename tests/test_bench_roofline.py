@@ -82,3 +82,14 @@ def test_bandwidth_arithmetic():
     assert roofline.roofline_fraction(1500.0, 3000.0) == pytest.approx(0.5)
     assert roofline.roofline_fraction(1500.0, None) is None
     assert roofline.floor_ms(3_000_000_000, 3000.0) == pytest.approx(1.0)
+
+
+def test_io_bytes_reads_each_input_once_and_writes_each_output_once():
+    """A function's live tensors (``tritune generate``'s floor): a tensor passed twice counts once,
+    scalars nothing."""
+    torch = pytest.importorskip("torch")
+    x, bias = torch.empty(6, 40, dtype=torch.float16), torch.empty(40)
+    out = torch.empty(6, 40, dtype=torch.float16)
+    assert roofline.distinct_tensors((x, x, 0.5)) == [x] and roofline.distinct_tensors(out) == [out]
+    assert roofline.io_bytes((x, bias), out) == 480 + 160 + 480
+    assert roofline.io_bytes((x, x, 0.5), (out, bias)) == 480 + 480 + 160

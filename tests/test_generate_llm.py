@@ -17,7 +17,7 @@ from test_loop import worker  # noqa: F401 - the module-scoped interpreter worke
 
 from tritune.generate.assemble import assemble
 from tritune.generate.launcher import TENSOR
-from tritune.generate.llm import generate_with_llm
+from tritune.generate.llm import generate_with_llm, tolerance_text
 from tritune.generate.spec import load_spec
 from tritune.model.settings import LLMSettings
 
@@ -228,6 +228,21 @@ def test_slower_is_fed_back_and_the_fastest_verified_module_is_kept(spec, tmp_pa
     assert result["attempts"][1]["speedup"] == pytest.approx(2.0)
 
 
+def test_the_prompt_states_each_dtype_s_tolerance_the_spec_s_override_first(tmp_path):
+    """One line per dtype of the cases' tensors: the table's rule, exact for integers, the spec's
+    override where it gives one (``GenSpec.tolerance_for``)."""
+    path = tmp_path / "spec.py"
+    path.write_text("import torch\n\ntolerance = {'float16': (0.02, 0.002)}\n\n\n"
+                    "def reference(x, index):\n    return x[index]\n\n\n"
+                    "def inputs(device):\n    return [(torch.randn(4, 40, device=device), torch.arange(3, device=device))]\n")
+    spec = load_spec(path)
+    lines = tolerance_text(spec, spec.cases("cpu")).splitlines()
+    assert lines[:3] == ["- float16: |got - expected| <= 0.002 + 0.02 * |expected| (the spec's tolerance)",
+                         "- float32: |got - expected| <= 1e-05 + 0.0001 * |expected|",
+                         "- int64: exact"]
+    assert lines[3].startswith("- NaN and Inf where the reference has them")
+
+
 def test_dry_run_writes_the_first_prompt_and_sends_nothing(spec, tmp_path, worker, key):
     with ScriptedServer([]) as server:
         result, lines = generate(spec, tmp_path / "out", worker, server.url, dry_run=str(tmp_path / "prompts"))
@@ -237,6 +252,17 @@ def test_dry_run_writes_the_first_prompt_and_sends_nothing(spec, tmp_path, worke
     assert "return torch.relu(x + bias)" in text and "f32[4,40]" in text and key not in text
     assert result["best"] is None and result["requests"] == 0 and not (tmp_path / "out" / "llm").exists()
     assert len(lines) == 1 and str(prompt) in lines[0]
+
+
+def test_a_dry_run_prompt_holds_no_secret_even_where_the_spec_does(tmp_path, worker, key):
+    """The prompt file is written by the LLM family's writer, which scrubs: a key pasted into the
+    spec (here a comment, sent as the spec's source) never reaches the file."""
+    path = tmp_path / "bias_relu.py"
+    path.write_text(SPEC + f"# the endpoint's key: {key}\n")
+    result, _ = generate(load_spec(path), tmp_path / "out", worker, "http://127.0.0.1:9",
+                         dry_run=str(tmp_path / "prompts"))
+    text = Path(result["prompt"]).read_text()
+    assert "# the endpoint's key: [secret]" in text and key not in text
 
 
 def test_an_unreachable_endpoint_is_one_line_and_no_best(spec, tmp_path, worker, key):

@@ -165,3 +165,20 @@ def test_winner_when_both_paths_verified_is_the_faster_one():
     assert winner_text(failed) == "the LLM won: Inductor (model-free) produced no verified kernel (wrong result)."
     assert winner_text({**result, "why": "faster at every shape"}) == "Inductor (model-free) won: faster at every shape"
     assert winner_text({"winner": None}) == "No path produced a verified kernel."
+
+
+def test_no_secret_reaches_the_report_or_generate_json(tmp_path, monkeypatch):
+    """A message holding the LLM key (a model's reply echoed it, a candidate printed it) is
+    scrubbed from report.md, report.html and generate.json, as from optimize's report and JSON."""
+    from tritune import config
+    from tritune.generate import run as flow
+
+    key = "sk-test-DO-NOT-LEAK-generate-4e1d"
+    monkeypatch.setenv(config.ENV_LLM_KEY, key)
+    result = copy.deepcopy(CPU_RESULT)
+    result["notes"] = [f"the model-free path failed: {key}"]
+    result["llm"]["attempts"][0]["message"] = f"RuntimeError: {key}"
+    flow._write(tmp_path, result)
+    for name in ("report.md", "report.html", "generate.json"):
+        text = (tmp_path / name).read_text()
+        assert key not in text and "[secret]" in text, name

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tritune.verify import compare, poison, spread, tolerance_for, unwritten, widen  # noqa: E402
-from tritune.verify.compare import chunks, depends_on_initial, holds_poison  # noqa: E402
+from tritune.verify.compare import Worst, chunks, depends_on_initial, holds_poison, worst_of  # noqa: E402
 from tritune.verify.tolerances import FAST_MATH, NONDETERMINISM_FACTOR, TABLE  # noqa: E402
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -39,6 +39,11 @@ def test_table_has_the_seed_tolerances_and_a_reason_for_each():
     for name in ("int32", "int8", "uint8", "bool", "int64"):
         assert tolerance_for(name).exact and tolerance_for(name, "fast_math").exact
     assert tolerance_for("float32", "bitwise").exact
+
+
+def test_a_tolerance_states_its_rule():
+    assert TABLE["float32"].rule() == "|got - expected| <= 1e-05 + 0.0001 * |expected|"
+    assert tolerance_for("int32").rule() == "exact"
 
 
 def test_unknown_mode_and_dtype_fail_in_one_line():
@@ -97,6 +102,30 @@ def test_worst_element_has_its_multi_dim_index_and_both_values():
     assert w.cand == pytest.approx(float(cand[36, 128])) and w.abs_err == pytest.approx(0.5, rel=1e-5)
     assert w.reason == "value"
     assert "out[36, 128]: baseline" in result.message() and "1 of 4773 elements bad" in result.message()
+
+
+def test_a_worst_element_comes_back_from_its_json_and_reads_the_same():
+    """``Worst.from_json`` (a report reads verification's JSON): NaN and Inf came as strings."""
+    base = torch.tensor([1.0, 2.0, 3.0])
+    cand = torch.tensor([1.0, float("nan"), 3.5])
+    result = compare("out", base, cand)
+    body = result.to_json()["worst"]
+    assert body["abs_err"] == "inf" and body["score"] == "inf"  # what JSON holds
+    back = Worst.from_json({**body, "unknown": 1})
+    assert back.index == (1,) and back.abs_err == math.inf and back.score == math.inf
+    assert back.describe("out") == result.worst.describe("out")
+    assert math.isnan(Worst.from_json({**body, "score": None}).score)
+
+
+def test_worst_of_is_the_check_with_the_highest_score():
+    base = torch.randn(8, 16)
+    near, far = base.clone(), base.clone()
+    near[0, 0] += 0.01
+    far[7, 15] += 1.0
+    checks = [compare("same", base, base.clone()), compare("near", base, near), compare("far", base, far),
+              compare("far again", base, far)]
+    assert worst_of(checks).name == "far"  # the first of equal scores
+    assert worst_of(checks[:1]) is None and worst_of([]) is None
 
 
 @pytest.mark.parametrize("dtype,rtol", [(torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 1e-2)])

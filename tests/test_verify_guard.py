@@ -83,6 +83,7 @@ def test_guarded_keeps_layout_values_and_alignment_and_fills_margins(dtype):
     view = base.as_strided((3, 4), (8, 2), 5)
     margin = guard.margin_elements(base.element_size())
     inside = guard.guarded(view, margin, tag=3)
+    assert guard.storage_elements(view) == 40  # a view's whole storage, which guarded copies
     assert inside.shape == view.shape and inside.stride() == view.stride()
     assert inside.storage_offset() == margin + 5 and torch.equal(inside.float(), view.float())
     assert margin * base.element_size() % guard.MIN_MARGIN_BYTES == 0  # the pointer's alignment is kept

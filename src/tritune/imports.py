@@ -93,7 +93,7 @@ def import_file(path: str | Path, *, timeout_s: float | None = None, fresh: bool
     given = str(path)
     path = Path(path).resolve()
     source = path.read_bytes() if data is None else data
-    key = (str(path), hashlib.sha256(source).hexdigest(), _interpreting())
+    key = (str(path), hashlib.sha256(source).hexdigest(), jit_interprets())
     if fresh:
         return _import(given, path, key[1], source, timeout_s)
     module = _modules.get(key)
@@ -135,7 +135,9 @@ def _check_triton_compiles() -> None:
                                   "library cannot compile for a GPU: analyse in a process started without it")
 
 
-def _interpreting() -> bool:
+def jit_interprets() -> bool:
+    """Whether ``@triton.jit`` makes interpreted kernels now: Triton's knob, which it read from
+    ``TRITON_INTERPRET`` (``interpreter_off`` turns it off inside)."""
     from triton import knobs  # what ``@triton.jit`` reads when it decorates
 
     return bool(knobs.runtime.interpret)

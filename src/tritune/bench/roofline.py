@@ -14,6 +14,10 @@ spec's tensors and labelled an estimate:
   count never exceeds the span from the first to the last element the view reaches (views that
   overlap themselves, like ``unfold``).
 
+The same floor for a function's live tensors (``io_bytes``: ``tritune generate`` times whole
+functions, not captured launches): each input tensor read once, each output tensor written once,
+``numel * element_size`` each, a tensor passed twice counted once.
+
 Achieved bandwidth is bytes over time; the roofline fraction is that over the measured
 device-to-device copy bandwidth (read + write, the same accounting).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from tritune.kernel_facts import itemsize
 from tritune.model.launch import ArgSpec, LaunchSpec, min_storage_size
@@ -73,6 +78,23 @@ def traffic(spec: LaunchSpec) -> Traffic:
     read = sum(view_bytes(a) for a in spec.tensors if is_read(spec, a))
     written = sum(view_bytes(a) for a in spec.written)
     return Traffic(bytes=read + written, source="estimate", read_bytes=read, write_bytes=written)
+
+
+def distinct_tensors(value: Any) -> list:
+    """The tensors in a function's arguments or result (a tensor, or a tuple/list of them and
+    scalars), each once: a tensor passed twice is read once."""
+    items = value if isinstance(value, (tuple, list)) else [value]
+    seen, out = set(), []
+    for item in items:
+        if hasattr(item, "numel") and hasattr(item, "element_size") and id(item) not in seen:
+            seen.add(id(item))
+            out.append(item)
+    return out
+
+
+def io_bytes(inputs: Any, outputs: Any) -> int:
+    """Each input tensor read once + each output tensor written once (``numel * element_size``)."""
+    return sum(t.numel() * t.element_size() for t in [*distinct_tensors(inputs), *distinct_tensors(outputs)])
 
 
 def achieved_gbps(nbytes: int, ms: float | None) -> float | None:

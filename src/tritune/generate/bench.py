@@ -13,11 +13,16 @@ torch.compile variant is compiled fresh for each case (``torch._dynamo.reset()``
 ``dynamic=False``: the kernel Inductor makes for that shape, not a dynamic-shape kernel left over
 from an earlier case), so compilation is never timed.
 
-Bytes are the floor of issue 14: each input tensor read once and each output tensor written once
-(``numel * element_size``; a tensor passed twice counts once). The roofline fraction of a name is
-``bytes / its p50 time`` over the measured device-to-device copy bandwidth
-(``tritune.bench.timing.copy_bandwidth_gbps``, read + write counted the same way). Speedups are
-ratios of p50 times (``STAT``): robust to the odd slow run that moves the mean.
+Bytes are the floor of issue 14 (``tritune.bench.roofline.io_bytes``): each input tensor read once
+and each output tensor written once (``numel * element_size``; a tensor passed twice counts once).
+The roofline fraction of a name is ``bytes / its p50 time`` over the measured device-to-device copy
+bandwidth (``tritune.bench.timing.copy_bandwidth_gbps``, read + write counted the same way;
+``tritune.bench.roofline``'s arithmetic). Speedups are ratios of p50 times (``STAT``): robust to
+the odd slow run that moves the mean.
+
+The timing, the copy bandwidth and the roofline arithmetic are ``tritune.bench``'s; what is
+generation's own: the names timed (the generated modules against the reference eager and under
+two torch.compile modes, each compiled fresh per case), the per-case result and its table.
 
 ``bench_job`` runs in a worker on the GPU machine. Without CUDA it refuses in one line
 (``BenchError``): under Triton's interpreter a time measures numpy, not the kernel. The arithmetic
@@ -31,6 +36,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tritune.bench import roofline
+from tritune.bench.roofline import io_bytes  # the floor of bytes: benchmarks/generate_family.py reads it here
 from tritune.errors import InputError
 
 EAGER = "eager"
@@ -50,23 +56,6 @@ class BenchError(InputError):
 
 
 # ---------------------------------------------------------------------------------- pure math
-
-def tensors_of(value: Any) -> list:
-    """The tensors in a reference's arguments or result (a tensor, or a tuple/list of them and
-    scalars), each once: a tensor passed twice is read once."""
-    items = value if isinstance(value, (tuple, list)) else [value]
-    seen, out = set(), []
-    for item in items:
-        if hasattr(item, "numel") and hasattr(item, "element_size") and id(item) not in seen:
-            seen.add(id(item))
-            out.append(item)
-    return out
-
-
-def io_bytes(inputs: Any, outputs: Any) -> int:
-    """Each input tensor read once + each output tensor written once (numel * element_size)."""
-    return sum(t.numel() * t.element_size() for t in [*tensors_of(inputs), *tensors_of(outputs)])
-
 
 def roofline_fractions(nbytes: int, times: Mapping[str, Mapping[str, float] | None],
                        copy_gbps: float | None) -> dict[str, float | None]:
@@ -89,7 +78,7 @@ def case_result(label: str, shapes: str, inputs: Any, outputs: Any,
     """One case of ``bench_job``'s result. ``shape``/``dtype`` are those of the first input tensor
     (what benchmark tables group by); ``errors``: name -> one line, for names that could not be timed."""
     nbytes = io_bytes(inputs, outputs)
-    first = next(iter(tensors_of(inputs)), None)
+    first = next(iter(roofline.distinct_tensors(inputs)), None)
     return {
         "label": label,
         "shapes": shapes,

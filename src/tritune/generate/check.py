@@ -40,6 +40,16 @@ the odd shapes ``derive`` makes from the first one. Per case:
    an output with no elements, nor one that is an input (or a view of one) where the reference's
    output is that input too.
 
+What is verification's, and what is generation's own. ``tritune.verify`` checks a variant of one
+captured launch against that launch (the baseline), on inputs made from its ``LaunchSpec``; here a
+whole module's ``run`` is checked against a PyTorch function over a spec's cases, with no baseline
+launch: the spec's cases and family, ``run``'s own allocations guarded and poisoned, the launches
+skipped (step 5), kernel.py's forced configurations and seed 004's classes (below) are this
+module's. Its building blocks are verification's: the guards (``replay.guard``), the launch counter
+(``replay.launches``), the poison, the comparison and its worst element (``verify.compare``), the
+tolerance table (``verify.tolerances``, through ``GenSpec.tolerance_for``) and the failure kinds
+(``worker.failures.classify``).
+
 Failures of the module itself, classified by ``tritune.worker.failures.classify`` (which knows
 Triton's errors by type): a ``SyntaxError`` importing it is ``syntax``; anything else that stops
 it importing, and a compile error at its first launch (``CompilationError``; under
@@ -61,17 +71,19 @@ from typing import Any, Callable, Iterator
 from tritune.errors import one_line
 from tritune.generate.derive import beyond, derived_cases, family_cases
 from tritune.generate.spec import Case, GenSpec, container, load_spec, shapes_text, tensors_of
-from tritune.imports import import_file
-from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements
+from tritune.imports import import_file, jit_interprets
+from tritune.llm.family import MESSAGE_CHARS  # seed 004 feeds a failure back cut to this many characters
+from tritune.replay.guard import Guard, allocate, breach, guarded, margin_elements, storage_elements
 from tritune.replay.launches import Launches, skipping
-from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison
+from tritune.verify.compare import CompareResult, compare, dtype_name, one_run_sound, poison, worst_of
 from tritune.model.failures import (BASELINE_OUT_OF_BOUNDS, COMPILE_ERROR, CRASH, ERROR, GHOST, RUNTIME_FAULT, TIMEOUT,
                                     WRONG_RESULT)
 from tritune.worker.failures import RESTART_KINDS, classify, shorten
 
 CLASSES = ("syntax", "compile", "runtime", "timeout", "wrong_result", "slower", "unsafe", "no_code", "no_kernel")
 SYNTAX, COMPILE, RUNTIME, TIMED_OUT, WRONG, SLOWER, UNSAFE, NO_CODE, NO_KERNEL = CLASSES
-MESSAGE_CHARS = 300  # seed 004 feeds a failure back cut to 300 characters
+JOB = "tritune.generate.check:check_job"
+TIMEOUT_S = 600.0  # wall time of one check (the sandbox's CPU limit ends a model's busy loop sooner)
 
 # Margin rows: a 2-D tile whose row mask is missing overruns by up to BLOCK_M rows; 128 covers the
 # usual BLOCK_M (Inductor's YBLOCK and seed 004's kernels stay at or below it). Below 64 KiB the
@@ -91,6 +103,21 @@ def failure_class(outcome) -> tuple[str, str]:
     if failure.kind == COMPILE_ERROR and failure.message.startswith(_SYNTAX_ERRORS):
         return SYNTAX, shorten(failure.message, MESSAGE_CHARS)
     return _BY_KIND.get(failure.kind, RUNTIME), shorten(failure.message, MESSAGE_CHARS)
+
+
+def check_in_worker(worker: Any, module: Path, spec_path: Path, device: str, *, family: Any = "module",
+                    **limits: Any) -> dict:
+    """``check_job`` of ``module`` in ``worker`` (``limits``: ``Worker.call``'s, e.g. the sandbox's
+    for a model's code), on the spec's cases, the derived ones and the family's sampled sizes;
+    ``family``: True for a model's module (every sampled size must pass), "module" for tritune's
+    kernel.py (its FAMILY and serves() say which it serves). A failed Outcome (a timeout, a crash,
+    a device fault) comes back as a failed result of its class (``failure_class``)."""
+    outcome = worker.call(JOB, {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0,
+                                "derived": True, "family": family}, timeout_s=TIMEOUT_S, **limits)
+    if outcome.ok:
+        return outcome.value
+    kind, message = failure_class(outcome)
+    return {"ok": False, "failure": kind, "message": message, "cases": [], "launches": 0}
 
 
 def check_job(payload: dict) -> dict:
@@ -284,13 +311,13 @@ def _check_case(spec: GenSpec, module: Any, run: Callable, case: Case, expected:
                               base_alt=torch.zeros_like(want), cand_alt=alt))
     failing = [c for c in checks if not c.ok]
     if failing:
-        return _Verdict(WRONG, _worst(failing).message(), checks, launches)
+        return _Verdict(WRONG, worst_of(failing).message(), checks, launches)
     kept = _right_without_kernels(module, run, case, names, expected, outputs, spec, sources) if kernels else None
     if kept is not None:
         return _Verdict(NO_KERNEL, f"{kept} is right with every Triton launch of run() skipped: run() computes it "
                                    "with torch, returns an input, or keeps it from an earlier call, instead of "
                                    "writing it with its kernel(s)", checks, launches)
-    worst = _worst(checks)
+    worst = worst_of(checks)
     message = f"ok: worst {worst.message()}" if worst else "ok: every output identical to the reference"
     return _Verdict(None, message, checks, launches)
 
@@ -329,13 +356,13 @@ def _run(module: Any, run: Callable, case: Case, names: list[str], *, which: int
     inputs, guards = [], []
     for tag, (name, value) in enumerate(zip(names, case.tensors)):
         if isinstance(value, torch.Tensor):
-            guard = Guard(_margin(value), _storage_size(value), tag)
+            guard = Guard(_margin(value), storage_elements(value), tag)
             buffer = guarded(value, guard.margin, tag)
             value = _between_margins(buffer, guard, value)
             guards.append(_Guarded(name, buffer, guard, value.untyped_storage().data_ptr()))
         inputs.append(value)
     allocations = _Allocations(which, first_tag=len(guards))
-    launches = _AnyKernel(interpreted=_interpreting())
+    launches = _AnyKernel(interpreted=jit_interprets())
     watching = skipping(interpreted=launches.interpreted) if skip else launches.counting()
     with torch.no_grad(), allocations.installed(module), watching:
         result = run(*inputs)
@@ -366,7 +393,7 @@ def _problem(done: _Run, case: Case, names: list[str], expected: tuple,
                 return WRONG, (f"run() writes into its input {name} (a kernel must not; baseline: before, "
                                f"candidate: after): {same.message()}")
             # the rest of its storage (a slice's other columns) is the caller's too
-            size = _storage_size(given)
+            size = storage_elements(given)
             if given.is_contiguous() and given.storage_offset() == 0 and given.numel() == size:
                 continue  # x is its whole storage: compared above
             whole = compare(name, given.as_strided((size,), (1,), 0), copy.as_strided((size,), (1,), 0),
@@ -434,7 +461,7 @@ class _Allocations:
 
     def _guarded(self, plain: Any, *, keep: bool) -> Any:
         """A tensor laid out as ``plain`` inside a guarded buffer: ``plain``'s values (``keep``), else poison."""
-        guard = Guard(_margin(plain), _storage_size(plain), self.tag)
+        guard = Guard(_margin(plain), storage_elements(plain), self.tag)
         buffer = allocate(plain.dtype, plain.device, guard)
         tensor = _between_margins(buffer, guard, plain)
         if keep:
@@ -507,19 +534,8 @@ class _AnyKernel(Launches):
         return True  # every launch counts, whatever its name (``Launches.seen`` counts them)
 
 
-def _interpreting() -> bool:
-    from triton import knobs  # what @triton.jit read when the module's kernels were decorated
-
-    return bool(knobs.runtime.interpret)
-
-
 def _margin(t: Any) -> int:
     return margin_elements(t.element_size(), GUARD_ROWS, t.stride(-2) if t.dim() >= 2 else 1)
-
-
-def _storage_size(t: Any) -> int:
-    """Elements of ``t``'s whole storage (what ``guard.guarded`` copies)."""
-    return t.untyped_storage().nbytes() // t.element_size()
 
 
 def _input_names(reference: Callable, count: int) -> list[str]:
@@ -530,11 +546,6 @@ def _input_names(reference: Callable, count: int) -> list[str]:
     except (TypeError, ValueError):
         params = []
     return [params[k] if k < len(params) else f"in{k}" for k in range(count)]
-
-
-def _worst(checks: list[CompareResult]) -> CompareResult | None:
-    scored = [c for c in checks if c.worst is not None]
-    return max(scored, key=lambda c: c.worst.score, default=None)
 
 
 def _class_of(exc: BaseException, *, importing: bool) -> str:
@@ -605,7 +616,7 @@ class _Report:
 
     def result(self) -> dict:
         if self.failure is None:
-            worst = _worst(self.checks)
+            worst = worst_of(self.checks)
             served = self.family["served"]
             self.message = (f"verified on {len(self.cases) - (self.family['sampled'] - served) - self.configurations} "
                             f"cases ({self.derived} derived"

@@ -21,6 +21,12 @@ kernel wrote and that is no view of an input. An argument is read unless Inducto
 reduction's result written into a buffer Inductor reuses; a matmul's output that a kernel updates
 in place is loaded, and refused).
 
+Recording Inductor's launches as ``LaunchSpec``s is capture's (``tritune.capture.inductor``, its
+``Recorder``), as for any program; ``tritune.inductor`` harvests a whole model's kernels from
+Inductor's cache, for ``optimize``, and has no plans. What is generation's own here: compiling the
+spec's reference once per case, the plans that replay a case's launches without Inductor, and
+refusing what they cannot hold.
+
 ``capture_job`` runs in a tritune worker: compiling and running the reference may fault, and the
 optimize loop then needs the process's GPU. ``on_interpreter()`` makes Inductor emit Triton
 kernels for CPU tensors and launch them on Triton's interpreter; the CLI never uses it (the
@@ -36,6 +42,7 @@ from typing import Any
 
 from tritune.generate.interpreter import on_interpreter
 from tritune.generate.spec import GenerateError
+from tritune.verify.compare import dtype_name
 
 
 def capture_job(payload: dict) -> dict:
@@ -141,7 +148,7 @@ def _live(values: dict) -> dict:
         if hasattr(value, "untyped_storage") and hasattr(value, "stride"):
             storage = value.untyped_storage()
             live[name] = {"ptr": storage.data_ptr(), "nbytes": storage.nbytes(), "view": _view(value),
-                          "dtype": _dtype(value)}
+                          "dtype": dtype_name(value)}
     return live
 
 
@@ -149,16 +156,12 @@ def _view(t: Any) -> list:
     return [list(t.shape), list(t.stride()), int(t.storage_offset())]
 
 
-def _dtype(t: Any) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
 def input_key(inputs: tuple) -> list:
     """What ``run`` dispatches on: each tensor's shape, strides and dtype; other values as they are."""
     key = []
     for value in inputs:
         if hasattr(value, "stride") and hasattr(value, "dtype"):
-            key.append([list(value.shape), list(value.stride()), _dtype(value)])
+            key.append([list(value.shape), list(value.stride()), dtype_name(value)])
         else:
             key.append(value)
     return key
@@ -220,8 +223,8 @@ def _plan(name: str, label: str, inputs: tuple, result: Any, launches: list[tupl
         if where is None or (where[0] == "buffer" and where[1] not in written):
             raise GenerateError(f"{name}: {label}: output {k} was not written by a Triton kernel: Inductor computes it "
                                 "outside Triton, which the model-free path cannot put in kernel.py")
-        outputs.append({where[0]: where[1], "view": _relative(_view(out), _dtype(out), where, inputs),
-                        "dtype": _dtype(out)})
+        outputs.append({where[0]: where[1], "view": _relative(_view(out), dtype_name(out), where, inputs),
+                        "dtype": dtype_name(out)})
     return {"label": label, "key": input_key(inputs), "buffers": buffers, "steps": steps, "outputs": outputs,
             "single": not isinstance(result, (tuple, list)), "sequence": type(result).__name__}
 
@@ -258,6 +261,6 @@ def _relative(view: list, dtype: str, where: tuple, inputs: tuple) -> list | Non
     if where[0] != "input":
         return view
     own = inputs[where[1]]
-    if view == _view(own) and dtype == _dtype(own):
+    if view == _view(own) and dtype == dtype_name(own):
         return None
     return [view[0], view[1], view[2] - int(own.storage_offset())]

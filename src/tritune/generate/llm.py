@@ -30,29 +30,28 @@ characters). The loop stops at the first verified module that is not slower, aft
 ``max_iterations`` requests, or when the endpoint fails (one line; the best so far is kept). The
 best verified module (tritune's assembly, never the reply's text) is copied to ``OUT/llm/kernel.py``.
 
-The session, the client, the cost and the dry run are the LLM proposer's (``llm.family``): the key
-is read by the client alone, sent as a Bearer token and redacted from its errors; nothing here
-holds it. ``settings.dry_run``: the first prompt is written to that folder and nothing is sent.
+The session, asking the model, the client, the cost and the dry run's prompt file are the LLM
+proposer's (``llm.family``): the key is read by the client alone, sent as a Bearer token and
+redacted from its errors; nothing here holds it. ``settings.dry_run``: the first prompt is written
+to that folder (secrets scrubbed) and nothing is sent. What is generation's own: the prompts (a
+spec to write, not a captured kernel to improve), the module assembled from the reply's checked
+parts, seed 004's classes and the words the model is told, and ``slower`` against eager PyTorch.
 """
 
 from __future__ import annotations
 
 import math
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tritune.llm import prompts
-from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key
+from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key, write_prompt
 from tritune.model.settings import LLMSettings
 from tritune.model.target import Target
 
-CHECK_JOB = "tritune.generate.check:check_job"
-CHECK_TIMEOUT_S = 600.0  # wall time of one check (the sandbox's CPU limit ends a busy loop sooner)
 FOLDER = "llm"  # under the run's OUT
 KERNEL = "kernel.py"  # the best verified module, copied
-SEED = 0
 
 # a failure class -> what the model is told
 WORDS = {
@@ -85,10 +84,8 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     session = LLMSession(settings, gpu=_gpu(worker, device), log=log)
     first = [{"role": "user", "content": first_prompt(spec, session.gpu, device)}]
     if settings.dry_run:
-        folder = Path(settings.dry_run)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"generate-{spec.name}-{prompt_key(settings.model, first, prompts.version(prompts.GENERATE))[:10]}.md"
-        path.write_text("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in first))
+        key = prompt_key(settings.model, first, prompts.version(prompts.GENERATE))
+        path = write_prompt(settings.dry_run, f"generate-{spec.name}-{key[:10]}", first)
         log(f"{spec.name}: llm dry run: prompt written to {path}")
         return {**_result(None, None, [], session), "prompt": str(path)}
     folder = Path(out_dir).resolve() / FOLDER
@@ -98,9 +95,10 @@ def generate_with_llm(spec: Any, out_dir: Path, settings: LLMSettings, *, device
     for iteration in range(1, max_iterations + 1):
         messages = first + [m for reply, feedback in conversation[-ATTEMPTS_SHOWN:]
                             for m in ({"role": "assistant", "content": reply}, {"role": "user", "content": feedback})]
-        text = _ask(session, messages)
-        if text is None:
+        asked = session.ask(messages, failed="tritune generate: llm: {error}")
+        if asked is None:  # the endpoint cannot be used: said in one line, the best so far kept
             break
+        text = asked[0].text
         attempt = loop.attempt(iteration, text)
         log(f"{spec.name}: llm attempt {iteration}/{max_iterations}: {_said(attempt)}")
         if attempt["verified"] and attempt["failure"] is None:
@@ -137,22 +135,16 @@ def tolerance_text(spec: Any, cases: list) -> str:
     """One line per dtype of the cases' tensors (and of the spec's override): the rule an element
     must meet, from the one table (``verify.tolerances``) unless the spec overrides it."""
     from tritune.verify.compare import dtype_name
-    from tritune.verify.tolerances import tolerance_for
 
     override = spec.tolerance or {}
     dtypes = {dtype_name(t) for case in cases for t in case.tensors if hasattr(t, "dtype")} | set(override)
     lines = []
     for dtype in sorted(dtypes):
-        if dtype in override:
-            rtol, atol = override[dtype]
-            lines.append(f"- {dtype}: |got - expected| <= {atol:g} + {rtol:g} * |expected| (the spec's tolerance)")
-            continue
         try:
-            tol = tolerance_for(dtype)
-        except ValueError:
+            tol = spec.tolerance_for(dtype)  # the spec's override, else the table's
+        except ValueError:  # a dtype the table has no entry for (complex): nothing to say
             continue
-        lines.append(f"- {dtype}: exact" if tol.exact else
-                     f"- {dtype}: |got - expected| <= {tol.atol:g} + {tol.rtol:g} * |expected|")
+        lines.append(f"- {dtype}: {tol.rule()}" + (" (the spec's tolerance)" if dtype in override else ""))
     return "\n".join(lines + ["- NaN and Inf where the reference has them, and nowhere else; every output "
                               "element written"])
 
@@ -194,18 +186,15 @@ class _Loop:
         return attempt
 
     def _check(self, module: Path) -> tuple[str, str] | None:
-        from tritune.generate.check import failure_class
+        from tritune.generate.check import check_in_worker
         from tritune.loop.evaluate import SANDBOX_CPU_S, SANDBOX_MEMORY_MB
 
-        payload = {"module": str(module), "spec": str(self.spec.path), "device": self.device, "seed": SEED,
-                   "derived": True, "family": True}  # any size of the spec's family, as the prompt asks
-        outcome = self.worker.call(CHECK_JOB, payload, timeout_s=CHECK_TIMEOUT_S, cpu_s=SANDBOX_CPU_S,
-                                   memory_mb=SANDBOX_MEMORY_MB)
-        if not outcome.ok:
-            return failure_class(outcome)
-        if not outcome.value.get("ok"):
-            return outcome.value.get("failure") or "wrong_result", (outcome.value.get("message") or "")[:MESSAGE_CHARS]
-        return None
+        # any size of the spec's family, as the prompt asks; the model's code under the sandbox's limits
+        result = check_in_worker(self.worker, module, self.spec.path, self.device, family=True, cpu_s=SANDBOX_CPU_S,
+                                 memory_mb=SANDBOX_MEMORY_MB)
+        if result.get("ok"):
+            return None
+        return result.get("failure") or "wrong_result", (result.get("message") or "")[:MESSAGE_CHARS]
 
     def _time(self, attempt: dict, module: Path) -> None:
         from tritune.errors import one_line
@@ -252,22 +241,6 @@ def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tu
         return None, assemble(code, inputs, name=name).text
     except Unsafe as exc:
         return ("unsafe", str(exc)[:MESSAGE_CHARS]), ""
-
-
-def _ask(session: LLMSession, messages: list[dict]) -> str | None:
-    """The reply's text; None (said in one line) when the endpoint cannot be used."""
-    from tritune.llm.client import LLMError
-
-    start = time.monotonic()
-    try:
-        reply = session.chat(messages)
-    except LLMError as exc:
-        session.broken = str(exc)
-        session.log(f"tritune generate: llm: {exc}")
-        return None
-    session.total.add({"prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens},
-                      time.monotonic() - start, reused=False)
-    return reply.text
 
 
 def _gpu(worker: Any, device: str) -> Target | None:

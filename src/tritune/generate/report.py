@@ -16,8 +16,12 @@ dicts as a table), ``llm`` (``generate_with_llm``'s result), ``fused``, ``kernel
 and, where the caller has them, ``why`` (one line: why the winner won) and ``bench_error`` (why
 a GPU benchmark did not run).
 
-The blocks, their Markdown/HTML rendering (with escaping of user text) and the plots' matplotlib
-loading are ``tritune.report``'s; this module only decides what is said.
+The blocks, their Markdown/HTML rendering (with escaping of user text), the two files written with
+every secret scrubbed (``report.write.write_pages``) and the plots' matplotlib loading are
+``tritune.report``'s; the worst element's wording is verification's (``verify.compare.Worst``), the
+cost line the LLM family's (``llm.family.Cost``). What is generation's own: what is said, from
+``generate.json``'s summary (which path won and why, fusion, the cases, the benchmark against eager
+and torch.compile, the LLM's attempts) and the per-case bar plot.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from tritune.bench.render import fmt_ms
 from tritune.generate import bench as gbench
 from tritune.generate.bench import GENERATED
 from tritune.llm.family import Cost
-from tritune.report import html, markdown, plots
+from tritune.report import plots
 from tritune.report.blocks import Block, Heading, Image, Items, Para, Table
 from tritune.report.document import fmt_pct, fmt_x
+from tritune.report.write import write_pages
 from tritune.verify.compare import Worst
 
 NO_BENCH = "timings not measured: no GPU (verified under Triton's interpreter)"
@@ -50,10 +55,7 @@ def write_report(out_dir: Path, result: Mapping[str, Any]) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     images, note = draw_plots(out_dir, result)
-    blocks = build(result, images, note)
-    md, page = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(markdown.render(blocks), encoding="utf-8")
-    page.write_text(html.render(blocks, title=f"tritune generate report: {result.get('name')}"), encoding="utf-8")
+    md, page = write_pages(build(result, images, note), out_dir, title=f"tritune generate report: {result.get('name')}")
     return [md, page, *(image.path for image in images)]
 
 
@@ -159,25 +161,9 @@ def worst_text(case: Mapping[str, Any]) -> str:
     outputs = [o for o in case.get("outputs") or [] if o.get("worst")]
     if not outputs:
         return str(case.get("message") or "-")
-    output = max(outputs, key=lambda o: _number(o["worst"].get("score")))
-    return _worst(output["worst"]).describe(str(output.get("name", "out")))
-
-
-def _worst(body: Mapping[str, Any]) -> Worst:
-    """``Worst`` back from its JSON (NaN/Inf came as strings; ``index`` as a list)."""
-    names = {f.name for f in dataclasses.fields(Worst)}
-    fields = {k: v for k, v in body.items() if k in names}
-    fields["index"] = tuple(fields.get("index") or ())
-    for key in ("abs_err", "rel_err", "score"):
-        fields[key] = _number(fields.get(key))
-    return Worst(**fields)
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
+    worst, name = max(((Worst.from_json(o["worst"]), o.get("name", "out")) for o in outputs),
+                      key=lambda pair: pair[0].score)
+    return worst.describe(str(name))
 
 
 def bench_blocks(result: Mapping[str, Any], images: Sequence[Image], plot_note: str | None) -> list[Block]:

@@ -38,7 +38,7 @@ from tritune.generate.spec import GenerateError
 from tritune.model.settings import LLMSettings
 
 CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
-CHECK_TIMEOUT_S = 600.0
+CHECK_TIMEOUT_S = 600.0  # the worker's default call, capturing a model's module, timing a candidate
 BENCH_TIMEOUT_S = 3600.0  # three torch.compile modes per case, max-autotune among them
 # Of the search's budget (its deadline), what the run's fixed costs may take before the first key:
 # the lane's workers starting (torch, Triton, the jail) and every baseline built and timed; the
@@ -343,18 +343,10 @@ def _llm_optimized(spec: Any, best: Path, out: Path, settings: GenerateSettings,
 
 
 def _check(worker: Any, module: Path, spec_path: Path, device: str, family: Any = "module") -> dict:
-    """``check_job`` of ``module``; ``family``: True for a model's module (every sampled size of the
-    family must pass), "module" for tritune's kernel.py (its FAMILY and serves() say which it serves)."""
-    from tritune.generate.check import failure_class
+    """``check.check_in_worker``: tritune's kernel.py ("module"), or a model's module (True)."""
+    from tritune.generate.check import check_in_worker
 
-    outcome = worker.call("tritune.generate.check:check_job",
-                          {"module": str(module), "spec": str(spec_path), "device": device, "seed": 0, "derived": True,
-                           "family": family},
-                          timeout_s=CHECK_TIMEOUT_S)
-    if outcome.ok:
-        return outcome.value
-    kind, message = failure_class(outcome)
-    return {"ok": False, "failure": kind, "message": message, "cases": [], "launches": 0}
+    return check_in_worker(worker, module, spec_path, device, family=family)
 
 
 def _bench(worker: Any, modules: dict[str, Path], spec_path: Path, result: dict,
@@ -410,6 +402,8 @@ def _why(bench: dict | None) -> str:
 
 def _write(out: Path, result: dict) -> None:
     from tritune.generate.report import write_report
+    from tritune.secrets import scrub
 
-    (out / "generate.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    # no secret in a message (a model's, a candidate's), as in optimize.json and the report
+    (out / "generate.json").write_text(scrub(json.dumps(result, indent=2, default=str) + "\n"))
     write_report(out, result)

@@ -119,6 +119,24 @@ class LLMSession:
                         read_timeout_s=self.settings.timeout_s, retries=self.settings.retries) as client:
             return client.chat(messages)
 
+    def ask(self, messages: list[dict], *, failed: str) -> tuple[Any, dict, float] | None:
+        """The model's ``Reply`` to ``messages``, its usage (tokens) and seconds, added to the run's
+        total; None when the endpoint cannot be used: the session is broken from then on (no one
+        asks again), and ``failed`` (with ``{error}``: the client's one line) is logged."""
+        from tritune.llm.client import LLMError
+
+        start = time.monotonic()
+        try:
+            reply = self.chat(messages)
+        except LLMError as exc:
+            self.broken = str(exc)
+            self.log(failed.format(error=exc))
+            return None
+        usage = {"prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens}
+        seconds = time.monotonic() - start
+        self.spend(usage, seconds, reused=False)
+        return reply, usage, seconds
+
     def totals(self) -> dict:
         return {"model": self.settings.model, "cost": self.total.to_json(self.settings.price),
                 "line": self.total.line(self.settings.price), "broken": self.broken}
@@ -238,28 +256,19 @@ class LLMProposer:
         settings = self.session.settings
         prompt_sha = prompt_key(settings.model, messages)
         if settings.dry_run:
-            folder = Path(settings.dry_run)
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{self.key.kernel}-{self.key.sha[:10]}-{role}-{prompt_sha[:10]}.md"
-            path.write_text(scrub("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in messages)))
+            path = write_prompt(settings.dry_run, f"{self.key.kernel}-{self.key.sha[:10]}-{role}-{prompt_sha[:10]}",
+                                messages)
             self.session.log(f"{self.key.kernel}: llm dry run: prompt written to {path}")
             return None
         stored = self.store.llm_exchange(prompt_sha) if self.store is not None else None
         if stored is not None and stored.trusted:
             self._count(stored.usage, stored.seconds, reused=True)
             return {"prompt_sha": prompt_sha, "text": stored.reply}
-        from tritune.llm.client import LLMError
-
-        start = time.monotonic()
-        try:
-            reply = self.session.chat(messages)
-        except LLMError as exc:
-            self.session.broken = str(exc)
-            self.session.log(f"tritune optimize: llm: {exc}; the run goes on without the model")
+        asked = self.session.ask(messages, failed="tritune optimize: llm: {error}; the run goes on without the model")
+        if asked is None:
             return None
-        usage = {"prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens}
-        seconds = time.monotonic() - start
-        self._count(usage, seconds, reused=False)
+        reply, usage, seconds = asked
+        self.cost.add(usage, seconds, reused=False)  # the session's total has it already
         if self.store is not None:
             self.store.add_llm_exchange(self.key, prompt_sha, role=role, model=settings.model,
                                         template=prompts.version(), request=messages, reply=reply.text,
@@ -362,6 +371,16 @@ def prompt_key(model: str, messages: list[dict], template: str | None = None) ->
     body = json.dumps({"model": model, "template": template or prompts.version(),
                        "messages": [{**m, "content": stable(m["content"])} for m in messages]}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def write_prompt(folder: str | Path, stem: str, messages: list[dict]) -> Path:
+    """A dry run's prompt: ``messages`` as Markdown in ``folder/stem.md`` (the folder made), with
+    every secret scrubbed (``tritune.secrets``); returns the file."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}.md"
+    path.write_text(scrub("\n\n".join(f"# {m['role']}\n\n{m['content']}" for m in messages)))
+    return path
 
 
 # ---------------------------------------------------------------------------------- facts

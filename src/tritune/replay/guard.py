@@ -120,10 +120,15 @@ def allocate(dtype, device: str, guard: Guard):
     return buffer[margin:margin + size]
 
 
+def storage_elements(t) -> int:
+    """Elements of ``t``'s whole storage (what ``guarded`` copies): a view's included."""
+    return t.untyped_storage().nbytes() // t.element_size()
+
+
 def guarded(t, margin: int, tag: int = 0):
     """``t`` (its whole storage) copied into a guarded buffer: a view with ``t``'s shape, strides
     and storage offset (plus the margin)."""
-    size = t.untyped_storage().nbytes() // t.element_size()
+    size = storage_elements(t)
     storage = allocate(t.dtype, t.device, Guard(margin, size, tag))
     storage.copy_(t.as_strided((size,), (1,), 0))
     return storage.as_strided(t.shape, t.stride(), margin + t.storage_offset())

@@ -22,7 +22,10 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; fon
 """
 
 
-def render(blocks: Sequence[Block], title: str = "tritune optimize report") -> str:
+TITLE = "tritune optimize report"
+
+
+def render(blocks: Sequence[Block], title: str = TITLE) -> str:
     body = "\n".join(_block(b) for b in blocks)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

@@ -85,10 +85,10 @@ from typing import Any, Callable, ContextManager, Sequence
 from tritune.model.launch import LaunchSpec
 from tritune.model.variant import Variant
 from tritune.replay import Replay, make_args
-from tritune.replay.guard import Breach, Guard, breach, largest_block, layout
+from tritune.replay.guard import Breach, Guard, breach, largest_block, layout, storage_elements
 from tritune.replay.launches import Launches
 from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
-                                    spread)
+                                    spread, worst_of)
 from tritune.model.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
 from tritune.verify.draws import DRAWS, Draw, magnitude, nonfinite, transform
 from tritune.verify.memory import Peaks
@@ -118,9 +118,7 @@ class VerifyResult:
     @property
     def worst(self) -> CompareResult | None:
         """The check holding the worst element: of the failing checks if any, else of all."""
-        pool = [c for c in self.checks if not c.ok] or self.checks
-        pool = [c for c in pool if c.worst is not None]
-        return max(pool, key=lambda c: c.worst.score, default=None)
+        return worst_of([c for c in self.checks if not c.ok] or self.checks)
 
     def to_json(self) -> dict:
         body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -386,7 +384,7 @@ def _clone(value: Any) -> Any:
 
     if not isinstance(value, torch.Tensor):
         return value
-    size = value.untyped_storage().nbytes() // value.element_size()
+    size = storage_elements(value)
     storage = value.as_strided((size,), (1,), 0).clone()
     return storage.as_strided(value.shape, value.stride(), value.storage_offset())
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tritune.verify.tolerances import Tolerance, tolerance_for
 
@@ -142,6 +142,18 @@ class Worst:
         body["index"] = list(self.index)
         return {k: _finite(v) for k, v in body.items()}
 
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "Worst":
+        """``to_json``'s body back: the errors and score as floats (NaN/Inf came as strings, an
+        unreadable one is NaN), ``index`` a tuple, keys it does not know left out. The values stay
+        as JSON held them (a non-finite one as its string, which ``describe`` shows as it is)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        fields = {k: v for k, v in body.items() if k in known}
+        fields["index"] = tuple(fields.get("index") or ())
+        for key in ("abs_err", "rel_err", "score"):
+            fields[key] = _number(fields.get(key))
+        return cls(**fields)
+
 
 @dataclasses.dataclass
 class CompareResult:
@@ -182,12 +194,25 @@ class CompareResult:
         return {k: _finite(v) for k, v in body.items()}
 
 
+def worst_of(checks: Iterable[CompareResult]) -> CompareResult | None:
+    """The check holding the worst element (the highest score, the first of equal ones); None
+    where no check has a worst element."""
+    return max((c for c in checks if c.worst is not None), key=lambda c: c.worst.score, default=None)
+
+
 def _tol_text(tol: Tolerance) -> str:
     return "" if tol.exact else f" rtol {tol.rtol:g} atol {tol.atol:g}"
 
 
 def _show(value: Any) -> str:
     return f"{value:.9g}" if isinstance(value, float) else str(value)  # 9 digits tell fp32 values apart
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _finite(value: Any) -> Any:

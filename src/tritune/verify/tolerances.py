@@ -52,6 +52,10 @@ class Tolerance:
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
+    def rule(self) -> str:
+        """What an element must meet, as a person (or a model, in ``generate``'s prompt) reads it."""
+        return "exact" if self.exact else f"|got - expected| <= {self.atol:g} + {self.rtol:g} * |expected|"
+
 
 EXACT = Tolerance(0.0, 0.0, "integer and bool results are exact: no legal rewrite changes them", exact=True)
 BITWISE = Tolerance(0.0, 0.0, "exact rewrites must leave every bit unchanged (DESIGN.md numerics policy)",
