@@ -24,4 +24,3 @@ GHOST = "ghost"
 UNSAFE = "unsafe"
 
 KINDS = (COMPILE_ERROR, RUNTIME_FAULT, TIMEOUT, CRASH, ERROR, WRONG_RESULT, BASELINE_OUT_OF_BOUNDS, GHOST, UNSAFE)
-# After these the child process is not trusted again (a CUDA fault leaves the context unusable).

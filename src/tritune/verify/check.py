@@ -87,9 +87,9 @@ from tritune.model.variant import Variant
 from tritune.replay import Replay, make_args
 from tritune.replay.guard import Breach, Guard, breach, largest_block, layout, storage_elements
 from tritune.replay.launches import Launches
-from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, one_run_sound, poison,
-                                    spread, worst_of)
 from tritune.model.failures import BASELINE_OUT_OF_BOUNDS, GHOST, WRONG_RESULT  # the one failure taxonomy
+from tritune.verify.compare import (CompareResult, Spread, compare, depends_on_initial, dtype_name, one_run_sound,
+                                    poison, spread, worst_of)
 from tritune.verify.draws import DRAWS, Draw, magnitude, nonfinite, transform
 from tritune.verify.memory import Peaks
 from tritune.verify.tolerances import NONDETERMINISM_RUNS, scaled, tolerance_for, widen
@@ -299,7 +299,7 @@ def _one_set(spec: LaunchSpec, base: Replay, cand: Replay, initial: dict, pure: 
             seen = {w: _wider(seen[w], spread(ref[w], more[w], poisoned=pure[w])) for w in written}
     tolerances = {}
     for w in written:
-        tol = tolerance_for(_dtype(initial[w]), mode)
+        tol = tolerance_for(dtype_name(initial[w]), mode)
         if draw is not None:
             if draw.scales and sizes and sizes.get(w):
                 tol = scaled(tol, magnitude(ref[w], pure[w]) / sizes[w], draw.name)
@@ -395,7 +395,7 @@ def _perturbed(t):
     copy = _clone(t)
     if t.dtype.is_floating_point:
         copy.copy_(-t.float() - 1)  # through fp32: fp8 has no arithmetic of its own
-    elif _dtype(t) == "bool":
+    elif dtype_name(t) == "bool":
         copy.logical_not_()
     else:
         copy.bitwise_xor_(1)
@@ -410,10 +410,6 @@ def _synchronize(device: str) -> None:
         import torch
 
         torch.cuda.synchronize(device)
-
-
-def _dtype(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
 
 
 # ---------------------------------------------------------------------------------- verdict

@@ -45,6 +45,7 @@ from typing import Any
 from tritune import errors
 from tritune.model.failures import COMPILE_ERROR, CRASH, ERROR, KINDS, RUNTIME_FAULT, TIMEOUT
 
+# After these the child process is not trusted again (a CUDA fault leaves the context unusable).
 RESTART_KINDS = frozenset({RUNTIME_FAULT, TIMEOUT, CRASH})
 
 DETAIL_LINES = 20
