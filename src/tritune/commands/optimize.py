@@ -228,6 +228,12 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     finally:
         if head is not None:
             head.close()
+    _conclude(console, results, out_dir, report, family_order)
+
+
+def _conclude(console, results, out_dir: Path, report: bool, family_order: tuple[str, ...]) -> None:
+    """The summary, the report, and the exit status: 0 when a kernel was optimized, 1 when none
+    could be, 2 when the model was the only family asked for and could not be asked."""
     _summary(console, results, out_dir)
     if results.stopped:
         click.echo(f"tritune optimize: stopped at the {results.stopped}", err=True)
