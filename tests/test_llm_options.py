@@ -58,7 +58,8 @@ def test_the_run_request_is_typed_from_the_command_line_to_the_loop(share_captur
     store = tmp_path / "elsewhere.db"
     result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--launches", str(share_captured),
                                        "--store", str(store), "--deadline-s", "30", "--llm", "http://127.0.0.1:9/v1",
-                                       "--llm-model", "m", "--llm-dry-run", "--kernel", kernel, "--no-report"])
+                                       "--llm-model", "m", "--llm-dry-run", "--kernel", kernel, "--no-report",
+                                       "--unsafe-no-jail"])  # a machine without the jail refuses --llm before
     assert isinstance(result.exception, Stop), result.output
     request = got["request"]
     assert isinstance(request, RunRequest) and set(got["where"]) <= {"devices", "lanes", "progress", "log"}

@@ -203,10 +203,10 @@ def test_an_interrupted_run_resumes_without_redoing_candidates(captured, tmp_pat
     assert reused == done_before
     assert f"tritune optimize: resuming run {first_run.id} in {tmp_path}: 0 kernel(s) done before " \
            "(--fresh starts over)" in lines
-    [line] = [line for line in lines if line.endswith("(an earlier run's)")]
+    [line] = [line for line in lines if line.endswith("(recorded before)")]
     assert line.startswith(f"{kernel.kernel}: {done_before[0]}: verified, ") and "x the baseline" in line
     fresh = [line for line in lines if ": verified, " in line and ": accepted " not in line
-             and not line.endswith("(an earlier run's)")]
+             and not line.endswith("(recorded before)")]
     assert fresh and all(" ms, " in line and line.endswith("x the baseline") for line in fresh)
     assert kernel.accepted and results.run_id == first_run.id
     with DecisionStore(tmp_path / "decisions.db") as store:

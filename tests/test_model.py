@@ -57,3 +57,16 @@ def test_a_candidate_line_keeps_the_arbiters_fields_only_once_judged():
     assert CandidateLine.from_json(line.to_json()) == line
     result = KernelResult(id="k-1", candidates=[line])
     assert KernelResult.from_json(result.to_json()).candidates == [line]
+
+
+def test_knobs_describe_a_variant_and_leave_its_key_and_hash_alone():
+    """A store written before ``Variant.knobs`` existed finds the same candidates (and keeps their
+    final verdicts) for a cache-hint or looped-reduction variant its proposer now describes."""
+    from tritune.store.records import variant_hash
+
+    before = Variant(name="cache hints: load0 evict_first", source="...")
+    now = Variant(name="cache hints: load0 evict_first", source="...", knobs=("evict:load0=evict_first",))
+    assert now.to_json()["knobs"] == ["evict:load0=evict_first"]  # kept with the variant, for the report
+    assert now.key() == before.key() and variant_hash(now) == variant_hash(before)
+    assert variant_hash(now.to_json()) == variant_hash(before.to_json())  # a stored row's JSON too
+    assert variant_hash(Variant(name="x", source="other")) != variant_hash(before)

@@ -89,17 +89,20 @@ def test_the_model_alone_unreached_is_one_line_and_a_failure(share_captured, tmp
 
 def test_a_full_disk_as_the_results_are_written_is_one_line(share_captured, tmp_path, monkeypatch):
     """optimize.json's disk fills (the store's may be another): one line and exit 2, not a
-    traceback; the next run resumes from the store."""
+    traceback; the next run resumes from the store. A full disk's error names no file (it comes
+    from write), and the results are written to a temporary file first: the line names the file."""
     import errno
-
-    from tritune.model.results import RunResults
+    import pathlib
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    real = pathlib.Path.write_text
 
-    def write(self, path):
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    def write_text(self, *args, **kwargs):
+        if self.name == "optimize.tmp":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(RunResults, "write", write)
+    monkeypatch.setattr(pathlib.Path, "write_text", write_text)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(share_captured),
                                        "--max-candidates", "1", "--max-kernels", "1", "--no-report"])

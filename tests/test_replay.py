@@ -335,12 +335,14 @@ def test_replay_sets_a_scratch_allocator_only_where_none_is_set():
 
 
 @pytest.mark.parametrize("variant, names", [
-    (Variant(passes=("exact",), assumes=("noalias",)), ("exact", "noalias")),
+    (Variant(passes=("exact", "noalias"), assumes=("noalias",)), ("exact", "noalias")),  # the proposer's
+    (Variant(passes=("exact",), assumes=("noalias",)), ("exact",)),  # an imported decision's guard: no new binary
     (Variant(passes=("exact",)), ("exact",)),
     (Variant(constexprs={"BLOCK": 256}, assumes=("noalias",)), None),  # no passes: the hook is not entered
 ])
-def test_a_variants_assumption_reaches_the_compiler_hook_after_its_passes(tmp_path, monkeypatch, variant, names):
-    """The assumption is said once (``Variant.assumes``); replay and apply give it to the hook."""
+def test_the_compiler_hook_builds_what_the_pass_list_says(tmp_path, monkeypatch, variant, names):
+    """Replay (verification, timing) and apply build a variant from its pass list alone, so the
+    binary applied is the binary verified; ``assumes`` alone is the applier's guard."""
     import tritune.compiler
     from tritune.apply.kernels import Passes
 
@@ -350,3 +352,12 @@ def test_a_variants_assumption_reaches_the_compiler_hook_after_its_passes(tmp_pa
     Replay(spec, variant, root=capture_dir(tmp_path, spec))._passes()
     assert seen == ([names] if names else [])
     assert Passes(variant).names == (names or ())
+
+
+def test_an_imported_pass_decision_keeps_the_pass_list_it_was_verified_with():
+    """``store import`` adds the no-alias guard to a foreign variant; its binary stays the one built
+    from its passes (it was verified and timed so)."""
+    from tritune.loop.imports import as_imported
+
+    imported = as_imported(Variant(name="p", passes=("exact",)))
+    assert imported.assumes == ("noalias",) and imported.passes == ("exact",)

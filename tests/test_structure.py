@@ -129,17 +129,30 @@ def test_every_room_is_on_a_floor():
     assert sorted(set(ROOMS) - rooms) == [], "FLOORS names a room that no longer exists"
 
 
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """The imports that run up a floor (the facade's own lazy ones aside)."""
+    return sorted(f"{module} -> {target}" for module, targets in edges.items() if module != FACADE
+                  for target in targets if room(target) != FACADE and RANK[room(target)] > RANK[room(module)])
+
+
+def into_facade(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{module} -> tritune" for module, targets in edges.items() if FACADE in targets)
+
+
+def model_leaks(edges: dict[str, set[str]]) -> list[str]:
+    """The model floor's imports of anything above the ground."""
+    allowed = set(FLOORS[0]) | {"model"}
+    return sorted(f"{module} -> {target}" for module, targets in edges.items() if room(module) == "model"
+                  for target in targets if room(target) not in allowed)
+
+
 def test_imports_only_run_down():
-    upward = sorted(f"{module} -> {target}" for module, targets in graph().items() if module != FACADE
-                    for target in targets
-                    if room(target) != FACADE and RANK[room(target)] > RANK[room(module)])
-    assert upward == []
+    assert upward(graph()) == []
 
 
 def test_only_the_facade_is_imported_as_tritune():
     """``from tritune import x`` of anything but a module would load the facade from below."""
-    into = sorted(f"{module} -> tritune" for module, targets in graph().items() if FACADE in targets)
-    assert into == []
+    assert into_facade(graph()) == []
 
 
 def test_no_circles():
@@ -147,10 +160,18 @@ def test_no_circles():
 
 
 def test_the_model_floor_imports_only_the_ground():
-    ground = set(FLOORS[0])
-    leaks = sorted(f"{module} -> {target}" for module, targets in graph().items() if room(module) == "model"
-                   for target in targets if room(target) not in ground | {"model"})
-    assert leaks == []
+    assert model_leaks(graph()) == []
+
+
+def test_the_checks_find_what_is_planted():
+    planted = {"tritune.store.db": {"tritune.loop.kernel", "tritune.config"},  # up two floors
+               "tritune.loop.kernel": {"tritune.store.db"},  # down: fine
+               "tritune.model.key": {"tritune.secrets", "tritune.capture.spec"},  # the ground, and above it
+               "tritune.report.load": {"tritune"},  # the facade from below
+               "tritune": {"tritune.apply"}}  # the facade's own lazy import: fine
+    assert upward(planted) == ["tritune.model.key -> tritune.capture.spec", "tritune.store.db -> tritune.loop.kernel"]
+    assert model_leaks(planted) == ["tritune.model.key -> tritune.capture.spec"]
+    assert into_facade(planted) == ["tritune.report.load -> tritune"]
 
 
 @pytest.mark.parametrize("edges, expected", [
@@ -179,4 +200,4 @@ def test_an_upward_import_is_found(tmp_path):
     assert edges["tritune.store.db"] == {"tritune.loop.kernel"}
     assert edges["tritune.loop.kernel"] == {"tritune.store.db"}
     assert circles(edges) == [["tritune.loop.kernel", "tritune.store.db"]]
-    assert RANK[room("tritune.loop.kernel")] > RANK[room("tritune.store.db")]
+    assert upward(edges) == ["tritune.store.db -> tritune.loop.kernel"]

@@ -47,7 +47,7 @@ def variant_kernel(fn: Any, variant: Any) -> Any:
     if variant.source is None and not variant.passes:
         return fn
     sha = hashlib.sha256(variant.source.encode()).hexdigest() if variant.source is not None else None
-    what = (id(fn), sha, variant.compiler_passes, bool(variant.fast_math) and bool(variant.passes))
+    what = (id(fn), sha, tuple(variant.passes), bool(variant.fast_math) and bool(variant.passes))
     made = _MADE.get(what)
     if made is None or made[0] is not fn:
         if sandbox.needs_check(variant):  # refused: the plan fails, its launches run the kernel as written
@@ -100,7 +100,7 @@ class Passes:
     """Builds a decision's clone with its passes, once per launch options (see the module docstring)."""
 
     def __init__(self, variant: Any):
-        self.names = variant.compiler_passes
+        self.names = tuple(variant.passes)
         self.fast_math = bool(variant.fast_math)
         self.built: set[Hashable] = set()
 

@@ -8,6 +8,8 @@ from typing import Callable
 
 import click
 
+from tritune.model import families
+
 
 def endpoint_options(url_help: str, dry_run_help: str) -> Callable:
     """``--llm URL``, ``--llm-model``, ``--llm-max-tokens``, ``--llm-price`` and ``--llm-dry-run``,
@@ -54,7 +56,7 @@ def llm_settings(url: str | None, model: str | None, rounds: int, fixes: int, ma
                                           ("--llm-dry-run", dry_run)) if value]
         if given:
             raise click.UsageError(f"{given[0]} needs --llm URL")
-        if family_order and "llm" in family_order:
+        if family_order and families.LLM in family_order:
             raise click.UsageError("--families names llm, which needs --llm URL and --llm-model NAME")
         return None
     if not model:

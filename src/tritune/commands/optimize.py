@@ -37,6 +37,7 @@ from tritune.commands import RUNS_A_COMMAND
 from tritune.commands.checks import Finite, runs_kernels, writable_dir
 from tritune.commands.llm import endpoint_options, llm_settings
 from tritune.errors import one_line
+from tritune.model import families
 from tritune.model.request import STORE_FILE
 
 
@@ -217,11 +218,6 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     except (OptimizeError, SpecError, StoreError, LaneError) as exc:
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
-    except OSError as exc:  # the results' files: a full disk, a folder made read-only meanwhile
-        where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"tritune optimize: {where}{exc.strerror or one_line(exc)}; what was recorded before is kept: "
-                   "run the same command again to resume", err=True)
-        sys.exit(2)
     except KeyboardInterrupt:
         click.echo(f"tritune optimize: interrupted; run the same command again to resume ({out_dir})", err=True)
         sys.exit(130)
@@ -250,7 +246,7 @@ def _model_unreached(results, family_order: tuple[str, ...]) -> str | None:
     """Why nothing was tried where the model was the only family asked for (``--families llm``)
     and its endpoint could not be used, or None: the run did nothing (it exited 0)."""
     broken = (results.llm or {}).get("broken")
-    if not broken or not family_order or set(family_order) != {"llm"}:
+    if not broken or not family_order or set(family_order) != {families.LLM}:
         return None
     if any(k.candidates for k in results.kernels):
         return None

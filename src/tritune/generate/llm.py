@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 from tritune.llm import prompts
 from tritune.llm.family import ATTEMPTS_SHOWN, MESSAGE_CHARS, LLMSession, gpu_facts, prompt_key, write_prompt
+from tritune.model.failures import UNSAFE
 from tritune.model.settings import LLMSettings
 from tritune.model.target import Target
 
@@ -240,7 +241,7 @@ def _refusal(text: str, filename: str, inputs: list[str], name: str) -> tuple[tu
     try:
         return None, assemble(code, inputs, name=name).text
     except Unsafe as exc:
-        return ("unsafe", str(exc)[:MESSAGE_CHARS]), ""
+        return (UNSAFE, str(exc)[:MESSAGE_CHARS]), ""
 
 
 def _gpu(worker: Any, device: str) -> Target | None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tritune.generate.spec import GenerateError
+from tritune.model import families
 from tritune.model.settings import LLMSettings
 
 CAPTURE_TIMEOUT_S = 1800.0  # torch.compile of every case, max-autotune not included
@@ -262,7 +263,7 @@ def _loop_on(capture: Path, folder: Path, settings: GenerateSettings, kernels: i
         return []
     store_path = folder / STORE_FILE
     launches = len(only)
-    loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=("passes",),
+    loop = LoopSettings(budget_s=per_key_s(settings, launches), jobs=settings.jobs, without=(families.PASSES,),
                         unsafe_no_jail=settings.unsafe_no_jail)
     log(f"optimizing {kernels} kernel(s) ({launches} launch(es)) for up to {settings.budget_s:g} s")
     if settings.budget_s < least_budget_s(launches):

@@ -35,6 +35,7 @@ from typing import Callable
 
 from tritune.arbiter import NOT_FINAL as ARBITER_NOT_FINAL, beats_held
 from tritune.loop.evaluate import Evaluator
+from tritune.model.failures import UNSAFE
 from tritune.model.launch import LaunchSpec
 from tritune.model.settings import ArbiterSettings
 from tritune.model.target import Target
@@ -139,7 +140,7 @@ def _judge(decision: Decision, spec: LaunchSpec, other: DecisionStore, mine: Dec
         return _result(decision, SKIPPED, f"candidate {cand.id} is {cand.status} in the target store already{why}")
     unsafe = _unsafe(spec, variant, evaluator.root)
     if unsafe is not None:
-        mine.finish_candidate(cand.id, "rejected", failure={"kind": "unsafe", "message": unsafe})
+        mine.finish_candidate(cand.id, "rejected", failure={"kind": UNSAFE, "message": unsafe})
         return _result(decision, REJECTED, f"unsafe: {unsafe}")
     timing, failure = evaluator.baseline(spec)
     if failure is not None or not timing or not timing.get("time_ms"):

@@ -403,7 +403,9 @@ class KernelLoop:
         self.trials.append(trial)
         self._record(variant, family, trial, reused=True, status=cand.status,
                      notes=(cand.verification or {}).get("notes"))
-        self.log(f"{self.spec.kernel}: {variant_name(variant)}: {self._outcome(trial)} (an earlier run's)")
+        said = (f"rejected by the arbiter ({cand.failure_kind})" if cand.status == "rejected" and trial.ok
+                else self._outcome(trial))
+        self.log(f"{self.spec.kernel}: {variant_name(variant)}: {said} (recorded before)")
         return Evaluated(trial, cand.verification, cand.timings) if trial.ok else None
 
     def _finish(self, variant: Variant, family: Family, cand: Any, evaluated: Evaluated) -> Evaluated:
@@ -531,7 +533,7 @@ class KernelLoop:
         timing, failure = self._full_baseline()
         if failure is not None or not timing or not timing.get("time_ms"):
             why = (timing or {}).get("message") or "no time"
-            return timing, failure or Failure("error", why)
+            return timing, failure or Failure(ERROR, why)
         base_ms = self.base_ms = float(timing["time_ms"])
         for record in self.records:
             if record.speedup is not None and record.time_ms:

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
+import contextlib
 import datetime as dt
+import functools
 import hashlib
 import importlib
 import json
@@ -46,13 +47,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tritune.capture.spec import read_launches
+from tritune.errors import one_line
 from tritune.llm.family import LLMSession
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.jobs import TARGET_JOB
+from tritune.model.failures import ERROR
 from tritune.model.launch import LaunchSpec
 from tritune.model.request import RunRequest
 from tritune.model.settings import LoopSettings
@@ -250,7 +253,7 @@ def _optimize(root: Path, request: RunRequest, specs: list[LaunchSpec], lanes: l
             except BaseException:
                 store.finish_run(run_id, "interrupted")
                 results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
-                results.write(out / RESULTS_FILE)
+                _write(results, out / RESULTS_FILE)
                 raise
             store.finish_run(run_id, "interrupted" if resumable else "finished")
     finally:
@@ -260,7 +263,7 @@ def _optimize(root: Path, request: RunRequest, specs: list[LaunchSpec], lanes: l
         results.finished = _now()
     results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
     fixed.setdefault("total_s", results.wall_s)  # no key started: all of it was fixed
-    results.write(out / RESULTS_FILE)
+    _write(results, out / RESULTS_FILE)
     return results
 
 
@@ -352,7 +355,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
 
     def write() -> None:
         results.lanes, results.wall_s = pool.lines(), time.monotonic() - started
-        results.write(out / RESULTS_FILE)
+        _write(results, out / RESULTS_FILE)
 
     def settle(kind: _Kind, index: int, result: KernelResult, part: float | None) -> None:
         kind.finished[index] = result
@@ -492,7 +495,7 @@ def timing_to_key(spec: LaunchSpec, key: DecisionKey, found: tuple[dict | None, 
     if base:
         return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=float(base))
     return KeyTime(key_sha=key.sha, id=spec.id, kernel=spec.kernel, launches=spec.count, baseline_ms=None,
-                   failure=failure.kind if failure is not None else "error",
+                   failure=failure.kind if failure is not None else ERROR,
                    message=failure.message if failure is not None else (timing or {}).get("message") or "no time")
 
 
@@ -532,9 +535,10 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
                 continue
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(scrub(json.dumps({"stamp": stamp, "keys": kept}, default=str)))
-        os.replace(tmp, path)
+        with _writing(path):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(scrub(json.dumps({"stamp": stamp, "keys": kept}, default=str)))
+            os.replace(tmp, path)
 
     def lost(lane: Lane, task: Task, exc: LaneDied) -> None:
         kind, part = task.what
@@ -626,10 +630,27 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _append(path: Path, body: dict) -> None:
-    with open(path, "a") as handle:
+    with _writing(path), open(path, "a") as handle:
         handle.write(scrub(json.dumps(body, default=str)) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _write(results: RunResults, path: Path) -> None:
+    with _writing(path):
+        results.write(path)
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A results file that cannot be written (a full disk, a folder made read-only meanwhile) is an
+    ``OptimizeError`` of one line naming it: the store keeps what was recorded, a rerun resumes.
+    The error a write raises often names no file (ENOSPC from ``write``), or the temporary one."""
+    try:
+        yield
+    except OSError as exc:
+        raise OptimizeError(f"{path}: {exc.strerror or one_line(exc)}; what was recorded before is kept: run the "
+                            "same command again to resume") from None
 
 
 def _now() -> str:

@@ -39,6 +39,14 @@ from typing import Any
 # The no-alias assumption (``assumes``): the kernel's distinct tensor arguments do not overlap in
 # memory. Its one name, in variants, in the pass list the compiler hook reads, and in rewrites.
 NOALIAS = "noalias"
+# Fields that describe a variant without changing what runs: left out of its key and hash, so a
+# store written before they existed finds the same candidates (and their final verdicts).
+DESCRIBES = ("knobs",)
+
+
+def identity(body: dict) -> dict:
+    """A variant's JSON less what only describes it (``DESCRIBES``): what its key and hash are of."""
+    return {name: value for name, value in body.items() if name not in DESCRIBES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,15 +67,6 @@ class Variant:
         object.__setattr__(self, "passes", tuple(self.passes))
         object.__setattr__(self, "assumes", tuple(self.assumes))
         object.__setattr__(self, "knobs", tuple(self.knobs))
-
-    @property
-    def compiler_passes(self) -> tuple[str, ...]:
-        """The pass names tritune's compiler hook gets: ``passes``, then the assumptions the passes
-        may use (``NOALIAS``, from ``assumes``); none without passes. The assumption is said once,
-        in ``assumes``: never as a pass name of the variant's own."""
-        if not self.passes:
-            return ()
-        return (*self.passes, *(name for name in self.assumes if name == NOALIAS and name not in self.passes))
 
     @property
     def is_baseline(self) -> bool:
@@ -110,4 +109,6 @@ class Variant:
         return cls(**body)
 
     def key(self) -> str:
-        return json.dumps(self.to_json(), sort_keys=True, default=str)
+        """What identifies the variant (its JSON, less ``DESCRIBES``): the store's candidates and
+        decisions are found by it."""
+        return json.dumps(identity(self.to_json()), sort_keys=True, default=str)

@@ -9,9 +9,11 @@ The pipeline is a flat, named list that reads top to bottom, like Triton's ``mak
 
 ``resolve`` turns user names (``exact``, ``fast``, or pass names) into pipeline order.
 
-Assumptions are not passes: a variant says one in ``Variant.assumes``, and the compiler hook gets
-it after the pass names (``Variant.compiler_passes``): ``noalias`` in a pass list tells the passes
-that can use it (``ASSUMPTIONS`` of their module) that distinct pointer arguments do not overlap.
+Assumptions are not passes, but travel with them: ``noalias`` (``model.variant.NOALIAS``) in a
+pass list tells the passes that can use it (``ASSUMPTIONS`` of their module) that distinct pointer
+arguments do not overlap; a variant built so also says it in ``Variant.assumes``, which the
+applier checks per launch. (``assumes`` alone, as on an imported decision, is a guard only: the
+binary is built from ``passes`` as it was verified.)
 It travels with the pass names (``TRITUNE_PASSES``, the cache salt), so a binary built under it
 never shares a cache key with one built without; the applier checks it per launch
 (``tritune.aliasing``).
@@ -39,8 +41,8 @@ BY_NAME = {p.NAME: p for p in PIPELINE}
 EXACT_SET = tuple(p.NAME for p in PIPELINE if p.EXACT)
 FAST_SET = tuple(BY_NAME)
 ASSUMPTIONS = (NOALIAS,)
-# "exact-noalias": the name variants stored before ``Variant.assumes`` carried the assumption gave the
-# set; tritune no longer makes it (a variant says the assumption in ``assumes``: ``compiler_passes``)
+# "exact-noalias": the pseudo-pass stored variants of older runs name; tritune now says
+# ("exact", "noalias"): the assumption by its one name (model.variant.NOALIAS)
 ALIASES = {"exact": EXACT_SET, "fast": FAST_SET, "all": FAST_SET, "exact-noalias": (*EXACT_SET, NOALIAS)}
 
 
@@ -101,7 +103,7 @@ def preview(ttir: str, *, fast_math: bool = False) -> dict[str, int]:
     its own merges.
 
     ``name[noalias]``, for each pass whose run (or the pass run before it) can use the no-alias
-    assumption: how many more it changes under it (``exact-noalias``), what becomes possible when
+    assumption: how many more it changes under it (``("exact", "noalias")``), what becomes possible when
     the applier's per-launch check holds.
     """
     counts = {}

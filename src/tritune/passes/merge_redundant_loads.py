@@ -23,8 +23,8 @@ Legal when all of these hold:
 Writes by other programs of the same launch without synchronisation are a data race in the
 original kernel too: non-volatile loads promise no ordering with them.
 
-No-alias mode (``noalias=True``, the ``exact-noalias`` pass set; the variant records the
-assumption and the applier checks it at every launch, ``tritune.aliasing``): distinct pointer
+No-alias mode (``noalias=True``: ``noalias`` in the pass list, ``("exact", "noalias")``; the variant
+records the assumption and the applier checks it at every launch, ``tritune.aliasing``): distinct pointer
 arguments of the kernel are assumed not to overlap, so a plain ``tt.store`` in between no longer
 blocks the merge when its pointer is derived only from arguments the loaded pointer is not
 derived from (``ir.provenance``). Everything else still blocks: a store whose pointer's origin is

@@ -148,8 +148,8 @@ def _launch_bound(f: Facts) -> Bottleneck | None:
     else:
         return None
     hints = ["launch_overhead"] + (["single_iteration_reduction"] if _single_iteration_fits(f) else [])
-    return _make("launch-bound", why, hints, ("passes", "source-rewrite", "inductor-blocks", "launch-config",
-                                              "cache-hints"),
+    return _make("launch-bound", why, hints, (names.PASSES, names.SOURCE_REWRITE, names.INDUCTOR_BLOCKS,
+                                              names.LAUNCH_CONFIG, names.CACHE_HINTS),
                  ("R0_BLOCK", "num_warps"))
 
 
@@ -160,7 +160,7 @@ def _memory_near(f: Facts) -> Bottleneck | None:
         return None
     why = (f"{f.roofline:.0%} of copy bandwidth" if near_roofline else f"ncu memory SOL {f.sol_memory_pct:.0f}%")
     return _make("memory-near-roofline", why + ": only fewer bytes can help", ["passes", "cache_hints", "stop"],
-                 ("passes", "cache-hints", "source-rewrite", "launch-config", "inductor-blocks"),
+                 (names.PASSES, names.CACHE_HINTS, names.SOURCE_REWRITE, names.LAUNCH_CONFIG, names.INDUCTOR_BLOCKS),
                  ("block", "num_warps"))
 
 
@@ -168,8 +168,8 @@ def _under_filled(f: Facts) -> Bottleneck | None:
     if not (f.programs and f.sm_count) or f.programs >= f.sm_count:
         return None
     why = f"{f.programs} programs for {f.sm_count} SMs: {1 - f.programs / f.sm_count:.0%} of the GPU idles"
-    return _make("tail-effect", why, ["decrease_block", "more_warps"], ("launch-config", "source-rewrite",
-                 "inductor-blocks", "passes", "cache-hints"), ("block", "num_warps"))
+    return _make("tail-effect", why, ["decrease_block", "more_warps"], (names.LAUNCH_CONFIG, names.SOURCE_REWRITE,
+                 names.INDUCTOR_BLOCKS, names.PASSES, names.CACHE_HINTS), ("block", "num_warps"))
 
 
 def _compute_bound(f: Facts) -> Bottleneck | None:
@@ -179,7 +179,7 @@ def _compute_bound(f: Facts) -> Bottleneck | None:
         return None
     why = f"ncu compute SOL {f.sol_compute_pct:.0f}% (memory {_fmt_pct(f.sol_memory_pct)})"
     return _make("compute-bound", why, ["fast_math", "passes", "increase_block"],
-                 ("source-rewrite", "passes", "launch-config", "inductor-blocks", "cache-hints"),
+                 (names.SOURCE_REWRITE, names.PASSES, names.LAUNCH_CONFIG, names.INDUCTOR_BLOCKS, names.CACHE_HINTS),
                  ("block", "num_warps", "num_stages"))
 
 
@@ -191,8 +191,8 @@ def _tail_effect(f: Facts) -> Bottleneck | None:
     if not 1 < waves < TAIL_MAX_WAVES or idle < TAIL_WASTE:
         return None
     why = f"{waves:.2f} waves of {f.sm_count}x{f.blocks_per_sm} programs: the last partial wave idles {idle:.0%}"
-    return _make("tail-effect", why, ["whole_waves", "increase_block"], ("launch-config", "source-rewrite",
-                 "inductor-blocks", "passes", "cache-hints"), ("block", "num_warps"))
+    return _make("tail-effect", why, ["whole_waves", "increase_block"], (names.LAUNCH_CONFIG, names.SOURCE_REWRITE,
+                 names.INDUCTOR_BLOCKS, names.PASSES, names.CACHE_HINTS), ("block", "num_warps"))
 
 
 def _latency_bound(f: Facts) -> Bottleneck | None:
@@ -223,8 +223,8 @@ def _latency_bound(f: Facts) -> Bottleneck | None:
     hints += {"sync": ["fewer_warps"], "pipe": ["increase_block"]}.get(group or "", ["more_warps", "more_stages"])
     if _single_iteration_fits(f):
         hints.append("single_iteration_reduction")
-    return _make("latency-bound", "; ".join(reasons), hints, ("launch-config", "source-rewrite", "inductor-blocks",
-                 "passes", "cache-hints"), ("num_warps", "num_stages", "maxnreg", "block"))
+    return _make("latency-bound", "; ".join(reasons), hints, (names.LAUNCH_CONFIG, names.SOURCE_REWRITE,
+                 names.INDUCTOR_BLOCKS, names.PASSES, names.CACHE_HINTS), ("num_warps", "num_stages", "maxnreg", "block"))
 
 
 def _memory_far(f: Facts) -> Bottleneck | None:
@@ -239,8 +239,8 @@ def _memory_far(f: Facts) -> Bottleneck | None:
         why += " (assumed memory-bound without ncu, as streaming Triton kernels mostly are)"
     hints = (["single_iteration_reduction"] if _single_iteration_fits(f) else []) + \
         ["increase_block", "more_warps", "more_stages", "cache_hints"]
-    return _make("memory-far-from-roofline", why, hints, ("inductor-blocks", "source-rewrite", "launch-config",
-                                                          "cache-hints", "passes"),
+    return _make("memory-far-from-roofline", why, hints, (names.INDUCTOR_BLOCKS, names.SOURCE_REWRITE,
+                                                          names.LAUNCH_CONFIG, names.CACHE_HINTS, names.PASSES),
                  ("block", "R0_BLOCK", "num_warps", "num_stages"))
 
 

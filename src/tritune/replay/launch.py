@@ -127,7 +127,7 @@ class Replay:
             return contextlib.nullcontext()
         import tritune.compiler
 
-        return tritune.compiler.enabled(self.variant.compiler_passes, fast_math=self.variant.fast_math)
+        return tritune.compiler.enabled(self.variant.passes, fast_math=self.variant.fast_math)
 
     def compile(self, args: dict[str, Any] | None = None) -> Any:
         """Build the kernel for these arguments' specialization (default: fresh ones); the

@@ -43,8 +43,9 @@ first group may hold more than a round (``first_round_size`` says how many: a lo
 many).
 
 ``PassSetProposer`` proposes tritune's exact pass set, and the fast-math set only when the user
-allows fast-math. It proposes the exact set under the no-alias assumption (``assumes=("noalias",)``,
-which the compiler hook gets as a pass list name: ``Variant.compiler_passes``) only for a launch whose tensor arguments capture saw disjoint
+allows fast-math. It proposes the exact set under the no-alias assumption: ``NOALIAS`` in its pass
+list, which the compiler hook gives the passes that can use it, and in ``assumes``, which the
+applier checks at each launch (``passes=("exact", "noalias"), assumes=("noalias",)``) only for a launch whose tensor arguments capture saw disjoint
 (``aliasing.disjoint_at_capture``; a capture that did not record it gets none) and whose kernel
 loads one pointer expression twice around a store (``_may_merge_across_store``: the pattern the
 assumption unlocks, so kernels where it could change nothing cost no candidate).
@@ -326,7 +327,8 @@ class PassSetProposer:
         if self.fast_math:
             wanted.append(Variant(name="passes=fast fast-math", passes=("fast",), fast_math=True))
         if disjoint_at_capture(spec) and _may_merge_across_store(self._source(spec), spec.kernel):
-            wanted.append(Variant(name="passes=exact, assumes noalias", passes=("exact",), assumes=(NOALIAS,)))
+            wanted.append(Variant(name="passes=exact+noalias, assumes noalias", passes=("exact", NOALIAS),
+                                  assumes=(NOALIAS,)))
         done = {t.variant.key() for t in trials}
         return [v for v in wanted if v.key() not in done][:limit]
 

@@ -12,6 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
+from tritune.model.variant import identity
 from tritune.model.key import DecisionKey
 
 DONE = frozenset({"verified", "rejected", "accepted"})  # a candidate in these is not evaluated again
@@ -26,8 +27,9 @@ def variant_json(variant: Any) -> dict:
 
 
 def variant_hash(variant: Any) -> str:
-    """sha256 of the variant's canonical JSON (the same text as ``Variant.key()``)."""
-    return hashlib.sha256(json.dumps(variant_json(variant), sort_keys=True, default=str).encode()).hexdigest()
+    """sha256 of the variant's canonical JSON, less what only describes it (the same text as
+    ``Variant.key()``)."""
+    return hashlib.sha256(json.dumps(identity(variant_json(variant)), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def to_text(value: Any) -> str | None:
