@@ -20,8 +20,8 @@ decision stored before (its grid then). Left out of the JSON while False.
 
 ``knobs`` names what a source written by a proposer of tritune's changes (``["evict:load0=
 evict_first"]``, ``["persistent->looped", "R0_BLOCK"]``): the results say what won from it
-(``search.changes``), never from the variant's display name. Left out of the JSON when empty, and always out of the
-variant's key and hash (``DESCRIBES``): it describes, it does not identify.
+(``search.changes``), never from the variant's display name. Left out of the JSON when empty,
+and always out of the variant's key and hash (``DESCRIBES``): it describes, it does not identify.
 
 ``assumes`` names what the variant is only correct under (``"noalias"``: the kernel's distinct
 tensor arguments do not overlap in memory, ``tritune.aliasing``). Replay gives every argument a
