@@ -31,17 +31,12 @@ class Index:
         return cls({}, {}, {})
 
 
-def same_target(key: Any, target: Target) -> bool:
-    return (key.gpu_name, int(key.capability), key.triton_version) == (
-        target.gpu, target.capability, target.triton_version)
-
-
 def build(decisions: Iterable[Any], target: Target) -> Index:
     """The usable decisions among ``decisions`` whose key is for ``target`` (``current_target()``)."""
     by_sha, sources, constexprs = {}, collections.defaultdict(set), collections.defaultdict(list)
     for decision in decisions:
         key = decision.key
-        if decision.usable and same_target(key, target):
+        if decision.usable and key.target == target.identity:
             by_sha[key.sha] = decision
             sources[key.kernel].add(key.source_hash)
             constexprs[(key.kernel, key.source_hash)].append(json.loads(key.specialization).get("constexprs", {}))

@@ -104,7 +104,7 @@ def _skip_reason(decision: Decision, mine: DecisionStore, by_sha: dict, target: 
     key = decision.key
     if not (decision.verified and decision.enabled):
         return "rolled back or unverified in its store"
-    if (key.gpu_name, key.capability, key.triton_version) != (target.gpu, target.capability, target.triton_version):
+    if key.target != target.identity:
         return (f"made for {key.gpu_name} (sm_{key.capability}) with Triton {key.triton_version}; this machine is "
                 f"{target.gpu} (sm_{target.capability}) with Triton {target.triton_version}")
     if key.sha not in by_sha:

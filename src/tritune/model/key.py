@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any, Mapping
 
+from tritune.model.target import Target
+
 
 @dataclasses.dataclass(frozen=True)
 class DecisionKey:
@@ -36,6 +38,11 @@ class DecisionKey:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "DecisionKey":
         return cls(**{f.name: body[f.name] for f in dataclasses.fields(cls) if f.init})
+
+    @property
+    def target(self) -> Target:
+        """The GPU and Triton the decision holds for (a ``Target``'s identity)."""
+        return Target(self.gpu_name, self.capability, self.triton_version)
 
     def describe(self) -> str:
         return (f"{self.kernel} [{self.specialization_sha[:8]}] on {self.gpu_name} sm_{self.capability}, "
