@@ -25,6 +25,12 @@ def test_the_summary_says_why_a_kernel_failed(share_captured, tmp_path, monkeypa
     assert all("SpecError: " in line and "is not the file captured" in line for line in why), why
 
 
+def one_kernel(out, capture):
+    """``tritune optimize`` of one kernel of ``capture``, one candidate, no report."""
+    return CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(capture),
+                                     "--max-candidates", "1", "--max-kernels", "1", "--no-report"])
+
+
 def test_a_full_disk_during_the_run_is_one_line(share_captured, tmp_path, monkeypatch):
     """The store's disk fills as the run records its first candidate: one line and exit 2, not
     the 86-line sqlite3.OperationalError traceback."""
@@ -44,8 +50,7 @@ def test_a_full_disk_during_the_run_is_one_line(share_captured, tmp_path, monkey
 
     monkeypatch.setattr(connection._Scrubbing, "execute", execute)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(share_captured),
-                                       "--max-candidates", "1", "--max-kernels", "1", "--no-report"])
+    result = one_kernel(out, share_captured)
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"tritune optimize: {out / 'decisions.db'}: no room left on its disk "
                                           "(SQLite: database or disk is full); what was recorded before is kept: "
@@ -104,8 +109,7 @@ def test_a_full_disk_as_the_results_are_written_is_one_line(share_captured, tmp_
 
     monkeypatch.setattr(pathlib.Path, "write_text", write_text)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["optimize", "--out", str(out), "--launches", str(share_captured),
-                                       "--max-candidates", "1", "--max-kernels", "1", "--no-report"])
+    result = one_kernel(out, share_captured)
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"tritune optimize: {out / 'optimize.json'}: No space left on device; what "
                                           "was recorded before is kept: run the same command again to resume"]
