@@ -201,3 +201,26 @@ def test_an_upward_import_is_found(tmp_path):
     assert edges["tritune.loop.kernel"] == {"tritune.store.db"}
     assert circles(edges) == [["tritune.loop.kernel", "tritune.store.db"]]
     assert upward(edges) == ["tritune.store.db -> tritune.loop.kernel"]
+
+
+LONGEST = 100  # lines of one function, its decorators aside: one that needs more is several steps, each with a name
+
+
+def long_functions(text: str, where: str = "") -> list[str]:
+    return [f"{where}{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > LONGEST]
+
+
+def test_no_function_is_longer_than_a_page():
+    found = [line for path in sorted(SRC.rglob("*.py"))
+             for line in long_functions(path.read_text(encoding="utf-8"), f"{path.relative_to(SRC)}:")]
+    assert found == []
+
+
+def test_a_long_function_is_found():
+    def text(lines: int) -> str:
+        return "class C:\n    def f(self):\n" + "        x = 1\n" * (lines - 1)
+
+    assert long_functions(text(LONGEST)) == []
+    assert long_functions(text(LONGEST + 1)) == ["f: 101 lines"]

@@ -500,31 +500,45 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
     configurations a family launch chooses among by timing (``family.timed_configs``; 0: none does), and
     the keys of those launches."""
     entries = "".join(f"    {_key_literal(plan['key'])}: _case_{i},\n" for i, plan in enumerate(plans))
-    head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n"
-    head += ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
-             "# False: Inductor's configuration for each family's example, and its general kernels, everywhere\n"
-             "TUNED = True\n"
-             "# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);\n"
-             "# then its general kernel. 0: the cases' sizes only\n"
-             f"SPECIALIZE = {SPECIALIZE}\n"
-             "_SIZED = {}\n"
-             "_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one\n\n\n"
-             "def _sized(special, general, sizes, cases):\n"
-             '    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for\n'
-             '    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""\n'
-             "    if _FORCE_SIZED is not None:\n"
-             "        return special if _FORCE_SIZED else general\n"
-             "    if not TUNED:\n"
-             "        return general\n"
-             "    if sizes in cases:\n"
-             "        return special\n"
-             "    seen = _SIZED.setdefault(special, set())\n"
-             "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
-             "        seen.add(sizes)\n"
-             "    return special if sizes in seen else general\n\n\n")
+    head = f"_NAME = {name!r}\nFAMILY = {bool(families)!r}\n_CASES = {{\n{entries}}}\n" + _sized_text()
     count, keys = timed
-    if count:
-        head += textwrap.dedent(f'''\
+    head += (_timed_text(count, keys) if count else "") + _family_text(families, dense)
+    if reference is not None:
+        head += reference + "\n\n"
+    head += f"_REFERENCE = {'_reference' if reference is not None else None}\n_WARNED = []\n\n\n"
+    return head + _ENTRY_TEXT
+
+
+def _sized_text() -> str:
+    """kernel.py's ``TUNED``, ``SPECIALIZE`` and ``_sized``: whether a launch takes its kernel specialized on
+    sizes or the general one."""
+    return ("# the families' bucket table and their kernels specialized on the cases' sizes (the docstring's);\n"
+            "# False: Inductor's configuration for each family's example, and its general kernels, everywhere\n"
+            "TUNED = True\n"
+            "# sizes per kernel compiled as constants beyond the cases' (torch.compile recompiles up to 8 times);\n"
+            "# then its general kernel. 0: the cases' sizes only\n"
+            f"SPECIALIZE = {SPECIALIZE}\n"
+            "_SIZED = {}\n"
+            "_FORCE_SIZED = None  # verification: True, every launch takes its specialized kernel; False, its general one\n\n\n"
+            "def _sized(special, general, sizes, cases):\n"
+            '    """``special`` (the kernel with its size arguments as constants) for ``sizes`` of a case, or for\n'
+            '    the first SPECIALIZE other sizes it is called with (Triton compiles it once for each); else ``general``."""\n'
+            "    if _FORCE_SIZED is not None:\n"
+            "        return special if _FORCE_SIZED else general\n"
+            "    if not TUNED:\n"
+            "        return general\n"
+            "    if sizes in cases:\n"
+            "        return special\n"
+            "    seen = _SIZED.setdefault(special, set())\n"
+            "    if sizes not in seen and len(seen) < SPECIALIZE:\n"
+            "        seen.add(sizes)\n"
+            "    return special if sizes in seen else general\n\n\n")
+
+
+def _timed_text(count: int, keys: list) -> str:
+    """kernel.py's ``AUTOTUNE``, ``_choice`` and ``_tune``: the configuration a timed launch takes, among at
+    most ``count``; ``keys``: the launches that choose so."""
+    return textwrap.dedent(f'''\
             # a pointwise or reduction launch outside the cases' buckets: the configuration timed fastest, once per
             # launch and bucket of its element (and row) counts, on the GPU (the first, Inductor's for the family's
             # example, elsewhere: on the CPU, inside a CUDA graph capture, or with AUTOTUNE = False)
@@ -577,28 +591,32 @@ def _dispatch(plans: list[dict], name: str, families: int = 0, reference: str | 
 
 
             ''')
+
+
+def _family_text(families: int, dense: list[bool]) -> str:
+    """kernel.py's ``_family``: the first of the ``families`` launchers that serves the inputs."""
     copied = "".join(f"_family_{i}, " for i in range(families) if i < len(dense) and dense[i])
-    head += ("def _family(*inputs, _probe=False, _fake=False):\n"
-             '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'
-             '    (a copy of each strided tensor: the values are the same; ``_probe`` allocates without copying)\n'
-             '    and has no output that is an input or a view of one: its result (``_probe``: True), else None."""\n'
-             f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
-             "        found = family(*inputs, _probe=_probe, _fake=_fake)\n"
-             "        if found is not None:\n"
-             "            return found\n"
-             "    if not any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in inputs):\n"
-             "        return None\n"
-             "    dense = tuple(v if not isinstance(v, torch.Tensor) else torch.empty(v.shape, dtype=v.dtype, device=v.device)\n"
-             "                  if _probe else v.contiguous() for v in inputs)\n"
-             f"    for family in ({copied}):\n"
-             "        found = family(*dense, _probe=_probe, _fake=_fake)\n"
-             "        if found is not None:\n"
-             "            return found\n"
-             "    return None\n\n\n")
-    if reference is not None:
-        head += reference + "\n\n"
-    head += f"_REFERENCE = {'_reference' if reference is not None else None}\n_WARNED = []\n\n\n"
-    return head + textwrap.dedent('''\
+    return ("def _family(*inputs, _probe=False, _fake=False):\n"
+            '    """The first family that serves ``inputs``, else the first that serves them made contiguous\n'
+            '    (a copy of each strided tensor: the values are the same; ``_probe`` allocates without copying)\n'
+            '    and has no output that is an input or a view of one: its result (``_probe``: True), else None."""\n'
+            f"    for family in ({''.join(f'_family_{i}, ' for i in range(families))}):\n"
+            "        found = family(*inputs, _probe=_probe, _fake=_fake)\n"
+            "        if found is not None:\n"
+            "            return found\n"
+            "    if not any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in inputs):\n"
+            "        return None\n"
+            "    dense = tuple(v if not isinstance(v, torch.Tensor) else torch.empty(v.shape, dtype=v.dtype, device=v.device)\n"
+            "                  if _probe else v.contiguous() for v in inputs)\n"
+            f"    for family in ({copied}):\n"
+            "        found = family(*dense, _probe=_probe, _fake=_fake)\n"
+            "        if found is not None:\n"
+            "            return found\n"
+            "    return None\n\n\n")
+
+
+# kernel.py's entry points: ``serves`` and ``run``, and what they share
+_ENTRY_TEXT = textwrap.dedent('''\
         def _key(inputs):
             return tuple((tuple(v.shape), tuple(v.stride()), str(v.dtype).removeprefix("torch."))
                          if isinstance(v, torch.Tensor) else "nan" if v != v else v for v in inputs)

@@ -425,6 +425,16 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
         write()
 
     pool.drive(take, finished, lost)
+    results.stopped, resumable = _stopped(kinds, pool, request)
+    if results.stopped is None and progress:
+        progress("", total, total)
+    return resumable
+
+
+def _stopped(kinds: list[_Kind], pool: LanePool, request: RunRequest) -> tuple[str | None, bool]:
+    """Why the run stopped before every key (None: it did not), one line per kind of GPU, and whether
+    running the same command again goes on (the deadline, or every lane of a kind died)."""
+    deadline_s, cover, mixed = request.deadline_s, request.cover, len(kinds) > 1
     stops, resumable = [], False
     for kind in kinds:
         if not kind.pending:
@@ -443,10 +453,7 @@ def _loop(kinds: list[_Kind], pool: LanePool, results: RunResults, store: Decisi
             stop = (f"cover: the {len(kind.finished)} kernels optimized hold {kind.covered:.1%} of the kernel time "
                     f"(--cover {cover:.0%}); {unfinished} kernels left")
         stops.append(f"{stop} [{kind.gpu}]" if mixed else stop)
-    results.stopped = " | ".join(stops) or None
-    if not stops and progress:
-        progress("", total, total)
-    return resumable
+    return " | ".join(stops) or None, resumable
 
 
 def _llm_session(settings: LoopSettings, target: Target, log) -> Any:
