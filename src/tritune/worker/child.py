@@ -64,9 +64,21 @@ def main() -> None:
             _remove(leftovers)
             return  # the parent is gone
         if message[0] == "stop":
-            return
+            _stop()
         _, target, payload = message
         _reply(outbox, *_run(target, payload))
+
+
+def _stop() -> None:
+    """Exit now: what the jobs printed flushed to the log, then no interpreter teardown (a worker
+    that imported torch spends most of a second in it, and the parent kills the worker's process
+    group right after anyway)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], None]) -> bool:
