@@ -211,6 +211,26 @@ def test_a_key_that_ends_without_running_gives_its_share_back(captured, tmp_path
     assert results.stopped.startswith("cover: the 3 kernels optimized") and "1 kernels left" in results.stopped
 
 
+def test_the_parents_warm_imports_end_before_the_first_key(captured, tmp_path, monkeypatch):
+    """The keys' proposals import Inductor's heuristics in this process: the thread warming them
+    is joined first (two threads importing torch's modules at once may see one half made)."""
+    from tritune.loop import session
+
+    order: list[str] = []
+
+    class Warm:
+        def join(self) -> None:
+            order.append("joined")
+
+    def run(job, lane):
+        order.append("key")
+        return made_up(job)
+
+    monkeypatch.setattr(session, "_warm_parent", lambda specs: Warm())
+    planted_run(captured, tmp_path, [Planted(0, run=run)])
+    assert order[:2] == ["joined", "key"] and order.count("key") == len(GRIDS)
+
+
 def test_budgets_with_two_lanes_share_the_deadline_over_both(captured, tmp_path):
     first, second = Planted(0), Planted(1)
     results = planted_run(captured, tmp_path, [first, second], deadline_s=600.0, floor_s=5.0)

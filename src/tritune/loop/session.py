@@ -248,6 +248,9 @@ def _optimize(root: Path, request: RunRequest, specs: list[LaunchSpec], lanes: l
                     kind.llm = _llm_session(settings, kind.target, log)
                 results.timed = [t for kind in kinds for t in kind.timed]
                 results.planned = sum(len(kind.items) for kind in kinds)
+                # the keys' proposals import what the thread imports (Inductor's heuristics): two threads
+                # importing torch's modules at once may see one partially initialized (AttributeError)
+                warm.join()
                 resumable = _loop(kinds, pool, results, store, run_id, done, root, request, started, progress, log,
                                   families)
             except BaseException:
@@ -285,8 +288,9 @@ def _warm_parent(specs: list[LaunchSpec]) -> threading.Thread:
     Triton's type mangling in the rewrites' launch facts: 3-8 s; for Inductor's kernels its
     heuristics too, ``search.inductor_configs``: 2 s here, and on an H200 host 5.2 s of the
     Llama step's first key's time to its first candidate), started while the lanes start, so
-    that the first key's time to its first candidate does not pay for it. Joined at the end:
-    no import is left running while the interpreter exits."""
+    that the first key's time to its first candidate does not pay for it. Joined before the
+    first key (the ranking's time has usually covered it) and at the end: no import is left
+    running while the interpreter exits."""
     names = WARM_MODULES + (INDUCTOR_WARM_MODULES if any(s.kind == "inductor" for s in specs) else ())
     thread = threading.Thread(target=_import_quietly, args=(names,), name="tritune-warm", daemon=True)
     thread.start()
