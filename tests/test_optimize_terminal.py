@@ -113,3 +113,18 @@ def test_a_full_disk_as_the_results_are_written_is_one_line(share_captured, tmp_
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"tritune optimize: {out / 'optimize.json'}: No space left on device; what "
                                           "was recorded before is kept: run the same command again to resume"]
+
+
+def test_a_command_with_a_typo_starts_no_worker(tmp_path, monkeypatch):
+    """``optimize -- pyhton3 ...`` or a script that is not there: one line and the shell's
+    status, before the head start's workers begin (they started, then the capture noticed)."""
+    from tritune.commands import optimize
+
+    started: list = []
+    monkeypatch.setattr(optimize._HeadStart, "begin", lambda self, capture_dir: started.append(capture_dir))
+    for command, code, line in ((["pyhton3", "x.py"], 127, "tritune optimize: command not found: pyhton3"),
+                                (["python3", str(tmp_path / "nope.py")], 2,
+                                 f"tritune optimize: python3 cannot open the script {tmp_path / 'nope.py'}: no such file")):
+        result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--", *command])
+        assert (result.exit_code, result.stderr.splitlines()) == (code, [line]), result.output
+    assert started == []

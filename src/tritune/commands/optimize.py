@@ -196,6 +196,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     out_dir.mkdir(parents=True, exist_ok=True)
     if launches is not None:
         _not_captured(launches)
+    if command:
+        _command_starts(command)  # a typo: one line before any worker starts for it
     # local lanes start while the program is captured (``HeadStart``)
     head = _HeadStart(settings, picked, command) if picked is not None and config.head_start() else None
     try:
@@ -306,6 +308,18 @@ def _check_inputs(out_dir: Path, launches: Path | None, store_path: Path | None,
     if problem is not None:
         click.echo(f"tritune optimize: {problem}", err=True)
         sys.exit(2)
+
+
+def _command_starts(command: Sequence[str]) -> None:
+    """Exit with the shell's status and one line where ``command`` cannot start as written
+    (``boot.check``: not found, or a Python script that does not exist)."""
+    from tritune.boot import CommandError, check
+
+    try:
+        check(command)
+    except CommandError as exc:
+        click.echo(f"tritune optimize: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 class _HeadStart:
