@@ -33,6 +33,7 @@ import base64
 import functools
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -47,6 +48,15 @@ def scrub(text: str) -> str:
     """``text`` with every known form of every secret replaced by ``[secret]``. Anything but a
     ``str`` (None included) is returned as it is."""
     return _scrub(text, forms()) if isinstance(text, str) and text else text
+
+
+def write_json(path: str | Path, body: Any, indent: int | None = None) -> None:
+    """``body`` as JSON in ``path``, scrubbed (no secret in any message it holds) and atomically: a
+    reader never sees half a file, an interrupted write leaves the old one."""
+    path = Path(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(scrub(json.dumps(body, indent=indent, default=str)))
+    os.replace(tmp, path)
 
 
 def scrub_each(values: Iterable[Any]) -> tuple:

@@ -64,7 +64,7 @@ from tritune.loop.lanes import (Device, KeyJob, Lane, LaneDied, LaneError, LaneP
                                 lane_devices, local_lanes)
 from tritune.model.key import DecisionKey
 from tritune.model.results import FILE_NAME as RESULTS_FILE, KernelResult, KeyTime, RunResults, shares
-from tritune.secrets import scrub
+from tritune.secrets import scrub, write_json
 from tritune.store import DecisionStore, key_for
 from tritune.worker import Worker
 from tritune.worker.failures import Failure
@@ -547,9 +547,7 @@ def _timed_baselines(kinds: list[_Kind], pool: LanePool, out: Path, run_settings
             timing, failure = found[spec.id]
             kept[key.sha] = [timing, failure.to_json() if failure is not None else None]
         with _writing(path):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(scrub(json.dumps({"stamp": stamp, "keys": kept}, default=str)))
-            os.replace(tmp, path)
+            write_json(path, {"stamp": stamp, "keys": kept})
 
     def lost(lane: Lane, task: Task, exc: LaneDied) -> None:
         kind, part = task.what

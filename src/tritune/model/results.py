@@ -28,11 +28,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from tritune.secrets import scrub
+from tritune.secrets import write_json
 
 FORMAT_KEY = "tritune_optimize"
 FORMAT_VERSION = 2
@@ -456,8 +455,5 @@ class RunResults:
         return cls.from_json(data, str(path))
 
     def write(self, path: str | Path) -> None:
-        """Atomically: a reader never sees half a file, an interrupted write leaves the old one."""
-        path = Path(path)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(scrub(json.dumps(self.to_json(), indent=1, default=str)))  # no secret in any message
-        os.replace(tmp, path)
+        """Atomically and scrubbed (``secrets.write_json``)."""
+        write_json(path, self.to_json(), indent=1)
