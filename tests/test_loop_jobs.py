@@ -258,3 +258,32 @@ def test_a_round_takes_the_workers_that_ran_last(captured):  # noqa: F811
 def _request_fields(kwargs: dict) -> dict:
     """The ``RunRequest`` fields among a helper's keyword arguments, taken out of them."""
     return {name: kwargs.pop(name) for name in list(kwargs) if name in RunRequest.__dataclass_fields__}
+
+
+def test_the_target_is_asked_in_one_place_and_each_caller_says_it_its_way():
+    """``jobs.ask_target``: the optimize session stops on a worker that cannot tell its GPU, the
+    generate LLM prompt goes on without GPU facts; a GPU's answer reaches both."""
+    from types import SimpleNamespace
+
+    from tritune.generate import llm as generate_llm
+    from tritune.loop import session
+    from tritune.loop.jobs import TARGET_JOB, TargetUnknown, ask_target
+    from tritune.model.target import Target
+    from tritune.worker.failures import Failure
+    from tritune.worker.pool import Outcome
+
+    h200 = Target("NVIDIA H200", 90, "3.6.0", copy_gbps=3900.0, meaningful=True)
+    asked: list[str] = []
+
+    def worker(outcome):
+        return SimpleNamespace(call=lambda job, payload: asked.append(job) or outcome)
+
+    lost = worker(Outcome(False, failure=Failure("crash", "the worker died")))
+    with pytest.raises(TargetUnknown, match="^cannot tell which GPU this is: crash: the worker died$"):
+        ask_target(lost.call)
+    with pytest.raises(session.OptimizeError, match="cannot tell which GPU this is: crash"):
+        session.machine(lost)
+    assert generate_llm._gpu(lost, "cuda") is None
+    found = worker(Outcome(True, value=h200.to_json()))
+    assert session.machine(found) == generate_llm._gpu(found, "cuda") == h200
+    assert set(asked) == {TARGET_JOB}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tritune.loop import jobs as jobs_module
 from tritune.loop import lanes as lanes_module
 from tritune.loop.evaluate import Evaluator
 from tritune.loop.lanes import LaneDied, LocalLane, close_lanes
@@ -126,7 +127,7 @@ def bare_lane(tmp_path, monkeypatch):
 
 
 def test_lane_start_starts_its_verifiers_beside_the_timing_worker(bare_lane, monkeypatch):
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
+    monkeypatch.setattr(jobs_module, "TARGET_JOB", f"{JOBS}:target")
     evaluator, verifiers = bare_lane.evaluator, bare_lane.evaluator.verifiers
     call, seen = evaluator.call, []
     monkeypatch.setattr(evaluator, "call", lambda *a, **k: seen.append([v.pid for v in verifiers]) or call(*a, **k))
@@ -148,7 +149,7 @@ def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
+    monkeypatch.setattr(jobs_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=3)
     evaluator, verifiers = lane.evaluator, lane.evaluator.verifiers
     try:
@@ -179,7 +180,7 @@ def test_a_lane_waits_for_its_first_verifiers_and_the_rest_join_when_started(tmp
 
 
 def test_a_lane_that_cannot_start_stops_its_verifiers(bare_lane, monkeypatch):
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:raise_value_error")
+    monkeypatch.setattr(jobs_module, "TARGET_JOB", f"{JOBS}:raise_value_error")
     before = set(pool._LIVE)
     with pytest.raises(LaneDied, match="cannot tell which GPU"):
         bare_lane.start()
@@ -216,7 +217,7 @@ def test_closing_does_not_wait_for_verifiers_still_starting(tmp_path, monkeypatc
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
+    monkeypatch.setattr(jobs_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=3)
     for v in lane.evaluator.verifiers[1:]:
         v.warm = ("slow_start",)  # tests/slow_start.py: sleeps at import
@@ -239,7 +240,7 @@ def test_leaving_a_round_does_not_kill_a_late_verifier_s_start(tmp_path, monkeyp
     monkeypatch.setattr(lanes_module, "PRELOAD", ())
     monkeypatch.setattr(lanes_module, "READY_MODULE", "json")
     monkeypatch.setattr(lanes_module, "FIRST_VERIFIERS", 1)
-    monkeypatch.setattr(lanes_module, "TARGET_JOB", f"{JOBS}:target")
+    monkeypatch.setattr(jobs_module, "TARGET_JOB", f"{JOBS}:target")
     lane = LocalLane(None, tmp_path, jobs=2)
     late = lane.evaluator.verifiers[1]
     late.warm = ("slow_start",)

@@ -249,11 +249,13 @@ def _gpu(worker: Any, device: str) -> Target | None:
     None on the CPU, under the interpreter, or when the worker cannot tell."""
     if device != "cuda":
         return None
-    from tritune.loop.jobs import TARGET_JOB
+    from tritune.loop.jobs import TargetUnknown, ask_target
 
-    outcome = worker.call(TARGET_JOB, {})
-    target = Target.from_json(outcome.value) if outcome.ok else None
-    return target if target is not None and target.meaningful else None
+    try:
+        target = ask_target(worker.call)
+    except TargetUnknown:
+        return None
+    return target if target.meaningful else None
 
 
 def _ms(value: Any) -> float | None:

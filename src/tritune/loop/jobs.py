@@ -38,10 +38,11 @@ import collections
 import dataclasses
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable
 
 from tritune.bench.run import bench_spec
 from tritune.model.launch import LaunchSpec
+from tritune.model.target import Target
 from tritune.model.variant import Variant
 from tritune.replay import Replay, device_of, make_args
 from tritune.verify import verify
@@ -236,6 +237,19 @@ def full_timing(timing: dict | None) -> bool:
     """Whether a baseline timing is what ``KernelLoop`` starts from (noise and graph time), not a
     ranking's one median (``RANK_METHODS``)."""
     return bool(timing) and set(BENCH_METHODS) <= set(timing.get("methods") or ())
+
+
+class TargetUnknown(RuntimeError):
+    """``ask_target``: the worker could not say which GPU it runs on (one line)."""
+
+
+def ask_target(call: Callable[[str, dict], Any]) -> Target:
+    """The target a worker runs on (``target_job``), through ``call`` (a worker's or a lane's
+    guarded ``call``): the one place the parent asks, the GPU staying in the worker."""
+    outcome = call(TARGET_JOB, {})
+    if not outcome.ok:
+        raise TargetUnknown(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
+    return Target.from_json(outcome.value)
 
 
 def target_job(payload: dict) -> dict:

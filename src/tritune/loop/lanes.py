@@ -48,7 +48,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 from tritune import config
 from tritune.llm.family import LLMSession
 from tritune.loop.evaluate import CANDIDATE_TIMEOUT_S, PRELOAD, Evaluator, Interrupted, WorkerLost
-from tritune.loop.jobs import DEVICES_JOB, TARGET_JOB
+from tritune.loop.jobs import DEVICES_JOB, TargetUnknown, ask_target
 from tritune.loop.kernel import KernelLoop
 from tritune.model.key import DecisionKey
 from tritune.model.launch import LaunchSpec
@@ -294,10 +294,10 @@ class LocalLane:
             pool.shutdown(wait=False)
 
     def _start(self) -> Target:
-        outcome = self._guard(self.evaluator.call, TARGET_JOB, {})
-        if not outcome.ok:
-            raise LaneDied(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
-        target = Target.from_json(outcome.value)
+        try:
+            target = ask_target(lambda job, payload: self._guard(self.evaluator.call, job, payload))
+        except TargetUnknown as exc:
+            raise LaneDied(str(exc)) from None
         if self.device is not None and not config.interpreting() and not target.meaningful:
             raise LaneDied(f"{config.ENV_VISIBLE_DEVICES}={self.device}: its workers see no GPU")
         if self.evaluator.copy_gbps is None:

@@ -54,7 +54,7 @@ from tritune.errors import one_line
 from tritune.llm.family import LLMSession
 from tritune.loop.category import category_of
 from tritune.loop.evaluate import Evaluator
-from tritune.loop.jobs import TARGET_JOB
+from tritune.loop.jobs import TargetUnknown, ask_target
 from tritune.model.failures import ERROR
 from tritune.model.launch import LaunchSpec
 from tritune.model.request import RunRequest
@@ -600,11 +600,11 @@ def _scrubbing(log: Callable[[str], None]) -> Callable[[str], None]:
 
 
 def machine(worker: Worker) -> Target:
-    """The target decisions are keyed by, from a worker (the parent never touches the GPU)."""
-    outcome = worker.call(TARGET_JOB, {})
-    if not outcome.ok:
-        raise OptimizeError(f"cannot tell which GPU this is: {outcome.failure.kind}: {outcome.failure.message}")
-    return Target.from_json(outcome.value)
+    """The target decisions are keyed by, from a worker (``jobs.ask_target``)."""
+    try:
+        return ask_target(worker.call)
+    except TargetUnknown as exc:
+        raise OptimizeError(str(exc)) from None
 
 
 def _start(store: DecisionStore, run_settings: dict, command: str, out: Path,
