@@ -15,7 +15,7 @@ from tritune.analyze.render import console_for, render_table, to_json
 from tritune.analyze.report import analysed
 from tritune.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")

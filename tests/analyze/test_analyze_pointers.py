@@ -14,7 +14,7 @@ from tritune.analyze.launch import infer_launch
 from tritune.analyze.pointers import infer_pointers
 from tritune.cli import main
 
-TABLE1 = Path(__file__).resolve().parent / "data" / "table1_plain_names.py"
+TABLE1 = Path(__file__).resolve().parents[1] / "data" / "table1_plain_names.py"
 
 
 # -- which parameters are pointers -------------------------------------------------------------

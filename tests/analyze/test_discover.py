@@ -10,7 +10,7 @@ import pytest
 from tritune import _inductor_shim
 from tritune.analyze.discover import discover, discover_file, python_files
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 PLAIN = '''
 import triton

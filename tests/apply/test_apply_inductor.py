@@ -21,7 +21,7 @@ from tritune.capture import inductor  # noqa: E402
 from tritune.model.variant import Variant  # noqa: E402
 from tritune.store import DecisionStore, current_target, key_for  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 POI = REPO / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
 CPU = current_target("cpu")
 

@@ -13,7 +13,7 @@ from conftest import kernel_hash
 from tritune.capture.spec import read_launches, write_launches
 from tritune.model.launch import ArgSpec, LaunchSpec
 
-KERNEL = (Path(__file__).parent / "programs" / "replay_kernels.py").read_text()  # add_kernel, gather_kernel
+KERNEL = (Path(__file__).parents[1] / "programs" / "replay_kernels.py").read_text()  # add_kernel, gather_kernel
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 
 from tritune.bench import timing
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_percentiles_interpolate_between_ranks_like_numpy():

@@ -15,7 +15,7 @@ import pytest
 from tritune.profile import ncu, ncu_csv
 from tritune.profile.bottleneck import STALL_GROUPS, Facts, classify, stall_reason
 
-DATA = Path(__file__).parent / "data" / "ncu"
+DATA = Path(__file__).parents[1] / "data" / "ncu"
 RAW = (DATA / "add_kernel_raw.csv").read_text()  # --print-units base, add_kernel n=1000 BLOCK=128
 SCALED = (DATA / "add_kernel_scaled_units.csv").read_text()  # ncu's default units: usecond, Gbyte
 

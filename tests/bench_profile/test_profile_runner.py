@@ -29,8 +29,8 @@ from tritune.replay import make_args
 # other source; marked so, it tests what this file tests, behind the allowlist
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 
-KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"  # add_kernel
-DATA = Path(__file__).parent / "data" / "ncu"
+KERNELS = Path(__file__).parents[1] / "programs" / "replay_kernels.py"  # add_kernel
+DATA = Path(__file__).parents[1] / "data" / "ncu"
 FALLBACK = "classified from timing + static analysis"
 GPU_TIMING = {"meaningful": True, "time_ms": 0.0042, "graph_ms": 0.0031, "roofline": 0.05, "grid": [8, 1, 1]}
 

@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 RESULTS = BENCH / "results"
 README = (BENCH / "README.md").read_text()
 MANIFEST = "provenance.json"

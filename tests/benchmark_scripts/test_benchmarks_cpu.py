@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import _common  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from benchmarks.corpus import drivers, measure, run, summary  # noqa: E402

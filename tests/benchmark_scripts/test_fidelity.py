@@ -15,7 +15,7 @@ import triton.language as tl
 from conftest import import_interpreted
 from tritune.capture.recorder import capture
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import fidelity  # noqa: E402

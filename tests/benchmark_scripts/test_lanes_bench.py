@@ -15,9 +15,9 @@ import pytest
 
 from tritune.model.results import CandidateLine, KernelResult, LaneLine, RunResults
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
-PROGRAM = pathlib.Path(__file__).resolve().parent / "programs" / "loop_program.py"
+PROGRAM = pathlib.Path(__file__).resolve().parents[1] / "programs" / "loop_program.py"
 sys.path.insert(0, str(BENCH))
 
 import lanes_gpu  # noqa: E402  (no GPU work at import)

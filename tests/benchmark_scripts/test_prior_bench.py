@@ -6,7 +6,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import prior_summary  # noqa: E402

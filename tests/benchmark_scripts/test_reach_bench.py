@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path[:0] = [str(BENCH), str(BENCH / "e2e")]
 
 import reach_summary  # noqa: E402

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import scale_estimate as se  # noqa: E402

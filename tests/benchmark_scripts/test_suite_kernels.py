@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "benchmarks" / "suite" / "run.py"
 KERNELS = REPO / "benchmarks" / "suite" / "kernels"
 sys.path.insert(0, str(REPO))

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from test_suite_kernels import PLANT_SCRIPT, _python  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.suite import SUITE, by_name  # noqa: E402

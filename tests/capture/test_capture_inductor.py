@@ -21,7 +21,7 @@ from tritune.capture.inductor_spec import launch_spec  # noqa: E402
 from tritune.capture.spec import read_launches  # noqa: E402
 from tritune.model.launch import SpecError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "inductor"
 HARVESTED = REPO / "examples" / "inductor_harvested"
 POI = EXAMPLES / "triton_poi_fused_add_gelu_mul_0.py"

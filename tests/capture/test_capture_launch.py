@@ -18,7 +18,7 @@ from tritune.capture._jit_shim import Launch
 from tritune.capture.recorder import capture
 from tritune.capture.spec import read_launches, source_hash
 
-KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "capture_kernels.py"
 
 
 @pytest.fixture(scope="module")

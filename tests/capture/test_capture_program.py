@@ -15,7 +15,7 @@ from tritune import boot, config
 from tritune.capture.spec import VERSION, read_launches
 from tritune.commands.capture import capture
 
-SCRIPT = Path(__file__).parent / "programs" / "capture_script.py"
+SCRIPT = Path(__file__).parents[1] / "programs" / "capture_script.py"
 SRC = str(Path(tritune.__file__).resolve().parents[1])  # the tritune under test, for the children
 
 

@@ -15,7 +15,7 @@ from conftest import import_interpreted
 from tritune.capture import _jit_shim
 from tritune.capture._jit_shim import TARGETS, ShimError, check_targets, install, uninstall
 
-KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "capture_kernels.py"
 
 
 @pytest.fixture(scope="module")

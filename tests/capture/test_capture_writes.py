@@ -11,7 +11,7 @@ import torch
 from conftest import PTR, ttir
 from tritune.capture.writes import Snapshot, WritesError, compile_ttir, from_ttir, ttir_params
 
-KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "capture_kernels.py"
 
 
 @pytest.fixture(scope="module")

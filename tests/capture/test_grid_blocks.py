@@ -21,7 +21,7 @@ from tritune.search import space
 from tritune.search.proposers import variant_of
 from tritune.store import DecisionStore, current_target, key_for
 
-KERNELS = Path(__file__).parent / "programs" / "grid_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "grid_kernels.py"
 
 ADD = """
 @triton.jit

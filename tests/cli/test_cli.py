@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tritune.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 KERNELS = '''
 import triton

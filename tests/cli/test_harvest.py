@@ -136,7 +136,7 @@ def test_collect_modules_names_copies_by_kernel_and_hash(tmp_path):
 
     from tritune.inductor.harvest import collect_modules
 
-    poi = Path(__file__).resolve().parent.parent / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
+    poi = Path(__file__).resolve().parents[2] / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
     for folder in ("ab", "cd"):  # the same kernel name from two graphs (forward, backward)
         (tmp_path / "cache" / folder).mkdir(parents=True)
         (tmp_path / "cache" / folder / f"c{folder}123456789xyz.py").write_text(poi.read_text())

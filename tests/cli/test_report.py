@@ -19,7 +19,7 @@ from tritune.report.document import KERNEL_HEADERS
 from tritune.report import ReportError, load_results, summarize, write_report
 from tritune.report.plots import MAX_BARS, SKIPPED_NO_MATPLOTLIB
 
-SAMPLE = Path(__file__).parent / "data" / "optimize_sample.json"
+SAMPLE = Path(__file__).parents[1] / "data" / "optimize_sample.json"
 PLOTS = ("speedup", "roofline", "categories", "wall_time")
 
 

@@ -18,7 +18,7 @@ from tritune.generate import bench  # noqa: E402
 from tritune.imports import import_file  # noqa: E402
 from tritune.worker import run_isolated  # noqa: E402
 
-BENCH_DIR = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 SPEC_FILES = sorted(p for p in (BENCH_DIR / "generate_specs").glob("*.py") if not p.name.startswith("_"))
 sys.path.insert(0, str(BENCH_DIR))
 

@@ -15,7 +15,7 @@ import pytest
 from tritune import config
 from tritune.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 CLI_DOC = DOCS / "cli.md"

@@ -14,7 +14,7 @@ from tritune import config, gpu
 from tritune.capture.spec import read_launches
 from tritune.cli import main
 
-SCRIPT = Path(__file__).parent / "programs" / "capture_script.py"
+SCRIPT = Path(__file__).parents[1] / "programs" / "capture_script.py"
 PRESENT = gpu.present  # the real one: conftest stands a GPU in for every test
 CPU_BUILD = """from typing import Optional
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "tritune"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tritune"
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("config", "errors", "secrets", "version"),  # the ground: settings, error classes, scrubbing

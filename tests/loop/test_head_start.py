@@ -30,7 +30,7 @@ from tritune.replay.warm import kernel_imports
 from tritune.worker import jail
 from tritune.worker.jail import Policy, same_reach
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tritune.model.variant import Variant
 from tritune.store import DecisionStore
 from tritune.worker import Worker
 
-PROGRAM = Path(__file__).resolve().parent / "programs" / "loop_program.py"
+PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "loop_program.py"
 SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=6, per_round=3)
 
 

@@ -30,7 +30,7 @@ from tritune.report import summarize
 from tritune.store import DecisionStore
 from tritune.worker import Worker
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 SETTINGS = LoopSettings(arbiter=ArbiterSettings(require_meaningful=False), max_candidates=3, per_round=3)
 MS_PER_PROGRAM = 0.01
 GRIDS = (63, 24, 8, 3)  # the four launches' programs (BLOCK=64): 4000, 1500, 500, 150 elements

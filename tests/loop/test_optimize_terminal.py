@@ -65,7 +65,7 @@ def test_a_command_that_fails_is_refused_every_time(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("TRITUNE_HEAD_START", "off")  # no workers started beside the capture: nothing to run
-    script = Path(__file__).parent / "programs" / "capture_script.py"  # launches, then exits with argv[1]
+    script = Path(__file__).parents[1] / "programs" / "capture_script.py"  # launches, then exits with argv[1]
     for _ in range(2):
         result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--no-report", "--",
                                            sys.executable, str(script), "1"])

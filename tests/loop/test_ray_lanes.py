@@ -26,7 +26,8 @@ from tritune.store import DecisionStore, variant_hash  # noqa: E402
 
 from test_loop_lanes import GRIDS, SETTINGS, by_grid, captured, decisions_of, interpreter_worker  # noqa: E402,F401
 
-TESTS = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # this module and test_loop_lanes, which the actors import
+TESTS = HERE.parent  # the helper modules
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -34,7 +35,7 @@ def cluster():
     """One local Ray instance for the module. Its processes inherit this environment when it
     starts: the actors import the scripted times of these tests (``by_grid``, ``DieOnce``)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")]))
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
                  object_store_memory=100 * 1024 * 1024)
     yield

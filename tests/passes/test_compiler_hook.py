@@ -17,7 +17,7 @@ import tritune.compiler as tc
 from tritune import config
 from tritune.compiler import cache, hook, jit_caches
 
-TESTS = pathlib.Path(__file__).parent
+TESTS = pathlib.Path(__file__).parents[1]
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 
 from tritune.capture.spec import read_launches
 
-PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "user_program.py"
+PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "user_program.py"
 KERNELS = {"add_kernel", "softmax_kernel", "layernorm_kernel", "scale_inplace_kernel", "gather_rows_kernel"}
 
 

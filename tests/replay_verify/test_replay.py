@@ -18,7 +18,7 @@ from tritune.model.variant import Variant
 from tritune.replay import KernelLoadError, Replay, load_kernel, make_args, outputs
 from tritune.worker import failures
 
-KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "replay_kernels.py"
 
 
 @pytest.fixture(autouse=True)

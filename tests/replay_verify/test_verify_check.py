@@ -19,7 +19,7 @@ from tritune.verify import check as check_module  # noqa: E402
 from tritune.verify.compare import _BY_SIZE  # noqa: E402
 from tritune.verify.tolerances import NONDETERMINISM_RUNS  # noqa: E402
 
-KERNELS = Path(__file__).parent / "programs" / "verify" / "kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "verify" / "kernels.py"
 SOURCE = KERNELS.read_text()
 
 

@@ -23,7 +23,7 @@ from tritune.replay import guard  # noqa: E402
 from tritune.verify import WRONG_RESULT, verify  # noqa: E402
 from tritune.verify.compare import _BY_SIZE, _INT8, _SIGNALLING_NAN  # noqa: E402
 
-SOURCE = (Path(__file__).resolve().parent / "programs" / "guarded.py").read_text()
+SOURCE = (Path(__file__).resolve().parents[1] / "programs" / "guarded.py").read_text()
 SEEDS = range(10)
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # planted NaN reads
 

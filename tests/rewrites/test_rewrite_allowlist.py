@@ -19,7 +19,7 @@ from tritune.allowlist.sandbox import Unsafe, check_variant_source
 from tritune.rewrites import KernelSource, NotRewritable, Rewrite
 from tritune.rewrites.applicable import applicable, rules
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # the rules' own test kernels (each rule fires on its own), a few suite kernels of each shape
 # (GEMM, row reductions, logits) and Inductor's: every rule runs on every kernel of these (a rule
 # costs ~0.1 s a kernel; the whole suite would take a minute)

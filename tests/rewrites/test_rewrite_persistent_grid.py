@@ -28,7 +28,7 @@ from tritune.rewrites.persistent_grid import G0, TILES
 from tritune.store import DecisionStore, current_target, key_for
 
 RULE = RULES["persistent-grid"]
-INDUCTOR_POI = Path(__file__).resolve().parent.parent / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
+INDUCTOR_POI = Path(__file__).resolve().parents[2] / "examples" / "inductor" / "triton_poi_fused_add_gelu_mul_0.py"
 
 KERNELS = '''import triton
 import triton.language as tl

@@ -21,7 +21,7 @@ from tritune.search.looped_reduction import (NAME_PREFIX, LoopedReductionPropose
                                              parse, rewrite)
 from tritune.model.trial import Trial
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LAYER_NORM = REPO / "examples" / "inductor" / "triton_per_fused_native_layer_norm_0.py"
 SOFTMAX = REPO / "examples" / "inductor" / "triton_per_fused__softmax_add_exp_gelu_prepare_softmax_online_sub_1.py"
 IN_PLACE = (REPO / "examples" / "inductor_harvested" /

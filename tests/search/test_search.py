@@ -251,7 +251,7 @@ def test_a_maxnreg_variant_replays_under_the_interpreter(tmp_path, monkeypatch):
     from tritune.replay import Replay, make_args
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    kernels = Path(__file__).parent / "programs" / "replay_kernels.py"
+    kernels = Path(__file__).parents[1] / "programs" / "replay_kernels.py"
     (tmp_path / "sources").mkdir()
     shutil.copy(kernels, tmp_path / "sources" / "replay_kernels.py")
     n = 300

@@ -24,10 +24,10 @@ from tritune.replay import Replay, make_args
 from tritune.search import CacheHintProposer
 from tritune.search.cache_hints import find_loads, rewrite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RED = ROOT / "examples" / "inductor" / "triton_red_fused_native_layer_norm_0.py"
 RED_KERNEL = "triton_red_fused_native_layer_norm_0"
-REPLAY_KERNELS = Path(__file__).parent / "programs" / "replay_kernels.py"
+REPLAY_KERNELS = Path(__file__).parents[1] / "programs" / "replay_kernels.py"
 
 # Several kernels in one file, one per reuse rule. The comment below is not ASCII on purpose: ast
 # columns are UTF-8 byte offsets, and an edit computed in characters would land off by a few.

@@ -23,7 +23,7 @@ from tritune.search.family import Context  # noqa: E402
 from tritune.search.inductor_configs import NoConfigs, max_autotune_configs, seeds  # noqa: E402
 from tritune.search.proposers import variant_of  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES, HARVESTED = REPO / "examples" / "inductor", REPO / "examples" / "inductor_harvested"
 H100 = dict(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536,
             max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32)

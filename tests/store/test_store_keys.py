@@ -22,7 +22,7 @@ from tritune.model.target import Target
 from tritune.store import LiveKeyer, key_for, size_bucket, triton_int_class
 from tritune.store.keys import constexpr_value
 
-KERNELS = Path(__file__).parent / "programs" / "capture_kernels.py"
+KERNELS = Path(__file__).parents[1] / "programs" / "capture_kernels.py"
 H100 = Target("NVIDIA H100 80GB HBM3", 90, "3.6.0")
 
 

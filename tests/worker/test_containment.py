@@ -67,7 +67,7 @@ from tritune.worker import Worker, jail
 LAUNCH = "containment_jobs:unchecked_launch"
 PROGRAM = "containment_jobs:program_launch"
 AUDITED = "containment_jobs:audited"
-PROGRAM_DIR = Path(__file__).resolve().parent / "programs"
+PROGRAM_DIR = Path(__file__).resolve().parents[1] / "programs"
 PROGRAM_SOURCE = (PROGRAM_DIR / "loop_program.py").read_text()
 LLM_KEY = "sk-redteam-SENTINEL-LLM-KEY-4b1d"  # TRITUNE_LLM_API_KEY in the end-to-end run
 STORE_KEY = "feedc0de" * 8  # this module's signing key ($TRITUNE_HOME/store.key), as hex text

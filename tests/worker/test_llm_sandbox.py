@@ -17,7 +17,7 @@ from conftest import INDUCTOR_POI, import_interpreted
 from tritune.allowlist import sandbox
 from tritune.allowlist.sandbox import RULES, Unsafe, allowed_imports, check, check_variant_source
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HEAD = "import triton\nimport triton.language as tl\n"
 
 ADD = HEAD + '''

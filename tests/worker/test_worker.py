@@ -28,7 +28,7 @@ from tritune.worker import (
 )
 from tritune.worker.failures import from_exception
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 JOBS = "worker_jobs"
 
 

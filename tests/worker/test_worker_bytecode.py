@@ -14,7 +14,7 @@ import pytest
 from tritune import config
 from tritune.worker import Worker, bytecode, jail
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 HERE = jail.status()
 needs_jail = pytest.mark.skipif(not HERE.usable, reason=f"this kernel lacks it: {HERE.describe()}")
 TAG = sys.implementation.cache_tag

@@ -25,7 +25,7 @@ from tritune import config
 from tritune.worker import SharedCache, Worker, jail, landlock, seccomp
 from tritune.worker.gpulock import GpuLock
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 HERE = jail.status()
 needs_jail = pytest.mark.skipif(not HERE.usable, reason=f"this kernel lacks it: {HERE.describe()}")
 needs_net = pytest.mark.skipif(HERE.landlock_abi < 4, reason="Landlock ABI < 4: no TCP rules on this kernel")
