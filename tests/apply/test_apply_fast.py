@@ -7,7 +7,7 @@ replaced by a recorder: the first launch goes through Triton's run, the next one
 binary with the decision's arguments and grid, and a launch hook sends them back to Triton.
 
 By hand, the per-launch cost with the GPU launch stubbed (plain Triton against tritune.enable;
-printed, never asserted):  PYTHONPATH=$PWD/src python3 tests/test_apply_fast.py [--base SRC]
+printed, never asserted):  PYTHONPATH=$PWD/src python3 tests/apply/test_apply_fast.py [--base SRC]
 ("jit, noalias decision": the same launch with a decision that assumes no overlap, checked each time)
 """
 

@@ -1,5 +1,5 @@
 """``--jobs``: candidates verified by several workers at once, timed by one, decide exactly what one
-worker decides. On the CPU (interpreter), with scripted times, as tests/test_loop.py runs the loop."""
+worker decides. On the CPU (interpreter), with scripted times, as tests/loop/test_loop.py runs the loop."""
 
 from __future__ import annotations
 

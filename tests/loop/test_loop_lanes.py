@@ -2,7 +2,7 @@
 free, on the CPU. Real lanes run interpreter workers with scripted times (``Evaluator.retime``),
 so that ``--workers 2`` must decide exactly what ``--workers 1`` does; planted lanes (no workers)
 make the scheduling itself deterministic: cover, deadline budgets, a lane that dies, a mixed host.
-The store's many writers: ``test_store_processes.py``."""
+The store's many writers: ``tests/store/test_store_processes.py``."""
 
 from __future__ import annotations
 

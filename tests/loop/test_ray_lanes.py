@@ -2,7 +2,7 @@
 module, under the interpreter: the Ray lanes decide what one local lane decides, the store is
 written by the driver alone (signed, usable, resumable), an actor that dies gives its key to the
 other lane, and the CLI connects to a running cluster. The one-line errors of ``--ray`` (Ray
-missing among them) are in ``test_bad_inputs.py``, which runs without Ray."""
+missing among them) are in ``tests/cli/test_bad_inputs.py``, which runs without Ray."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from tritune.model.variant import Variant
 from tritune.replay import make_args  # noqa: E402
 
 # A planted source with host code (a cache, a thread) tests verification, not the allowlist (which
-# refuses it before it runs, tests/test_llm_sandbox.py): marked as a source a rule of tritune's made.
+# refuses it before it runs, tests/worker/test_llm_sandbox.py): marked as a source a rule of tritune's made.
 RULED = {"rule": "pipeline-loop", "exact": "tolerance", "params": {}}
 from tritune.model.failures import GHOST  # noqa: E402
 from tritune.replay.launches import Launches  # noqa: E402

@@ -201,7 +201,7 @@ def compile_sm90(module, kernel: str, constexprs: dict, dtype: str | dict, scala
 
 
 # tl.sum is itself a jit function, interpreted only when TRITON_INTERPRET=1 was set before triton
-# was imported (test_capture_launch.py): every interpreted run happens in one fresh process
+# was imported (tests/capture/test_capture_launch.py): every interpreted run happens in one fresh process
 RUNNER = """
 import importlib.util, json, sys, torch
 jobs = json.load(open(sys.argv[1]))

@@ -75,7 +75,7 @@ def test_confirmation_round_trips_through_json():
 
 @pytest.fixture
 def add_root(tmp_path: Path, monkeypatch) -> Path:
-    """tests/test_bench_run.py's add_kernel launch, replayed by the interpreter."""
+    """tests/bench_profile/test_bench_run.py's add_kernel launch, replayed by the interpreter."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from test_bench_run import KERNEL, add_spec
     from tritune.capture.spec import write_launches
