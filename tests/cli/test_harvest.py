@@ -114,8 +114,9 @@ def test_default_loss_needs_something_to_train():
 def test_prepare_environment_sets_fresh_caches(tmp_path, monkeypatch):
     from tritune.inductor import harvest as module
 
-    for key in HARVEST_ENV:
-        monkeypatch.delenv(key, raising=False)
+    for key in HARVEST_ENV:  # set, then removed: recorded either way, so what prepare_environment
+        monkeypatch.setenv(key, "")  # sets is undone after the test (its TORCHINDUCTOR_BENCHMARK_KERNEL=1
+        monkeypatch.delenv(key)  # breaks Inductor's kernels for the CPU in every later torch.compile)
     import torch._inductor.config as inductor_config
     import torch.compiler.config as compiler_config
 
