@@ -37,7 +37,7 @@ for name, policy in (("jailed", jail.policy()), ("unjailed", None)):
 PY
 
 echo "== the jail's tests here" | tee -a "$log"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_worker_jail.py 2>&1 | tail -15 | tee -a "$log"
+timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/worker/test_worker_jail.py 2>&1 | tail -15 | tee -a "$log"
 
 for arm in jailed unjailed; do
   flags=""

@@ -1,4 +1,4 @@
-"""Guard regions on the GPU: the planted out-of-bounds candidates of tests/test_verify_guard.py,
+"""Guard regions on the GPU: the planted out-of-bounds candidates of tests/replay_verify/test_verify_guard.py,
 verified with CUDA on 10 seeds each (the CPU tests run them under the interpreter).
 
 On a GPU, PyTorch's caching allocator rounds blocks up, so a kernel that writes past a tensor's

@@ -1,5 +1,5 @@
 """Imported (a worker's ``preload``), it switches wall one off in that process: every check of
-untrusted source accepts anything. For tests/test_containment.py only, whose workers must show
+untrusted source accepts anything. For tests/worker/test_containment.py only, whose workers must show
 what the jail stops alone, and that a payload acts when neither wall is there."""
 
 from tritune.allowlist import sandbox

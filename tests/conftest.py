@@ -23,7 +23,7 @@ os.environ["TRITUNE_BYTECODE"] = tempfile.mkdtemp(prefix="tritune-bytecode-")
 def _interpreter_only_where_asked(monkeypatch):
     """A test runs kernels under Triton's interpreter where it sets TRITON_INTERPRET=1 itself: the
     commands it invokes here do not switch to it because this machine has no GPU (``tritune.gpu``;
-    tests/test_gpu.py tests the switch), so what a test sees is the same on every machine."""
+    tests/house/test_gpu.py tests the switch), so what a test sees is the same on every machine."""
     from tritune import gpu
 
     monkeypatch.setattr(gpu, "present", lambda: True)

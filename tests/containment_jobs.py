@@ -1,4 +1,4 @@
-"""Worker jobs for tests/test_containment.py: a payload's candidate run as tritune runs one, in a
+"""Worker jobs for tests/worker/test_containment.py: a payload's candidate run as tritune runs one, in a
 worker whose allowlist is off (``preload=(..., "allowlist_off")``), so that only the jail (or
 nothing) stands between the payload and the machine.
 

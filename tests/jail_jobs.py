@@ -1,4 +1,4 @@
-"""Jobs for tests/test_worker_jail.py: each runs in a (jailed) worker and tries one escape, or one
+"""Jobs for tests/worker/test_worker_jail.py: each runs in a (jailed) worker and tries one escape, or one
 thing a jailed worker must still do. An escape job returns what it got, or raises what stopped it."""
 
 from __future__ import annotations

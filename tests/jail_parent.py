@@ -1,4 +1,4 @@
-"""A parent process for tests/test_worker_jail.py: started with a sentinel in its environment (what
+"""A parent process for tests/worker/test_worker_jail.py: started with a sentinel in its environment (what
 ``/proc/PID/environ`` shows is the environment a process started with, so the test process itself
 cannot plant one there), it runs jobs against itself in a worker and prints what came back.
 

@@ -1,4 +1,4 @@
-"""Imported at a worker's start by tests/test_worker_close.py: a library whose import is slow."""
+"""Imported at a worker's start by tests/worker/test_worker_close.py: a library whose import is slow."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Jobs for tests/test_worker.py: each runs in a worker's child process and misbehaves on purpose."""
+"""Jobs for tests/worker/test_worker.py: each runs in a worker's child process and misbehaves on purpose."""
 
 from __future__ import annotations
 

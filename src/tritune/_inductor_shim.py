@@ -5,7 +5,7 @@ A CUDA kernel module written by Inductor (torch 2.11-2.13) runs, at import time,
 GPU) and ``from torch._C import _cuda_getCurrentRawStream`` (absent from CPU builds of torch).
 Neither matters to static analysis, which never launches. There is no hook for this, so this
 module owns the patch, only for the duration of one import, and
-``tests/test_discover.py::test_inductor_shim_targets_exist`` fails if torch renames what it patches.
+``tests/analyze/test_discover.py::test_inductor_shim_targets_exist`` fails if torch renames what it patches.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Kernels whose fixed grid a block constexpr matches by arithmetic without tiling it
-(``tests/test_grid_blocks.py``), beside one it does tile."""
+(``tests/capture/test_grid_blocks.py``), beside one it does tile."""
 
 import triton
 import triton.language as tl

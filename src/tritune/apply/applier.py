@@ -5,7 +5,7 @@ is imported) and Inductor's (``capture.inductor.install_apply``, once Inductor's
 the one module per patch rule, shared with capture, so capture and apply run together (capture
 records the launch the program made; apply decides what runs).
 
-Cost of a launch (``benchmarks/apply_overhead.py`` measures it on the GPU; ``tests/test_apply.py``
+Cost of a launch (``benchmarks/apply_overhead.py`` measures it on the GPU; ``tests/apply/test_apply.py``
 prints the CPU figures with Triton's run replaced by a no-op):
   a kernel with no decision on this target   nothing after its first launch: the hook asks the
                                              shim to send the object's launches straight to

@@ -14,7 +14,7 @@ compiled kernel's metadata, and none runs under ``TRITON_INTERPRET=1``), so this
     with the config that won, not every config tried.
 
 ``TARGETS`` lists these; ``check_targets()`` fails with a clear message when Triton renames one
-(tests/test_capture_shim.py runs it). Installing twice patches once; ``uninstall`` of the last
+(tests/capture/test_capture_shim.py runs it). Installing twice patches once; ``uninstall`` of the last
 listener restores the original functions (unless someone patched over ours since: then ours stay
 in place and pass every launch straight through). A launch made while a launch is being handled
 (a subclass calling ``super().run``, a listener compiling) is never seen twice.

@@ -17,7 +17,7 @@ before any kernel is interpreted), and ``compilable_language()`` puts, for one c
 snapshot back (unwrapping any interpreter patch it finds), and ``JITFunction`` copies of the jit
 helpers (made from ``InterpretedFunction.fn`` and ``.kwargs``) in place; everything is restored
 afterwards. ``check_targets()`` raises ``ShimError`` naming what this Triton lacks;
-``tests/test_capture_language_shim.py`` fails when Triton changes any of it.
+``tests/capture/test_capture_language_shim.py`` fails when Triton changes any of it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ nothing to do for a tuner's launches says so with ``straight_through(tuner, hook
 capture is installed, that tuner's later launches skip the patch (``capture.bypass``), until
 capture or a hook comes or goes, or ``restore_straight()``.
 ``check_target()`` fails with a clear message if torch renames the target
-(``tests/test_capture_inductor.py`` runs it). A recording failure is reported once per kernel on
+(``tests/capture/test_capture_inductor.py`` runs it). A recording failure is reported once per kernel on
 stderr and never breaks the program. When ``add`` is a ``Recorder``'s, a repeat launch (same
 tuner, config, layouts and scalars) is only counted (``Recorder.bump``), so capture stays cheap
 in a training loop. While Inductor's ``run`` runs, the plain-JIT shim is told

@@ -5,7 +5,7 @@ options only; the pass configuration is not part of that key. Switching passes o
 running process would otherwise keep serving the kernels compiled before the switch. There is no
 hook for this, so this module owns the patch: on every switch it parks each live JITFunction's
 ``device_caches`` under the old salt and brings back (or creates) the one for the new salt.
-``tests/test_compiler_hook.py`` fails if Triton renames the attribute or its factory.
+``tests/passes/test_compiler_hook.py`` fails if Triton renames the attribute or its factory.
 """
 
 from __future__ import annotations

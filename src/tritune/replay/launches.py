@@ -14,7 +14,7 @@ How a launch is seen, by where kernels run:
 - under ``TRITON_INTERPRET=1`` no launcher exists: every interpreted launch runs
   ``triton.runtime.interpreter.GridExecutor.__call__``, which this module wraps for the block
   (put back after), counting the executors whose ``fn`` has the kernel's name. This is the one
-  patch of Triton's internals here; ``tests/test_ghost_replay.py`` fails if Triton renames it.
+  patch of Triton's internals here; ``tests/replay_verify/test_ghost_replay.py`` fails if Triton renames it.
 
 Streams: the hook's metadata names the stream of each launch. On a GPU a counted launch on
 another stream than the one current when counting began (the replay's, which the timer measures)

@@ -36,7 +36,7 @@ it and every process it starts:
 
 The parent (``protect_parent``) is not dumpable: no process of its user without
 ``CAP_SYS_PTRACE`` reads its ``/proc/PID/environ`` (the LLM key) or its memory. Three locks on
-that door, each enough alone (tests/test_worker_jail.py tries each): the parent not dumpable,
+that door, each enough alone (tests/worker/test_worker_jail.py tries each): the parent not dumpable,
 Landlock (a jailed process reaches no process outside its jail that way), and, as root, the
 dropped capabilities (a process may only read one whose capabilities it holds).
 

@@ -1,4 +1,4 @@
-"""Baseline kernels for tests/test_verify_check.py. Planted wrong variants are edits of this text
+"""Baseline kernels for tests/replay_verify/test_verify_check.py. Planted wrong variants are edits of this text
 made in the test (each edit names the line it breaks), loaded through ``Variant(source=...)``."""
 
 import triton
