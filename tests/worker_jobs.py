@@ -117,6 +117,16 @@ def exit_slowly(seconds):
     return os.getpid()
 
 
+def at_exit_writes(path):
+    """The child, when it stops, writes ``path`` from an exit function (as a replay's variant
+    folder is removed, ``replay.kernel._variant_dir``)."""
+    import atexit
+    from pathlib import Path
+
+    atexit.register(Path(path).write_text, "exit functions ran")
+    return os.getpid()
+
+
 class _RunsWhenLoaded:
     """Unpickled, calls ``os.system`` (where it is loaded): what a payload puts in a reply."""
 

@@ -24,6 +24,7 @@ heavy is loaded before the job asks for it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import importlib
@@ -70,15 +71,15 @@ def main() -> None:
 
 
 def _stop() -> None:
-    """Exit now: what the jobs printed flushed to the log, then no interpreter teardown (a worker
-    that imported torch spends most of a second in it, and the parent kills the worker's process
-    group right after anyway)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
+    """Exit now: the exit functions the jobs registered run (``atexit``: a replay's variant folder
+    removed, a recorder's files written, ``weakref.finalize``), what they printed is flushed to the
+    log, then no interpreter teardown (a worker that imported torch spends most of a second in it,
+    its exit functions milliseconds, and the parent kills the worker's process group right after)."""
+    try:
+        atexit._run_exitfuncs()  # each one's exception is printed and the next runs, as at a normal exit
+    finally:
+        _flush()
+        os._exit(0)
 
 
 def _init(inbox: Connection, outbox: Connection, start_threads: Callable[[], None]) -> bool:
