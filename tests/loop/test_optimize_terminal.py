@@ -119,12 +119,15 @@ def test_a_command_with_a_typo_starts_no_worker(tmp_path, monkeypatch):
     """``optimize -- pyhton3 ...`` or a script that is not there: one line and the shell's
     status, before the head start's workers begin (they started, then the capture noticed)."""
     from tritune.commands import optimize
+    from tritune.loop import lanes
 
     started: list = []
     monkeypatch.setattr(optimize._HeadStart, "begin", lambda self, capture_dir: started.append(capture_dir))
+    # off the interpreter, the lanes' devices are counted by a worker
+    monkeypatch.setattr(lanes, "lane_devices", lambda *args, **kwargs: started.append("lane_devices"))
     for command, code, line in ((["pyhton3", "x.py"], 127, "tritune optimize: command not found: pyhton3"),
                                 (["python3", str(tmp_path / "nope.py")], 2,
                                  f"tritune optimize: python3 cannot open the script {tmp_path / 'nope.py'}: no such file")):
         result = CliRunner().invoke(main, ["optimize", "--out", str(tmp_path / "out"), "--", *command])
         assert (result.exit_code, result.stderr.splitlines()) == (code, [line]), result.output
-    assert started == []
+    assert started == [] and not (tmp_path / "out").exists()  # nothing written (troubleshooting.md says so)

@@ -173,6 +173,8 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
         click.echo(f"tritune optimize: {exc}", err=True)
         sys.exit(2)
     _check_inputs(out_dir, launches, store_path, kernels)
+    if command:
+        _command_starts(command)  # a typo: one line before --out is made or any worker starts (lane_devices')
     try:
         if ray_address is not None:
             picked = None
@@ -196,8 +198,6 @@ def optimize(out_dir: Path, launches: Path | None, inductor_dir: Path | None, st
     out_dir.mkdir(parents=True, exist_ok=True)
     if launches is not None:
         _not_captured(launches)
-    if command:
-        _command_starts(command)  # a typo: one line before any worker starts for it
     # local lanes start while the program is captured (``HeadStart``)
     head = _HeadStart(settings, picked, command) if picked is not None and config.head_start() else None
     try:
