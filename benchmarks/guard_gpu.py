@@ -1,5 +1,5 @@
 """Guard regions on the GPU: the planted out-of-bounds candidates of tests/replay_verify/test_verify_guard.py,
-verified with CUDA on 10 seeds each (the CPU tests run them under the interpreter).
+verified with CUDA on 10 seeds each (the CPU test runs them under the interpreter, on 3: ``--seeds``).
 
 On a GPU, PyTorch's caching allocator rounds blocks up, so a kernel that writes past a tensor's
 end hits padding or a neighbour and nothing crashes: before guard regions such a candidate
@@ -121,7 +121,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument("--control", type=Path, default=None, help="only write the sanitizer's control store here")
-    parser.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds per case (default: %(default)s)")
+    parser.add_argument("--seeds", type=_positive, default=len(SEEDS), help="seeds per case (default: %(default)s)")
     args = parser.parse_args()
     if args.control:
         write_control(args.control)
@@ -152,6 +152,14 @@ def main() -> int:
     print(f"{len(rows) - len(failed)}/{len(rows)} cases as expected on every seed" +
           (f"; NOT: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
+
+
+def _positive(text: str) -> int:
+    """``--seeds``: at least 1 (none would report every case as expected on every one of no seeds)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 if __name__ == "__main__":

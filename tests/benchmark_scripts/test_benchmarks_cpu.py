@@ -229,6 +229,13 @@ def test_sanitize_store_stops_clearly_without_gpu(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_guard_gpu_refuses_no_seeds():
+    """``--seeds 0`` would verify nothing and print every case as expected on every seed."""
+    done = subprocess.run([sys.executable, str(BENCH / "guard_gpu.py"), "--seeds", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--seeds: must be at least 1, not 0" in done.stderr, done.stdout + done.stderr
+
+
 def test_guard_gpu_cases_end_as_expected_under_the_interpreter(tmp_path):
     """benchmarks/guard_gpu.py's cases (the GPU's proof) run on the CPU too: every planted bug
     rejected and every correct variant verified on each seed (3 here, 10 on the GPU); its control
