@@ -125,6 +125,7 @@ def test_prepare_environment_sets_fresh_caches(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler_config, "force_disable_caches", compiler_config.force_disable_caches)
     compiler_config.force_disable_caches = False
     env = module.prepare_environment(tmp_path)
+    assert set(env) <= set(HARVEST_ENV)  # each undone after the test (a new one would stay in this worker)
     assert env["TORCHINDUCTOR_BENCHMARK_KERNEL"] == "1" and env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
     for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         assert os.environ[key] == env[key] and os.path.isdir(env[key]) and env[key].startswith(str(tmp_path))
