@@ -220,6 +220,8 @@ def test_the_parents_warm_imports_end_before_the_first_key(captured, tmp_path, m
 
     class Warm:
         def join(self) -> None:
+            if not order:
+                time.sleep(0.2)  # still importing when the ranking ends
             order.append("joined")
 
     def run(job, lane):
@@ -227,8 +229,10 @@ def test_the_parents_warm_imports_end_before_the_first_key(captured, tmp_path, m
         return made_up(job)
 
     monkeypatch.setattr(session, "_warm_parent", lambda specs: Warm())
-    planted_run(captured, tmp_path, [Planted(0, run=run)])
+    results = planted_run(captured, tmp_path, [Planted(0, run=run)])
     assert order[:2] == ["joined", "key"] and order.count("key") == len(GRIDS)
+    # the wait is a fixed cost before the first key, and named (not the first key's time to its first candidate)
+    assert 0.2 <= results.fixed["warm_s"] <= results.fixed["total_s"]
 
 
 def test_budgets_with_two_lanes_share_the_deadline_over_both(captured, tmp_path):
